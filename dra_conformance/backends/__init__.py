@@ -1,0 +1,1 @@
+"""Cluster backends, chosen by name: `local` (embedded default), `existing` (any kubeconfig), `kind`."""

@@ -1,0 +1,66 @@
+"""The `existing` backend: a cluster someone else runs, reached through a kubeconfig. Never created or deleted."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.errors import BackendError
+from dra_conformance.kube import client_from_kubeconfig
+
+# A reachable API server answers /version in milliseconds; 10 s covers a slow VPN to a staging cluster.
+REACHABILITY_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class ExistingClusterConfig:
+    """Where the existing cluster is."""
+
+    kubeconfig: Path
+    context: str | None = None
+    # kube-apiserver audit log readable from this machine, if any (enables the metrics consumer inventory).
+    audit_log: Path | None = None
+
+
+class ExistingBackend:
+    """Attaches to a cluster through its kubeconfig; `stop` leaves it alone."""
+
+    name = "existing"
+
+    def __init__(self, config: ExistingClusterConfig) -> None:
+        """Use the cluster `config` points at."""
+        self.config = config
+
+    def start(self) -> ClusterInfo:
+        """Check the cluster answers and describe it; fails with one line when it does not."""
+        info = self.info()
+        assert info is not None
+        return info
+
+    def info(self) -> ClusterInfo | None:
+        """Describe the cluster (nodes and server); raise BackendError if it cannot be reached."""
+        with client_from_kubeconfig(self.config.kubeconfig, self.config.context) as api_client:
+            server = str(api_client.configuration.host)
+            try:
+                client.VersionApi(api_client).get_code(_request_timeout=REACHABILITY_TIMEOUT)
+                nodes = client.CoreV1Api(api_client).list_node(_request_timeout=REACHABILITY_TIMEOUT)
+            except (ApiException, HTTPError, OSError) as error:
+                reason = getattr(error, "reason", None) or str(error).splitlines()[0]
+                raise BackendError(f"existing cluster at {server} is not usable: {reason}") from None
+        capabilities = {"audit-log"} if self.config.audit_log else set()
+        return ClusterInfo(
+            backend=self.name,
+            kubeconfig=self.config.kubeconfig,
+            server=server,
+            nodes=tuple(sorted(node.metadata.name for node in nodes.items)),
+            capabilities=frozenset(capabilities),
+            audit_log=self.config.audit_log,
+        )
+
+    def stop(self) -> None:
+        """Do nothing: this backend never deletes a cluster it did not create."""

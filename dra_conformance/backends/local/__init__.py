@@ -1,0 +1,1 @@
+"""The embedded `local` backend: upstream etcd, control plane and kwok nodes run as local processes."""

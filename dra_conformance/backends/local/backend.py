@@ -1,0 +1,280 @@
+"""The `local` backend: builds the pinned binaries, renders the cluster, and drives the supervisor."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from dra_conformance import waits
+from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.local import control_plane
+from dra_conformance.backends.local.build import Builder, default_cache_dir, echo_stderr
+from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.errors import BackendError, WaitTimeout
+from dra_conformance.kube import client_from_kubeconfig
+from dra_conformance.timeouts import Timeouts
+
+# Labels and annotations on the fake nodes this backend creates.
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+NODE_LABEL = "dra-conformance.io/local-node"
+# Start-up polls run at most this far apart: the warm cluster-up target is 5 s, so a 1 s backoff would cost 20%.
+STARTUP_POLL_CAP = 0.1
+# Lines of a failed component's log quoted in the error.
+LOG_TAIL_LINES = 15
+# Capacity of each fake node; large so allocation, not CPU or memory, decides scheduling in the suites.
+NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+
+
+def repository_root() -> Path:
+    """The checkout this package runs from (the cluster assets live there, not in the wheel)."""
+    return Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class LocalClusterConfig:
+    """Settings of one local cluster."""
+
+    # State directory: PKI, kubeconfig, component logs, etcd data. One cluster per directory.
+    state_dir: Path = field(default_factory=lambda: repository_root() / "reports" / "clusters" / "local")
+    # Build cache shared by every checkout of this user; keyed by the pinned versions.
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    # Wrapper Go modules that build the pinned upstream components.
+    assets: Path = field(default_factory=lambda: repository_root() / "clusters" / "local")
+    # Number of kwok-managed fake nodes.
+    nodes: int = 2
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    # A process whose exit stops the cluster (the pytest run that started it); None lets it outlive the caller.
+    owner_pid: int | None = None
+
+
+class LocalBackend:
+    """Runs etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok as local processes."""
+
+    name = "local"
+
+    def __init__(self, config: LocalClusterConfig, echo: Callable[[str], None] = echo_stderr) -> None:
+        """Manage the cluster described by `config`, reporting progress through `echo`."""
+        if config.nodes < 1:
+            raise ValueError(f"a local cluster needs at least one node, got {config.nodes}")
+        self.config = config
+        self.layout = ClusterLayout(config.state_dir)
+        self.echo = echo
+
+    def node_names(self) -> tuple[str, ...]:
+        """Names of the fake nodes, in index order."""
+        return tuple(f"kwok-node-{index}" for index in range(self.config.nodes))
+
+    # --- inspection -------------------------------------------------------------------------------------------
+
+    def _state(self) -> dict[str, Any] | None:
+        try:
+            state: dict[str, Any] = json.loads(self.layout.state.read_text())
+        except (OSError, ValueError):
+            return None
+        return state
+
+    def _supervisor_alive(self, state: dict[str, Any]) -> bool:
+        pid = state.get("supervisor_pid")
+        if not isinstance(pid, int):
+            return False
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return b"dra_conformance.backends.local.supervisor" in cmdline  # guards against a reused pid
+
+    def info(self) -> ClusterInfo | None:
+        """Describe the running cluster, or None if no supervisor is running for this state directory."""
+        state = self._state()
+        if state is None or state.get("phase") != "running" or not self._supervisor_alive(state):
+            return None
+        try:
+            recorded = json.loads((self.layout.root / "cluster.json").read_text())
+        except (OSError, ValueError):
+            return None  # still starting: nodes not registered yet
+        return ClusterInfo(
+            backend=self.name,
+            kubeconfig=self.layout.kubeconfig,
+            server=str(state["server"]),
+            nodes=tuple(recorded["nodes"]),
+            capabilities=frozenset({"node-client-certs", "audit-log", "kwok-nodes", "local-processes"}),
+            pki_dir=self.layout.pki,
+            audit_log=self.layout.audit_log,
+            log_dir=self.layout.logs,
+            details={"supervisor_pid": str(state["supervisor_pid"]), "state_dir": str(self.layout.root),
+                     **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()}},
+        )
+
+    # --- start ------------------------------------------------------------------------------------------------
+
+    def start(self) -> ClusterInfo:
+        """Attach to the running cluster of this state directory, or build and start a new one."""
+        self.layout.root.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.layout.lock)):
+            running = self.info()
+            if running is not None:
+                return running
+            binaries = Builder(
+                self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
+            ).ensure_all()
+            self._stop_locked()  # a half-started or crashed cluster from an earlier run
+            self._reset_state_dir()
+            plan = control_plane.render(
+                self.layout, binaries, control_plane.Ports.allocate(),
+                kwok_stages=self.config.assets / "kwok-stages.yaml",
+                ready_timeout=self.config.timeouts.apiserver_ready,
+                stop_timeout=self.config.timeouts.process_stop,
+                owner_pid=self.config.owner_pid,
+            )
+            plan.write(self.layout.plan)
+            self._spawn_supervisor()
+            try:
+                self._await_running()
+                nodes = self._register_nodes()
+            except (ApiException, HTTPError) as error:
+                reason = self._reason()
+                self._stop_locked()
+                raise BackendError(f"start local cluster: register fake nodes: {error}; {reason}") from None
+            except BaseException:
+                self._stop_locked()
+                raise
+            (self.layout.root / "cluster.json").write_text(json.dumps({"nodes": list(nodes)}))
+            info = self.info()
+            if info is None:
+                raise BackendError(f"start local cluster: supervisor stopped right after start-up: {self._reason()}")
+            return info
+
+    def _reset_state_dir(self) -> None:
+        for path in (self.layout.pki, self.layout.config, self.layout.etcd_data, self.layout.logs):
+            shutil.rmtree(path, ignore_errors=True)
+        for path in (self.layout.state, self.layout.plan, self.layout.root / "cluster.json"):
+            path.unlink(missing_ok=True)
+        self.layout.logs.mkdir(parents=True)
+
+    def _spawn_supervisor(self) -> None:
+        with self.layout.component_log("supervisor").open("ab") as log:
+            subprocess.Popen(
+                [sys.executable, "-m", "dra_conformance.backends.local.supervisor", str(self.layout.root)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C at the terminal reaches pytest, which then stops us in order
+                close_fds=True,
+            )
+
+    def _reason(self) -> str:
+        state = self._state() or {}
+        reason = str(state.get("reason") or "no reason recorded")
+        for name in ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "supervisor"):
+            if name in reason or name == "supervisor":
+                log = self.layout.component_log(name)
+                if log.exists():
+                    tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+                    return reason + f"\n--- last lines of {log}:\n" + "\n".join(tail)
+        return reason
+
+    def _await_running(self) -> None:
+        def phase() -> str:
+            state = self._state()
+            if state is None:
+                return "not started"
+            if state.get("phase") in ("failed", "stopped"):
+                raise BackendError(f"start local cluster: {self._reason()}")
+            return str(state.get("phase"))
+
+        # The supervisor itself enforces apiserver_ready before starting the rest; this covers the whole sequence.
+        deadline = self.config.timeouts.apiserver_ready + self.config.timeouts.etcd_ready
+        try:
+            waits.until(phase, lambda p: p == "running", timeout=deadline, what="local control plane running",
+                        describe=str, max_interval=STARTUP_POLL_CAP)
+        except WaitTimeout as error:
+            raise BackendError(f"start local cluster: {error}; {self._reason()}") from None
+
+    def _register_nodes(self) -> tuple[str, ...]:
+        names = self.node_names()
+        with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
+            core = client.CoreV1Api(api_client)
+            for index, name in enumerate(names):
+                core.create_node(self._node_manifest(index, name))
+
+            def ready_nodes() -> set[str]:
+                listed = core.list_node(label_selector=NODE_LABEL, _request_timeout=5)
+                return {
+                    node.metadata.name for node in listed.items
+                    if any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+                }
+
+            waits.until(ready_nodes, lambda ready: ready >= set(names), timeout=self.config.timeouts.node_ready,
+                        what=f"fake nodes {', '.join(names)} Ready", describe=lambda r: f"ready: {sorted(r)}",
+                        retry_on=(ApiException, HTTPError), max_interval=STARTUP_POLL_CAP)
+        return names
+
+    @staticmethod
+    def _node_manifest(index: int, name: str) -> dict[str, Any]:
+        # Status set at creation is kept for Nodes (kubelets register this way), and kwok's node stage keeps
+        # addresses that are already present: so each node keeps its own loopback address.
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                "labels": {
+                    NODE_LABEL: "true",
+                    "type": "kwok",
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                },
+            },
+            "status": {
+                "addresses": [
+                    {"type": "InternalIP", "address": control_plane.node_address(index)},
+                    {"type": "Hostname", "address": name},
+                ],
+                "capacity": NODE_CAPACITY,
+                "allocatable": NODE_CAPACITY,
+            },
+        }
+
+    # --- stop -------------------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop the supervisor of this state directory (and with it every component); no-op if none runs."""
+        self.layout.root.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.layout.lock)):
+            self._stop_locked()
+
+    def _stop_locked(self) -> None:
+        state = self._state()
+        if state is None or not self._supervisor_alive(state):
+            return
+        pid = int(state["supervisor_pid"])
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+            # Children get process_stop each, in two groups; one more for the supervisor's own bookkeeping.
+            limit = 3 * self.config.timeouts.process_stop
+            readable, _, _ = select.select([pidfd], [], [], limit)
+            if not readable:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)  # its children die with it (PR_SET_PDEATHSIG)
+                raise BackendError(f"stop local cluster: supervisor {pid} did not exit within {limit:g}s; killed")
+        finally:
+            os.close(pidfd)

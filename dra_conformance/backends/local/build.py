@@ -1,0 +1,168 @@
+"""Builds the pinned upstream components from their Go modules into a cache keyed by the pinned versions."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from dra_conformance import versions
+from dra_conformance.errors import BuildError, UsageError
+
+# A cold build is silent for minutes; one progress line per interval shows it is alive without flooding CI logs.
+PROGRESS_INTERVAL = 30.0
+LOG_TAIL_LINES = 30
+
+
+@dataclass(frozen=True)
+class Component:
+    """One binary built from a wrapper module under `clusters/local/`."""
+
+    name: str
+    module: str  # directory under clusters/local/
+    package: str  # package path to build inside that module
+    version: str
+    ldflags: str = ""
+
+    def cache_key(self, assets: Path) -> str:
+        """Hash of everything that decides the binary: module files, package, flags and Go version."""
+        digest = hashlib.sha256()
+        for name in ("go.mod", "go.sum", "main.go"):
+            path = assets / self.module / name
+            if path.exists():
+                digest.update(name.encode() + b"\0" + path.read_bytes())
+        digest.update(f"{self.package}\0{self.ldflags}\0{go_version()}".encode())
+        return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
+
+
+def _kube_ldflags() -> str:
+    # Without these /version reports v0.0.0 and skew checks in clients misfire.
+    major, minor = versions.KUBERNETES.removeprefix("v").split(".")[:2]
+    base = "k8s.io/component-base/version"
+    return (
+        f"-s -w -X {base}.gitVersion={versions.KUBERNETES} -X {base}.gitMajor={major} -X {base}.gitMinor={minor}"
+        f" -X {base}.gitTreeState=clean"
+    )
+
+
+COMPONENTS: tuple[Component, ...] = (
+    Component("etcd", "etcd", ".", versions.ETCD, "-s -w"),
+    Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", versions.KWOK, "-s -w"),
+    Component("kube", "kube", ".", versions.KUBERNETES, _kube_ldflags()),
+)
+
+
+def go_version() -> str:
+    """Return `go version` output, part of the cache key; a missing Go is a usage error."""
+    try:
+        return subprocess.run(["go", "version"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise UsageError(f"go toolchain not usable ({error}); install Go >= 1.26 to build the local cluster") from None
+
+
+def default_cache_dir() -> Path:
+    """Per-user cache shared by every checkout, so CI clones on the same machine reuse warm builds."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dra-conformance"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    """Paths of the built binaries."""
+
+    etcd: Path
+    kwok: Path
+    kube: Path
+
+
+class Builder:
+    """Builds components into `<cache>/bin/<name>-<version>-<hash>/<name>` unless already there."""
+
+    def __init__(self, assets: Path, cache_dir: Path, *, timeout: float, echo: Callable[[str], None]) -> None:
+        """Build from the wrapper modules under `assets` into `cache_dir`, reporting through `echo`."""
+        self.assets = assets
+        self.cache_dir = cache_dir
+        self.timeout = timeout
+        self.echo = echo
+
+    def path(self, component: Component) -> Path:
+        """Where the cached binary of `component` lives."""
+        return self.cache_dir / "bin" / component.cache_key(self.assets) / component.name
+
+    def ensure_all(self) -> Binaries:
+        """Return every binary, building the missing ones."""
+        paths = {component.name: self.ensure(component) for component in COMPONENTS}
+        return Binaries(**paths)
+
+    def ensure(self, component: Component) -> Path:
+        """Return the cached binary, building it first if it is missing (one builder at a time)."""
+        target = self.path(component)
+        if target.exists():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(target.parent) + ".lock"):
+            if not target.exists():
+                self._build(component, target)
+        return target
+
+    def _build(self, component: Component, target: Path) -> None:
+        log_dir = self.cache_dir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{target.parent.name}.log"
+        partial = target.with_name(target.name + ".partial")
+        command = ["go", "build", "-trimpath", "-ldflags", component.ldflags, "-o", str(partial), component.package]
+        self.echo(f"building {component.name} {component.version} (log: {log_path})")
+        started = time.monotonic()
+        done = threading.Event()
+
+        def progress() -> None:
+            while not done.wait(PROGRESS_INTERVAL):
+                self.echo(f"  still building {component.name}: {time.monotonic() - started:.0f}s elapsed")
+
+        ticker = threading.Thread(target=progress, daemon=True)
+        ticker.start()
+        try:
+            with log_path.open("w") as log:
+                log.write(f"$ (cd {self.assets / component.module} && {' '.join(command)})\n")
+                log.flush()
+                result = subprocess.run(
+                    command, cwd=self.assets / component.module, stdout=log, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, timeout=self.timeout, check=False,
+                )
+            failed = result.returncode != 0
+        except subprocess.TimeoutExpired:
+            failed = True
+            with log_path.open("a") as log:
+                log.write(f"\nbuild timed out after {self.timeout:g}s\n")
+        finally:
+            done.set()
+        if failed:
+            partial.unlink(missing_ok=True)
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
+            raise BuildError(component.name, str(log_path), tail)
+        partial.replace(target)
+        self.echo(f"built {component.name} in {time.monotonic() - started:.0f}s")
+
+
+def prune_stale(cache_dir: Path, keep: set[str]) -> list[Path]:
+    """Remove cached builds whose key is not in `keep`; returns what was removed."""
+    removed = []
+    for entry in sorted((cache_dir / "bin").glob("*")):
+        if entry.is_dir() and entry.name not in keep:
+            shutil.rmtree(entry)
+            removed.append(entry)
+    return removed
+
+
+def echo_stderr(message: str) -> None:
+    """Default progress sink: stderr, flushed, so progress survives pytest's output capture."""
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,62 @@
+"""Where a local cluster keeps its files: one state directory per cluster under `reports/clusters/`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """Paths inside a local cluster's state directory."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        """Certificates and keys (regenerated on every `up`)."""
+        return self.root / "pki"
+
+    @property
+    def config(self) -> Path:
+        """Component kubeconfigs and config files."""
+        return self.root / "config"
+
+    @property
+    def logs(self) -> Path:
+        """One log per component, the audit log and the supervisor log."""
+        return self.root / "logs"
+
+    @property
+    def etcd_data(self) -> Path:
+        """etcd's data directory (wiped on every `up`, so each cluster starts empty)."""
+        return self.root / "etcd-data"
+
+    @property
+    def plan(self) -> Path:
+        """What the supervisor runs, written by the backend before it spawns the supervisor."""
+        return self.root / "plan.json"
+
+    @property
+    def state(self) -> Path:
+        """What the supervisor reports: its pid, component pids, phase, and why it stopped."""
+        return self.root / "state.json"
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig users and tests connect with."""
+        return self.root / "kubeconfig"
+
+    @property
+    def lock(self) -> Path:
+        """Serializes up/down/attach between CLI calls and xdist workers."""
+        return self.root.with_name(self.root.name + ".lock")
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log (read by the metrics consumer inventory)."""
+        return self.logs / "audit.log"
+
+    def component_log(self, name: str) -> Path:
+        """The log file of one component."""
+        return self.logs / f"{name}.log"

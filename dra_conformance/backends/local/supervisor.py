@@ -1,0 +1,191 @@
+"""The process that owns a local cluster's components: starts them in order, stops them all together.
+
+Run as `python -m dra_conformance.backends.local.supervisor <state-dir>` in its own session (the backend does
+this). It stops every component, in reverse start order, when it receives SIGTERM/SIGINT/SIGHUP, when one
+component exits unexpectedly, or when its owner process (the pytest run that started it) is gone. Components
+get PR_SET_PDEATHSIG, so even a SIGKILL of the supervisor does not leave them behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import selectors
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from dra_conformance.backends.local.control_plane import Plan, ProcessSpec
+from dra_conformance.backends.local.layout import ClusterLayout
+
+PR_SET_PDEATHSIG = 1
+# How often the readiness probe of a `wait_for` URL is repeated; also bounds how late a signal is noticed then.
+PROBE_INTERVAL = 0.05
+# Per-request timeout of that probe: loopback, so anything slower means "not ready yet".
+PROBE_REQUEST_TIMEOUT = 2.0
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+class StopRequested(Exception):
+    """Raised inside the start sequence when the supervisor must stop instead."""
+
+
+class Supervisor:
+    """Starts the processes of a plan and watches them, the owner and signals."""
+
+    def __init__(self, layout: ClusterLayout, plan: Plan) -> None:
+        """Supervise `plan`, reporting through `layout.state`."""
+        self.layout = layout
+        self.plan = plan
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.selector = selectors.DefaultSelector()
+        self.stop_reason: str | None = None
+        self.failed = False
+        wake_read, self.wake_write = os.pipe()
+        os.set_blocking(wake_read, False)
+        os.set_blocking(self.wake_write, False)
+        self.selector.register(wake_read, selectors.EVENT_READ, ("signal", None))
+        if plan.owner_pid is not None:
+            try:
+                owner_fd = os.pidfd_open(plan.owner_pid)
+            except ProcessLookupError:
+                self.stop_reason = f"owner process {plan.owner_pid} was already gone"
+            else:
+                self.selector.register(owner_fd, selectors.EVENT_READ, ("owner", None))
+
+    def write_state(self, phase: str) -> None:
+        """Publish the phase and pids atomically for `status`, `down` and the backend's waits."""
+        state: dict[str, Any] = {
+            "supervisor_pid": os.getpid(),
+            "phase": phase,
+            "server": self.plan.server,
+            "processes": {name: child.pid for name, child in self.children.items()},
+            "reason": self.stop_reason,
+            "updated": time.time(),
+        }
+        partial = self.layout.state.with_suffix(".partial")
+        partial.write_text(json.dumps(state, indent=2))
+        partial.replace(self.layout.state)
+
+    def run(self) -> int:
+        """Start, watch, stop; the exit code is 0 for a requested stop and 1 for a failure."""
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_signal)
+        try:
+            if self.stop_reason is None:
+                self.write_state("starting")
+                for spec in self.plan.processes:
+                    if spec.wait_for:
+                        self._wait_ready(spec)
+                    self._start(spec)
+                    self.write_state("starting")
+                self.write_state("running")
+                self._watch()
+        except StopRequested:
+            pass
+        except Exception as error:  # anything unexpected must still stop the children
+            self._fail(f"supervisor error: {type(error).__name__}: {error}")
+        self.write_state("stopping")
+        self._stop_all()
+        self.write_state("failed" if self.failed else "stopped")
+        return 1 if self.failed else 0
+
+    def _fail(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.failed = True
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = f"received {signal.Signals(signum).name}"
+        with contextlib.suppress(BlockingIOError):
+            os.write(self.wake_write, b"x")
+
+    def _start(self, spec: ProcessSpec) -> None:
+        log = open(spec.log, "ab")  # noqa: SIM115 - the child keeps it; closed after the child exits
+        log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(spec.argv)}\n".encode())
+        log.flush()
+        child = subprocess.Popen(
+            spec.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent, close_fds=True,
+        )
+        log.close()
+        self.children[spec.name] = child
+        self.selector.register(os.pidfd_open(child.pid), selectors.EVENT_READ, ("child", spec.name))
+
+    def _poll_events(self, timeout: float | None) -> None:
+        """Wait for an event; raise StopRequested when a signal, owner exit or child exit demands a stop."""
+        for key, _ in self.selector.select(timeout):
+            kind, name = key.data
+            if kind == "child":
+                code = self.children[name].wait()
+                self._fail(f"{name} exited with code {code}; see {self.layout.component_log(name)}")
+            elif kind == "owner":
+                self.stop_reason = self.stop_reason or f"owner process {self.plan.owner_pid} exited"
+        if self.stop_reason is not None:
+            raise StopRequested
+
+    def _watch(self) -> None:
+        while True:
+            self._poll_events(None)
+
+    def _wait_ready(self, spec: ProcessSpec) -> None:
+        assert spec.wait_for is not None
+        context = ssl.create_default_context(cafile=self.plan.ca_file)
+        context.load_cert_chain(self.plan.client_cert_file, self.plan.client_key_file)
+        deadline = time.monotonic() + self.plan.ready_timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(spec.wait_for, context=context, timeout=PROBE_REQUEST_TIMEOUT) as reply:
+                    if reply.status == 200:
+                        return
+                    last = f"HTTP {reply.status}"
+            except urllib.error.HTTPError as error:
+                last = f"HTTP {error.code}"
+            except (OSError, ssl.SSLError) as error:
+                last = str(error)
+            self._poll_events(PROBE_INTERVAL)
+        self._fail(f"{spec.wait_for} not ready within {self.plan.ready_timeout:g}s (before starting {spec.name}): {last}")
+        raise StopRequested
+
+    def _stop_all(self) -> None:
+        """SIGTERM everything but etcd together, then etcd (the API server needs it while draining)."""
+        stores = [c for name, c in self.children.items() if name == "etcd"]
+        others = [c for name, c in reversed(self.children.items()) if name != "etcd"]
+        for group in (others, stores):
+            for child in group:
+                if child.poll() is None:
+                    child.terminate()
+            deadline = time.monotonic() + self.plan.stop_timeout
+            for child in group:
+                try:
+                    child.wait(max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+
+
+def main(argv: list[str]) -> int:
+    """Entry point: `supervisor <state-dir>`."""
+    if len(argv) != 2:
+        print("usage: python -m dra_conformance.backends.local.supervisor <state-dir>", file=sys.stderr)
+        return 2
+    layout = ClusterLayout(Path(argv[1]))
+    return Supervisor(layout, Plan.read(layout.plan)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

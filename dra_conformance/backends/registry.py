@@ -1,0 +1,34 @@
+"""Backends by name: the one place that maps a `SuiteConfig` onto a concrete backend."""
+
+from __future__ import annotations
+
+from dra_conformance.backends.base import ClusterBackend
+from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
+from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
+from dra_conformance.config import BACKENDS, SuiteConfig
+from dra_conformance.errors import UsageError
+
+
+def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClusterConfig:
+    """The local backend's settings derived from a run's settings."""
+    defaults = LocalClusterConfig()
+    return LocalClusterConfig(
+        state_dir=config.state_dir or defaults.state_dir,
+        cache_dir=config.cache_dir or defaults.cache_dir,
+        nodes=config.nodes,
+        timeouts=config.timeouts,
+        owner_pid=owner_pid,
+    )
+
+
+def make_backend(config: SuiteConfig, *, owner_pid: int | None = None) -> ClusterBackend:
+    """Return the backend `config.backend` names; `owner_pid` ties a local cluster's life to that process."""
+    if config.backend == "local":
+        if config.nodes < 1:
+            raise UsageError(f"--nodes must be at least 1, got {config.nodes}")
+        return LocalBackend(local_cluster_config(config, owner_pid))
+    if config.backend == "existing":
+        if config.kubeconfig is None:
+            raise UsageError("--cluster=existing needs --kubeconfig")
+        return ExistingBackend(ExistingClusterConfig(config.kubeconfig, config.context, config.audit_log))
+    raise UsageError(f"unknown cluster backend {config.backend!r}; choose one of {', '.join(BACKENDS)}")

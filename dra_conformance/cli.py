@@ -1,0 +1,122 @@
+"""`dra-conformance`: a thin CLI. Flags map onto `SuiteConfig`; work is done by backends and pytest.
+
+    dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
+    dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dra_conformance.backends.local.backend import LocalBackend, repository_root
+from dra_conformance.backends.registry import local_cluster_config, make_backend
+from dra_conformance.config import BACKENDS, SuiteConfig
+from dra_conformance.errors import BuildError, ConformanceError, UsageError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # One line, non-zero exit: argparse's default prints the whole usage block first.
+        self.exit(EXIT_USAGE, f"dra-conformance: error: {message} (see --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the CLI."""
+    parser = _Parser(prog="dra-conformance", description=__doc__.splitlines()[0] if __doc__ else None)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    cluster = commands.add_parser("cluster", help="manage the embedded local cluster")
+    cluster.add_argument("action", choices=["up", "down", "status", "kubeconfig"])
+    cluster.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes, help="fake nodes (default 2)")
+    cluster.add_argument("--state-dir", type=Path, help="cluster state directory (default reports/clusters/local)")
+    cluster.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+
+    run = commands.add_parser("run", help="run the conformance suites (extra arguments go to pytest)")
+    run.add_argument("--cluster", choices=BACKENDS, default="local")
+    run.add_argument("--kubeconfig", type=Path)
+    run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
+    return parser
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    config = SuiteConfig(nodes=args.nodes, state_dir=args.state_dir, cache_dir=args.cache_dir)
+    backend = LocalBackend(local_cluster_config(config, owner_pid=None))
+    if args.action == "up":
+        info = backend.start()
+        print(f"local cluster running: {info.server}, nodes {', '.join(info.nodes)}")
+        print(f"kubeconfig: {info.kubeconfig}")
+        print(f"logs: {info.log_dir}")
+        return EXIT_OK
+    if args.action == "down":
+        was_running = backend.info() is not None
+        backend.stop()
+        print("local cluster stopped" if was_running else "local cluster was not running")
+        return EXIT_OK
+    info = backend.info()
+    if info is None:
+        print("local cluster is not running", file=sys.stderr)
+        return EXIT_FAILED
+    if args.action == "kubeconfig":
+        print(info.kubeconfig)
+    else:
+        print(f"running: {info.server}; nodes: {', '.join(info.nodes)}; state: {info.details['state_dir']}")
+        for key, value in sorted(info.details.items()):
+            if key.startswith("pid."):
+                print(f"  {key[4:]}: pid {value}")
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    import pytest
+
+    make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
+    root = repository_root()
+    options = [f"--cluster={args.cluster}", f"--nodes={args.nodes}", "--rootdir", str(root)]
+    if args.kubeconfig:
+        options.append(f"--kubeconfig={args.kubeconfig}")
+    targets = pytest_args or [str(root / "suites"), str(root / "tests" / "cluster")]
+    return int(pytest.main([*options, *targets]))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; every expected failure is one line on stderr and a non-zero exit code."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        if args.command == "cluster":
+            return _cluster(args)
+        return _run(args, rest)
+    except BuildError as error:
+        print(f"dra-conformance: {error}\n{error.log_tail}", file=sys.stderr)
+        return EXIT_FAILED
+    except ConformanceError as error:
+        print(f"dra-conformance: {error}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILED
+    except KeyboardInterrupt:
+        print("dra-conformance: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

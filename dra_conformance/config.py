@@ -1,0 +1,33 @@
+"""`SuiteConfig`: every user-facing setting of a run, with defaults; built from CLI flags or pytest options."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dra_conformance.timeouts import Timeouts
+
+BACKENDS = ("local", "existing")
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """Settings of one conformance run."""
+
+    # Which cluster backend to use: "local" (embedded, default) or "existing" (any kubeconfig).
+    backend: str = "local"
+    # kubeconfig of an existing cluster (backend "existing"); the local backend writes its own.
+    kubeconfig: Path | None = None
+    # kubeconfig context to use (backend "existing"); None means the current context.
+    context: str | None = None
+    # Number of kwok-managed fake nodes of a local cluster.
+    nodes: int = 2
+    # State directory of the local cluster; None means reports/clusters/local in the checkout.
+    state_dir: Path | None = None
+    # Build cache of the pinned binaries; None means ~/.cache/dra-conformance.
+    cache_dir: Path | None = None
+    # Leave a cluster this run started running afterwards (for debugging or reuse).
+    keep_cluster: bool = False
+    # kube-apiserver audit log of an existing cluster, if readable here.
+    audit_log: Path | None = None
+    timeouts: Timeouts = field(default_factory=Timeouts)

@@ -1,0 +1,22 @@
+"""Constructing clients of the official `kubernetes` package from kubeconfig files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kubernetes import client, config
+from kubernetes.config.config_exception import ConfigException
+
+from dra_conformance.errors import UsageError
+
+
+def client_from_kubeconfig(path: Path, context: str | None = None) -> client.ApiClient:
+    """Return an ApiClient for `path` (and `context`); a missing or malformed kubeconfig is a usage error."""
+    if not path.is_file():
+        raise UsageError(f"kubeconfig {path}: no such file")
+    try:
+        return config.new_client_from_config(config_file=str(path), context=context, persist_config=False)
+    except ConfigException as error:
+        raise UsageError(f"kubeconfig {path}: {error}") from None
+    except Exception as error:  # the loader raises bare YAML/KeyError/TypeError on malformed files
+        raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({type(error).__name__}: {error})") from None

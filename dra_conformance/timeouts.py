@@ -1,0 +1,46 @@
+"""Named deadlines, in seconds, each with the reason for its size.
+
+A `Timeouts` instance travels as a fixture; users override fields with `--timeout-<name>=<seconds>`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Per-operation deadlines (seconds)."""
+
+    # etcd answers its health endpoint well under a second on loopback; 30 s covers a cold page cache on a busy CI box.
+    etcd_ready: float = 30.0
+    # kube-apiserver runs ~40 post-start hooks (RBAC bootstrap, priority classes); 3-6 s on 2 cores, 60 s when loaded.
+    apiserver_ready: float = 60.0
+    # kwok marks a node Ready in its first stage pass, normally well under a second after the Node exists.
+    node_ready: float = 30.0
+    # Default ServiceAccount and RBAC bootstrap in a new namespace come from controllers with a resync of seconds.
+    namespace_ready: float = 30.0
+    # The scheduler retries an unschedulable pod with backoff up to 10 s; allocation + binding take a few backoffs.
+    pod_scheduled: float = 60.0
+    # The resourceclaim controller creates a template claim within one sync; it shares CPU with the scheduler.
+    claim_generated: float = 30.0
+    # Deletion waits for finalizers (delete-protection, pod GC by kwok's pod-delete stage) to be removed.
+    delete: float = 60.0
+    # Graceful stop of one control-plane process before it is killed: etcd flushes, apiserver drains watches.
+    process_stop: float = 15.0
+    # A cold build of the Kubernetes binaries from source takes 10-30 min on 2 cores; this guards a hung toolchain.
+    build: float = 3600.0
+
+    def override(self, **values: float) -> Timeouts:
+        """Return a copy with some deadlines replaced; unknown names are a usage error."""
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown timeout(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return dataclasses.replace(self, **values)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """Return the names of every deadline, for option registration."""
+        return [f.name for f in fields(cls)]
