@@ -1,7 +1,8 @@
 """`dra-conformance`: a thin CLI. Flags map onto `SuiteConfig`; work is done by backends and pytest.
 
-    dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
-    dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
+dra-conformance build [--cache-dir DIR]
+dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
+dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dra_conformance.backends.local.backend import LocalBackend, repository_root
+from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.backends.registry import local_cluster_config, make_backend
 from dra_conformance.config import BACKENDS, SuiteConfig
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
@@ -43,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dra-conformance", description=__doc__.splitlines()[0] if __doc__ else None)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    build = commands.add_parser("build", help="build the pinned upstream binaries of the local backend (cached)")
+    build.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+
     cluster = commands.add_parser("cluster", help="manage the embedded local cluster")
     cluster.add_argument("action", choices=["up", "down", "status", "kubeconfig"])
     cluster.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes, help="fake nodes (default 2)")
@@ -56,14 +61,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _build(args: argparse.Namespace) -> int:
+    config = local_cluster_config(SuiteConfig(cache_dir=args.cache_dir), owner_pid=None)
+    binaries = Builder(config.assets, config.cache_dir, timeout=config.timeouts.build, echo=echo_stderr).ensure_all()
+    for name, path in sorted(vars(binaries).items()):
+        print(f"{name}: {path}")
+    return EXIT_OK
+
+
 def _cluster(args: argparse.Namespace) -> int:
     config = SuiteConfig(nodes=args.nodes, state_dir=args.state_dir, cache_dir=args.cache_dir)
     backend = LocalBackend(local_cluster_config(config, owner_pid=None))
     if args.action == "up":
-        info = backend.start()
-        print(f"local cluster running: {info.server}, nodes {', '.join(info.nodes)}")
-        print(f"kubeconfig: {info.kubeconfig}")
-        print(f"logs: {info.log_dir}")
+        started = backend.start()
+        print(f"local cluster running: {started.server}, nodes {', '.join(started.nodes)}")
+        print(f"kubeconfig: {started.kubeconfig}")
+        print(f"logs: {started.log_dir}")
         return EXIT_OK
     if args.action == "down":
         was_running = backend.info() is not None
@@ -81,6 +94,9 @@ def _cluster(args: argparse.Namespace) -> int:
         for key, value in sorted(info.details.items()):
             if key.startswith("pid."):
                 print(f"  {key[4:]}: pid {value}")
+        startup = {key[8:]: value for key, value in info.details.items() if key.startswith("startup.")}
+        if startup:
+            print("  start-up seconds: " + ", ".join(f"{phase} {seconds}" for phase, seconds in startup.items()))
     return EXIT_OK
 
 
@@ -103,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rest and args.command != "run":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
+        if args.command == "build":
+            return _build(args)
         if args.command == "cluster":
             return _cluster(args)
         return _run(args, rest)
@@ -115,7 +133,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dra-conformance: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-
 
 
 if __name__ == "__main__":

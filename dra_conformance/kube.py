@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from dra_conformance.errors import UsageError
@@ -20,3 +22,12 @@ def client_from_kubeconfig(path: Path, context: str | None = None) -> client.Api
         raise UsageError(f"kubeconfig {path}: {error}") from None
     except Exception as error:  # the loader raises bare YAML/KeyError/TypeError on malformed files
         raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({type(error).__name__}: {error})") from None
+
+
+def status_message(error: ApiException) -> str:
+    """The `message` of the API server's Status body (the denial text), or the raw body if it is not JSON."""
+    try:
+        body = json.loads(error.body or "")
+    except (TypeError, ValueError):
+        return str(error.body or error.reason)
+    return str(body.get("message", error.body)) if isinstance(body, dict) else str(body)

@@ -81,9 +81,15 @@ class CertificateAuthority:
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, content_commitment=False, key_encipherment=False,
-                    data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                    encipher_only=False, decipher_only=False,
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    encipher_only=False,
+                    decipher_only=False,
                 ),
                 critical=True,
             )
@@ -137,9 +143,7 @@ class CertificateAuthority:
             .not_valid_after(now + CERT_VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
         )
         alt_names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
         alt_names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ip_addresses]
@@ -152,7 +156,5 @@ class CertificateAuthority:
 def service_account_keypair() -> tuple[bytes, bytes]:
     """Return (private key PEM, public key PEM) for signing service-account tokens (ES256)."""
     key = _new_key()
-    public = key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
+    public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     return key_pem(key), public

@@ -42,3 +42,7 @@ class ClusterBackend(Protocol):
     def stop(self) -> None:
         """Stop what this backend started; a no-op for clusters it does not own."""
         ...
+
+    def release(self, owner_pid: int) -> None:
+        """Stop the cluster if the process `owner_pid` started it; leave clusters started by others running."""
+        ...

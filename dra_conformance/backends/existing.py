@@ -64,3 +64,6 @@ class ExistingBackend:
 
     def stop(self) -> None:
         """Do nothing: this backend never deletes a cluster it did not create."""
+
+    def release(self, owner_pid: int) -> None:
+        """Do nothing: see `stop`."""

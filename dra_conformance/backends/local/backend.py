@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,21 @@ STARTUP_POLL_CAP = 0.1
 LOG_TAIL_LINES = 15
 # Capacity of each fake node; large so allocation, not CPU or memory, decides scheduling in the suites.
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+
+
+class Stopwatch:
+    """Seconds spent per start-up phase, recorded so `status` and the benchmark can say where time goes."""
+
+    def __init__(self) -> None:
+        """Start timing now."""
+        self.laps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, phase: str) -> None:
+        """Record the time since the previous lap under `phase`."""
+        now = time.monotonic()
+        self.laps[phase] = now - self._last
+        self._last = now
 
 
 def repository_root() -> Path:
@@ -116,8 +132,12 @@ class LocalBackend:
             pki_dir=self.layout.pki,
             audit_log=self.layout.audit_log,
             log_dir=self.layout.logs,
-            details={"supervisor_pid": str(state["supervisor_pid"]), "state_dir": str(self.layout.root),
-                     **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()}},
+            details={
+                "supervisor_pid": str(state["supervisor_pid"]),
+                "state_dir": str(self.layout.root),
+                **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
+                **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
+            },
         )
 
     # --- start ------------------------------------------------------------------------------------------------
@@ -133,19 +153,25 @@ class LocalBackend:
                 self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
             ).ensure_all()
             self._stop_locked()  # a half-started or crashed cluster from an earlier run
+            timings = Stopwatch()
             self._reset_state_dir()
             plan = control_plane.render(
-                self.layout, binaries, control_plane.Ports.allocate(),
+                self.layout,
+                binaries,
+                control_plane.Ports.allocate(),
                 kwok_stages=self.config.assets / "kwok-stages.yaml",
                 ready_timeout=self.config.timeouts.apiserver_ready,
                 stop_timeout=self.config.timeouts.process_stop,
                 owner_pid=self.config.owner_pid,
             )
             plan.write(self.layout.plan)
+            timings.lap("render")
             self._spawn_supervisor()
             try:
                 self._await_running()
+                timings.lap("control_plane")
                 nodes = self._register_nodes()
+                timings.lap("nodes_ready")
             except (ApiException, HTTPError) as error:
                 reason = self._reason()
                 self._stop_locked()
@@ -153,7 +179,7 @@ class LocalBackend:
             except BaseException:
                 self._stop_locked()
                 raise
-            (self.layout.root / "cluster.json").write_text(json.dumps({"nodes": list(nodes)}))
+            (self.layout.root / "cluster.json").write_text(json.dumps({"nodes": list(nodes), "startup": timings.laps}))
             info = self.info()
             if info is None:
                 raise BackendError(f"start local cluster: supervisor stopped right after start-up: {self._reason()}")
@@ -170,7 +196,9 @@ class LocalBackend:
         with self.layout.component_log("supervisor").open("ab") as log:
             subprocess.Popen(
                 [sys.executable, "-m", "dra_conformance.backends.local.supervisor", str(self.layout.root)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # a Ctrl-C at the terminal reaches pytest, which then stops us in order
                 close_fds=True,
             )
@@ -178,7 +206,14 @@ class LocalBackend:
     def _reason(self) -> str:
         state = self._state() or {}
         reason = str(state.get("reason") or "no reason recorded")
-        for name in ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok", "supervisor"):
+        for name in (
+            "kube-apiserver",
+            "etcd",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+            "supervisor",
+        ):
             if name in reason or name == "supervisor":
                 log = self.layout.component_log(name)
                 if log.exists():
@@ -198,8 +233,14 @@ class LocalBackend:
         # The supervisor itself enforces apiserver_ready before starting the rest; this covers the whole sequence.
         deadline = self.config.timeouts.apiserver_ready + self.config.timeouts.etcd_ready
         try:
-            waits.until(phase, lambda p: p == "running", timeout=deadline, what="local control plane running",
-                        describe=str, max_interval=STARTUP_POLL_CAP)
+            waits.until(
+                phase,
+                lambda p: p == "running",
+                timeout=deadline,
+                what="local control plane running",
+                describe=str,
+                max_interval=STARTUP_POLL_CAP,
+            )
         except WaitTimeout as error:
             raise BackendError(f"start local cluster: {error}; {self._reason()}") from None
 
@@ -213,13 +254,20 @@ class LocalBackend:
             def ready_nodes() -> set[str]:
                 listed = core.list_node(label_selector=NODE_LABEL, _request_timeout=5)
                 return {
-                    node.metadata.name for node in listed.items
+                    node.metadata.name
+                    for node in listed.items
                     if any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
                 }
 
-            waits.until(ready_nodes, lambda ready: ready >= set(names), timeout=self.config.timeouts.node_ready,
-                        what=f"fake nodes {', '.join(names)} Ready", describe=lambda r: f"ready: {sorted(r)}",
-                        retry_on=(ApiException, HTTPError), max_interval=STARTUP_POLL_CAP)
+            waits.until(
+                ready_nodes,
+                lambda ready: ready >= set(names),
+                timeout=self.config.timeouts.node_ready,
+                what=f"fake nodes {', '.join(names)} Ready",
+                describe=lambda r: f"ready: {sorted(r)}",
+                retry_on=(ApiException, HTTPError),
+                max_interval=STARTUP_POLL_CAP,
+            )
         return names
 
     @staticmethod
@@ -257,6 +305,17 @@ class LocalBackend:
         self.layout.root.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.layout.lock)):
             self._stop_locked()
+
+    def release(self, owner_pid: int) -> None:
+        """Stop the cluster if `owner_pid` started it (its plan names that owner); otherwise leave it running."""
+        self.layout.root.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.layout.lock)):
+            try:
+                owner = json.loads(self.layout.plan.read_text()).get("owner_pid")
+            except (OSError, ValueError):
+                return
+            if owner == owner_pid:
+                self._stop_locked()
 
     def _stop_locked(self) -> None:
         state = self._state()

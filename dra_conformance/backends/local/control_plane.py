@@ -107,7 +107,6 @@ AUDIT_POLICY = {
 }
 
 
-
 def render(
     layout: ClusterLayout,
     binaries: Binaries,
@@ -131,10 +130,16 @@ def render(
     front_proxy_ca.write(pki, "front-proxy-ca")
     cluster_ca.issue(
         "kube-apiserver",
-        dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                   "kubernetes.default.svc.cluster.local"],
+        dns_names=[
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ],
         ip_addresses=[LOOPBACK, KUBERNETES_SERVICE_IP],
-        server=True, client=False,
+        server=True,
+        client=False,
     ).write(pki, "apiserver")
     front_proxy_ca.issue(FRONT_PROXY_CLIENT).write(pki, "front-proxy-client")
     sa_private, sa_public = service_account_keypair()
@@ -156,8 +161,13 @@ def render(
         target = layout.kubeconfig if stem == "admin" else cfg / f"{stem}.kubeconfig"
         kubeconfigs[stem] = kubeconfig.write(
             target,
-            kubeconfig.render(server, cluster_ca.cert_pem, user=user,
-                              client_cert_pem=issued.cert_pem, client_key_pem=issued.key_pem),
+            kubeconfig.render(
+                server,
+                cluster_ca.cert_pem,
+                user=user,
+                client_cert_pem=issued.cert_pem,
+                client_key_pem=issued.key_pem,
+            ),
         )
 
     (cfg / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
@@ -166,106 +176,136 @@ def render(
     shutil.copyfile(kwok_stages, cfg / "kwok.yaml")
 
     gates = versions.feature_gate_flag()
-    etcd = ProcessSpec("etcd", [
-        str(binaries.etcd),
-        "--name=dra-conformance",
-        f"--data-dir={layout.etcd_data}",
-        f"--listen-client-urls=http://{LOOPBACK}:{ports.etcd_client}",
-        f"--advertise-client-urls=http://{LOOPBACK}:{ports.etcd_client}",
-        f"--listen-peer-urls=http://{LOOPBACK}:{ports.etcd_peer}",
-        f"--initial-advertise-peer-urls=http://{LOOPBACK}:{ports.etcd_peer}",
-        f"--initial-cluster=dra-conformance=http://{LOOPBACK}:{ports.etcd_peer}",
-        # A throwaway test store: fsync on every write costs more than the data is worth.
-        "--unsafe-no-fsync=true",
-        "--quota-backend-bytes=4294967296",
-        "--log-level=warn",
-    ], str(layout.component_log("etcd")))
-    apiserver = ProcessSpec("kube-apiserver", [
-        str(binaries.kube), "apiserver",
-        f"--etcd-servers=http://{LOOPBACK}:{ports.etcd_client}",
-        f"--bind-address={LOOPBACK}",
-        f"--advertise-address={LOOPBACK}",
-        # The lease reconciler refuses a loopback advertise address; the `kubernetes` Service endpoints it would
-        # maintain are unusable here anyway (no kube-proxy).
-        "--endpoint-reconciler-type=none",
-        f"--secure-port={ports.apiserver}",
-        f"--tls-cert-file={pki / 'apiserver.crt'}",
-        f"--tls-private-key-file={pki / 'apiserver.key'}",
-        f"--client-ca-file={pki / 'ca.crt'}",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
-        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
-        f"--service-account-key-file={pki / 'sa.pub'}",
-        f"--service-account-signing-key-file={pki / 'sa.key'}",
-        "--authorization-mode=Node,RBAC",
-        "--enable-admission-plugins=NodeRestriction",
-        "--allow-privileged=true",
-        f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
-        f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
-        "--requestheader-username-headers=X-Remote-User",
-        "--requestheader-group-headers=X-Remote-Group",
-        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-        f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-        f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-        # No kube-proxy: the aggregator must dial endpoint addresses (loopback) instead of Service IPs.
-        "--enable-aggregator-routing=true",
-        f"--audit-log-path={layout.audit_log}",
-        f"--audit-policy-file={cfg / 'audit-policy.yaml'}",
-        "--audit-log-maxbackup=3",
-        "--audit-log-maxsize=100",
-        f"--feature-gates={gates}",
-        f"--runtime-config={versions.runtime_config_flag()}",
-        "--profiling=false",
-        "--v=1",
-    ], str(layout.component_log("kube-apiserver")))
+    etcd = ProcessSpec(
+        "etcd",
+        [
+            str(binaries.etcd),
+            "--name=dra-conformance",
+            f"--data-dir={layout.etcd_data}",
+            f"--listen-client-urls=http://{LOOPBACK}:{ports.etcd_client}",
+            f"--advertise-client-urls=http://{LOOPBACK}:{ports.etcd_client}",
+            f"--listen-peer-urls=http://{LOOPBACK}:{ports.etcd_peer}",
+            f"--initial-advertise-peer-urls=http://{LOOPBACK}:{ports.etcd_peer}",
+            f"--initial-cluster=dra-conformance=http://{LOOPBACK}:{ports.etcd_peer}",
+            # A throwaway test store: fsync on every write costs more than the data is worth.
+            "--unsafe-no-fsync=true",
+            "--quota-backend-bytes=4294967296",
+            "--log-level=warn",
+        ],
+        str(layout.component_log("etcd")),
+    )
+    apiserver = ProcessSpec(
+        "kube-apiserver",
+        [
+            str(binaries.kube),
+            "apiserver",
+            f"--etcd-servers=http://{LOOPBACK}:{ports.etcd_client}",
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            # The lease reconciler refuses a loopback advertise address; the `kubernetes` Service endpoints it would
+            # maintain are unusable here anyway (no kube-proxy).
+            "--endpoint-reconciler-type=none",
+            f"--secure-port={ports.apiserver}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--allow-privileged=true",
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+            # No kube-proxy: the aggregator must dial endpoint addresses (loopback) instead of Service IPs.
+            "--enable-aggregator-routing=true",
+            f"--audit-log-path={layout.audit_log}",
+            f"--audit-policy-file={cfg / 'audit-policy.yaml'}",
+            "--audit-log-maxbackup=3",
+            "--audit-log-maxsize=100",
+            f"--feature-gates={gates}",
+            f"--runtime-config={versions.runtime_config_flag()}",
+            "--profiling=false",
+            "--v=1",
+        ],
+        str(layout.component_log("kube-apiserver")),
+    )
     readyz = f"{server}/readyz"
 
     def component_auth(stem: str) -> list[str]:
         path = kubeconfigs[stem]
-        return [f"--kubeconfig={path}", f"--authentication-kubeconfig={path}", f"--authorization-kubeconfig={path}"]
+        return [
+            f"--kubeconfig={path}",
+            f"--authentication-kubeconfig={path}",
+            f"--authorization-kubeconfig={path}",
+        ]
 
-    controller_manager = ProcessSpec("kube-controller-manager", [
-        str(binaries.kube), "controller-manager",
-        *component_auth("controller-manager"),
-        f"--bind-address={LOOPBACK}",
-        f"--secure-port={ports.controller_manager}",
-        f"--cert-dir={cfg / 'controller-manager-certs'}",
-        "--leader-elect=false",
-        "--use-service-account-credentials=true",
-        f"--service-account-private-key-file={pki / 'sa.key'}",
-        f"--root-ca-file={pki / 'ca.crt'}",
-        f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-        f"--cluster-signing-key-file={pki / 'ca.key'}",
-        f"--service-cluster-ip-range={SERVICE_CIDR}",
-        # The default set plus nothing: resourceclaim, device-taint-eviction, garbage collector, namespace,
-        # serviceaccount-token are all in it. Cloud and bootstrap-token controllers are off by default.
-        "--controllers=*",
-        f"--feature-gates={gates}",
-        "--profiling=false",
-        "--v=1",
-    ], str(layout.component_log("kube-controller-manager")), wait_for=readyz)
-    scheduler = ProcessSpec("kube-scheduler", [
-        str(binaries.kube), "scheduler",
-        *component_auth("scheduler"),
-        f"--bind-address={LOOPBACK}",
-        f"--secure-port={ports.scheduler}",
-        f"--cert-dir={cfg / 'scheduler-certs'}",
-        "--leader-elect=false",
-        f"--feature-gates={gates}",
-        "--profiling=false",
-        "--v=1",
-    ], str(layout.component_log("kube-scheduler")), wait_for=readyz)
-    kwok = ProcessSpec("kwok", [
-        str(binaries.kwok),
-        f"--config={cfg / 'kwok.yaml'}",
-        f"--kubeconfig={kubeconfigs['kwok']}",
-        "--manage-all-nodes=false",
-        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-        f"--server-address={LOOPBACK}:{ports.kwok}",
-        f"--node-ip={LOOPBACK}",
-        f"--node-port={ports.kwok}",
-        f"--cidr={POD_CIDR}",
-        "--node-lease-duration-seconds=40",
-    ], str(layout.component_log("kwok")), wait_for=readyz)
+    controller_manager = ProcessSpec(
+        "kube-controller-manager",
+        [
+            str(binaries.kube),
+            "controller-manager",
+            *component_auth("controller-manager"),
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={ports.controller_manager}",
+            f"--cert-dir={cfg / 'controller-manager-certs'}",
+            "--leader-elect=false",
+            "--use-service-account-credentials=true",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # The default set plus nothing: resourceclaim, device-taint-eviction, garbage collector, namespace,
+            # serviceaccount-token are all in it. Cloud and bootstrap-token controllers are off by default.
+            "--controllers=*",
+            f"--feature-gates={gates}",
+            "--profiling=false",
+            "--v=1",
+        ],
+        str(layout.component_log("kube-controller-manager")),
+        wait_for=readyz,
+    )
+    scheduler = ProcessSpec(
+        "kube-scheduler",
+        [
+            str(binaries.kube),
+            "scheduler",
+            *component_auth("scheduler"),
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={ports.scheduler}",
+            f"--cert-dir={cfg / 'scheduler-certs'}",
+            "--leader-elect=false",
+            f"--feature-gates={gates}",
+            "--profiling=false",
+            "--v=1",
+        ],
+        str(layout.component_log("kube-scheduler")),
+        wait_for=readyz,
+    )
+    kwok = ProcessSpec(
+        "kwok",
+        [
+            str(binaries.kwok),
+            f"--config={cfg / 'kwok.yaml'}",
+            f"--kubeconfig={kubeconfigs['kwok']}",
+            "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+            f"--server-address={LOOPBACK}:{ports.kwok}",
+            f"--node-ip={LOOPBACK}",
+            f"--node-port={ports.kwok}",
+            f"--cidr={POD_CIDR}",
+            "--node-lease-duration-seconds=40",
+        ],
+        str(layout.component_log("kwok")),
+        wait_for=readyz,
+    )
 
     return Plan(
         processes=[etcd, apiserver, controller_manager, scheduler, kwok],

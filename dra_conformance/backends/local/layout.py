@@ -29,7 +29,7 @@ class ClusterLayout:
 
     @property
     def etcd_data(self) -> Path:
-        """etcd's data directory (wiped on every `up`, so each cluster starts empty)."""
+        """Etcd's data directory (wiped on every `up`, so each cluster starts empty)."""
         return self.root / "etcd-data"
 
     @property

@@ -114,12 +114,16 @@ class Supervisor:
             os.write(self.wake_write, b"x")
 
     def _start(self, spec: ProcessSpec) -> None:
-        log = open(spec.log, "ab")  # noqa: SIM115 - the child keeps it; closed after the child exits
+        log = open(spec.log, "ab")
         log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(spec.argv)}\n".encode())
         log.flush()
         child = subprocess.Popen(
-            spec.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent, close_fds=True,
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=_die_with_parent,
+            close_fds=True,
         )
         log.close()
         self.children[spec.name] = child
@@ -158,7 +162,9 @@ class Supervisor:
             except (OSError, ssl.SSLError) as error:
                 last = str(error)
             self._poll_events(PROBE_INTERVAL)
-        self._fail(f"{spec.wait_for} not ready within {self.plan.ready_timeout:g}s (before starting {spec.name}): {last}")
+        self._fail(
+            f"{spec.wait_for} not ready within {self.plan.ready_timeout:g}s (before starting {spec.name}): {last}"
+        )
         raise StopRequested
 
     def _stop_all(self) -> None:
