@@ -1,3 +1,3 @@
-"""Loads the engine's pytest plugin; everything else lives in dra_conformance/."""
+"""Loads the engine's pytest plugin (and pytester for the plugin's own tests); everything else is in the engine."""
 
-pytest_plugins = ["dra_conformance.plugin"]
+pytest_plugins = ["dra_conformance.plugin", "pytester"]

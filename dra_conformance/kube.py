@@ -19,9 +19,15 @@ def client_from_kubeconfig(path: Path, context: str | None = None) -> client.Api
     try:
         return config.new_client_from_config(config_file=str(path), context=context, persist_config=False)
     except ConfigException as error:
-        raise UsageError(f"kubeconfig {path}: {error}") from None
+        raise UsageError(f"kubeconfig {path}: {_one_line(str(error))}") from None
     except Exception as error:  # the loader raises bare YAML/KeyError/TypeError on malformed files
-        raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({type(error).__name__}: {error})") from None
+        reason = _one_line(f"{type(error).__name__}: {error}")
+        raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({reason})") from None
+
+
+def _one_line(text: str) -> str:
+    # YAML parser errors span several lines; a usage error is one.
+    return " ".join(text.split())
 
 
 def status_message(error: ApiException) -> str:

@@ -96,13 +96,10 @@ def _suite_config(config: pytest.Config) -> SuiteConfig:
         audit_log=config.getoption("--audit-log"),
         timeouts=Timeouts().override(**overrides),
     )
-    if suite.backend == "existing":
-        if suite.kubeconfig is None:
-            raise pytest.UsageError("--cluster=existing needs --kubeconfig")
-        try:
-            client_from_kubeconfig(suite.kubeconfig, suite.context).close()
-        except UsageError as error:
-            raise pytest.UsageError(str(error)) from None
+    try:
+        make_backend(suite)  # validates the backend's own inputs (kubeconfig, context) without side effects
+    except UsageError as error:
+        raise pytest.UsageError(str(error)) from None
     return suite
 
 

@@ -33,7 +33,8 @@ class ExistingBackend:
     name = "existing"
 
     def __init__(self, config: ExistingClusterConfig) -> None:
-        """Use the cluster `config` points at."""
+        """Use the cluster `config` points at; an unreadable kubeconfig or unknown context is a UsageError."""
+        client_from_kubeconfig(config.kubeconfig, config.context).close()
         self.config = config
 
     def start(self) -> ClusterInfo:

@@ -1,0 +1,115 @@
+"""The local backend stops every process it started: on `down`, and when the run that owns it goes away.
+
+Each test starts its own small cluster in a temporary state directory (warm start ~3 s), beside the shared one.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from dra_conformance import waits
+from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
+from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
+from dra_conformance.errors import BackendError
+from dra_conformance.kube import client_from_kubeconfig
+from dra_conformance.timeouts import Timeouts
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "State:\tZ" not in status  # a zombie has exited; only its parent's bookkeeping remains
+
+
+def _component_pids(info: ClusterInfo) -> dict[str, int]:
+    return {key[4:]: int(value) for key, value in info.details.items() if key.startswith("pid.")}
+
+
+@pytest.fixture
+def private_backend(tmp_path: Path, timeouts: Timeouts) -> Iterator[LocalBackend]:
+    backend = LocalBackend(LocalClusterConfig(state_dir=tmp_path / "cluster", nodes=1, timeouts=timeouts))
+    yield backend
+    backend.stop()
+
+
+def test_down_stops_every_component(private_backend: LocalBackend, timeouts: Timeouts) -> None:
+    info = private_backend.start()
+    pids = _component_pids(info)
+    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}, pids
+    assert all(_alive(pid) for pid in pids.values()), pids
+
+    private_backend.stop()
+
+    assert private_backend.info() is None
+    still_running = {name: pid for name, pid in pids.items() if _alive(pid)}
+    assert still_running == {}, f"processes left after down: {still_running}"
+
+
+def test_cluster_stops_when_its_owner_process_exits(tmp_path: Path, timeouts: Timeouts) -> None:
+    # Stands in for a pytest controller that is killed with SIGKILL and so cannot clean up itself.
+    owner = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    backend = LocalBackend(
+        LocalClusterConfig(state_dir=tmp_path / "cluster", nodes=1, timeouts=timeouts, owner_pid=owner.pid)
+    )
+    try:
+        pids = _component_pids(backend.start())
+        owner.kill()
+        owner.wait()
+        waits.until(
+            lambda: {name: pid for name, pid in pids.items() if _alive(pid)},
+            lambda alive: not alive,
+            timeout=3 * timeouts.process_stop,
+            what="every component to exit after its owner was killed",
+            describe=lambda alive: f"still running: {alive}",
+        )
+        assert backend.info() is None
+    finally:
+        owner.kill()
+        backend.stop()
+
+
+def test_start_attaches_to_the_running_cluster_instead_of_starting_another(
+    private_backend: LocalBackend,
+) -> None:
+    first = private_backend.start()
+    second = private_backend.start()
+    assert second.details["supervisor_pid"] == first.details["supervisor_pid"], (first.details, second.details)
+
+
+def test_existing_backend_describes_the_cluster_behind_a_kubeconfig(cluster: ClusterInfo) -> None:
+    existing = ExistingBackend(ExistingClusterConfig(kubeconfig=cluster.kubeconfig)).start()
+    assert set(cluster.nodes) <= set(existing.nodes), (cluster.nodes, existing.nodes)
+    assert existing.server == cluster.server
+
+
+def test_existing_backend_reports_an_unreachable_server_in_one_line(cluster: ClusterInfo, tmp_path: Path) -> None:
+    # Same credentials, but a port nothing listens on.
+    text = cluster.kubeconfig.read_text().replace(cluster.server, "https://127.0.0.1:1")
+    (tmp_path / "kubeconfig").write_text(text)
+    backend = ExistingBackend(ExistingClusterConfig(kubeconfig=tmp_path / "kubeconfig"))
+    with pytest.raises(BackendError) as unreachable:
+        backend.start()
+    message = str(unreachable.value)
+    assert message.startswith("existing cluster at https://127.0.0.1:1 is not usable"), message
+    assert "\n" not in message, message
+
+
+def test_fake_nodes_have_distinct_loopback_addresses(cluster: ClusterInfo) -> None:
+    with client_from_kubeconfig(cluster.kubeconfig) as api:
+        nodes = client.CoreV1Api(api).list_node().items
+    addresses = {
+        n.metadata.name: [a.address for a in n.status.addresses if a.type == "InternalIP"]
+        for n in nodes
+        if n.metadata.name in cluster.nodes
+    }
+    flat = [ip for ips in addresses.values() for ip in ips]
+    assert all(ip.startswith("127.") for ip in flat) and len(set(flat)) == len(cluster.nodes), addresses

@@ -1,0 +1,58 @@
+"""Bad input to the CLI gets one line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dra_conformance.cli import EXIT_FAILED, EXIT_USAGE, main
+
+
+def _one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got: {text!r}"
+    assert "Traceback" not in text
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["cluster", "sideways"], "invalid choice: 'sideways'"),
+        (["cluster", "up", "--nodes", "0"], "expected at least 1, got 0"),
+        (["cluster", "up", "--nodes", "two"], "expected a whole number, got 'two'"),
+        (["cluster", "status", "--bogus"], "unrecognized arguments: --bogus"),
+        (["fly"], "invalid choice: 'fly'"),
+    ],
+    ids=["unknown-action", "zero-nodes", "non-numeric-nodes", "unknown-flag", "unknown-command"],
+)
+def test_bad_flags_exit_with_one_line(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == EXIT_USAGE
+    assert expected in _one_line(capsys.readouterr().err)
+
+
+def test_status_of_a_cluster_that_is_not_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "status", "--state-dir", str(tmp_path / "none")]) == EXIT_FAILED
+    assert _one_line(capsys.readouterr().err) == "local cluster is not running"
+
+
+def test_run_against_existing_cluster_needs_a_kubeconfig(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--cluster", "existing"]) == EXIT_USAGE
+    assert _one_line(capsys.readouterr().err) == "dra-conformance: --cluster=existing needs --kubeconfig"
+
+
+def test_run_with_a_missing_kubeconfig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.yaml"
+    assert main(["run", "--cluster", "existing", "--kubeconfig", str(missing)]) == EXIT_USAGE
+    assert _one_line(capsys.readouterr().err) == f"dra-conformance: kubeconfig {missing}: no such file"
+
+
+def test_run_with_a_malformed_kubeconfig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("clusters: [this is: not, a kubeconfig\n")
+    assert main(["run", "--cluster", "existing", "--kubeconfig", str(broken)]) == EXIT_USAGE
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"dra-conformance: kubeconfig {broken}: "), line

@@ -1,0 +1,67 @@
+"""The pytest plugin rejects bad options with one line and writes reports under reports/<run-id>/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+PASSING_TEST = "def test_nothing():\n    assert True\n"
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    pytester.makepyfile(test_sample=PASSING_TEST)
+    return pytester.runpytest_subprocess("-p", "dra_conformance.plugin", "-p", "no:cacheprovider", *args)
+
+
+def _error_line(result: pytest.RunResult) -> str:
+    errors = [line for line in result.errlines if line.strip()]
+    assert "Traceback" not in "\n".join(result.errlines), result.errlines
+    assert len(errors) == 1, f"expected one error line, got {errors}"
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--cluster=existing"], "ERROR: --cluster=existing needs --kubeconfig"),
+        (["--nodes=0"], "ERROR: --nodes must be at least 1, got 0"),
+        (["--dra-timeout-delete=-3"], "ERROR: timeouts must be positive: --dra-timeout-delete=-3.0"),
+    ],
+    ids=["existing-without-kubeconfig", "zero-nodes", "negative-timeout"],
+)
+def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str], expected: str) -> None:
+    result = _run(pytester, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _error_line(result) == expected
+
+
+def test_unreadable_kubeconfig_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    kubeconfig = pytester.path / "kubeconfig"
+    kubeconfig.write_text("- just\n- a list\n")
+    result = _run(pytester, "--cluster=existing", f"--kubeconfig={kubeconfig}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _error_line(result).startswith(f"ERROR: kubeconfig {kubeconfig}: "), result.errlines
+
+
+def test_junit_and_allure_results_land_in_the_run_directory(pytester: pytest.Pytester) -> None:
+    reports = pytester.path / "out"
+    result = _run(pytester, f"--reports-dir={reports}")
+    result.assert_outcomes(passed=1)
+    runs = list(reports.iterdir())
+    assert len(runs) == 1, runs
+    produced = sorted(p.name for p in runs[0].iterdir())
+    assert produced == ["allure-results", "junit.xml"], produced
+    assert 'tests="1"' in (runs[0] / "junit.xml").read_text()
+    assert any(p.name.endswith("-result.json") for p in (runs[0] / "allure-results").iterdir())
+
+
+def test_run_directory_is_shared_by_xdist_workers(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_more="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
+    reports = pytester.path / "out"
+    result = _run(pytester, f"--reports-dir={reports}", "-n", "2")
+    result.assert_outcomes(passed=3)
+    runs = list(Path(reports).iterdir())
+    assert len(runs) == 1, f"workers wrote to several run directories: {runs}"
+    results = [p for p in (runs[0] / "allure-results").iterdir() if p.name.endswith("-result.json")]
+    assert len(results) == 3, results
