@@ -137,6 +137,7 @@ class LocalBackend:
                 "state_dir": str(self.layout.root),
                 **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
                 **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
+                **{f"timeline.{event}": f"{at:.3f}" for event, at in state.get("timeline", {}).items()},
             },
         )
 

@@ -53,6 +53,9 @@ class Supervisor:
         self.selector = selectors.DefaultSelector()
         self.stop_reason: str | None = None
         self.failed = False
+        # Seconds since the supervisor started at which each process was started or each probe passed.
+        self.timeline: dict[str, float] = {}
+        self.started = time.monotonic()
         wake_read, self.wake_write = os.pipe()
         os.set_blocking(wake_read, False)
         os.set_blocking(self.wake_write, False)
@@ -73,6 +76,7 @@ class Supervisor:
             "server": self.plan.server,
             "processes": {name: child.pid for name, child in self.children.items()},
             "reason": self.stop_reason,
+            "timeline": self.timeline,
             "updated": time.time(),
         }
         partial = self.layout.state.with_suffix(".partial")
@@ -127,6 +131,7 @@ class Supervisor:
         )
         log.close()
         self.children[spec.name] = child
+        self.timeline[f"{spec.name}_started"] = time.monotonic() - self.started
         self.selector.register(os.pidfd_open(child.pid), selectors.EVENT_READ, ("child", spec.name))
 
     def _poll_events(self, timeout: float | None) -> None:
@@ -155,6 +160,7 @@ class Supervisor:
             try:
                 with urllib.request.urlopen(spec.wait_for, context=context, timeout=PROBE_REQUEST_TIMEOUT) as reply:
                     if reply.status == 200:
+                        self.timeline.setdefault("apiserver_ready", time.monotonic() - self.started)
                         return
                     last = f"HTTP {reply.status}"
             except urllib.error.HTTPError as error:
