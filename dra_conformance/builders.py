@@ -78,10 +78,13 @@ class Builder:
             "spec": {"spec": _claim_spec(device_class, count)},
         }
 
-    def pod(self, *, claim: str | None = None, template: str | None = None) -> Manifest:
-        """A pod whose one container uses one claim, referenced by name or generated from a template."""
+    def pod(self, *, claim: str | None = None, template: str | None = None, node: str | None = None) -> Manifest:
+        """A pod whose one container uses one claim, referenced by name or generated from a template.
+
+        `node` pins the pod (and so the allocation) to one node through a nodeSelector.
+        """
         reference = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
-        return {
+        pod: Manifest = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": self.name("pod"), "namespace": self.namespace},
@@ -91,6 +94,9 @@ class Builder:
                 "containers": [{"name": "app", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "devices"}]}}],
             },
         }
+        if node:
+            pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return pod
 
 
 def _claim_spec(device_class: str, count: int) -> Manifest:

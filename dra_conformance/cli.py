@@ -110,8 +110,7 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.kubeconfig:
         options.append(f"--kubeconfig={args.kubeconfig}")
     chosen = [arg for arg in pytest_args if "::" in arg or Path(arg).exists()]
-    # Until the DRA suites land, the control-plane checks in tests/cluster are the suites that exist.
-    targets = [] if chosen else [str(root / "suites"), str(root / "tests" / "cluster")]
+    targets = [] if chosen else [str(root / "suites")]
     return int(pytest.main([*options, *pytest_args, *targets]))
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kubernetes import client
+
+from dra_conformance.builders import PAUSE_IMAGE
 
 # Tokens only need to outlive one test; the API server's minimum is 10 minutes.
 TOKEN_LIFETIME_SECONDS = 600
@@ -23,10 +27,15 @@ def anonymous_client(admin: client.ApiClient) -> client.ApiClient:
 
 
 def request_token(
-    admin: client.ApiClient, namespace: str, service_account: str, *, bound_pod: tuple[str, str] | None = None
+    admin: client.ApiClient,
+    namespace: str,
+    service_account: str,
+    *,
+    bound_pod: tuple[str, str] | None = None,
+    lifetime: int = TOKEN_LIFETIME_SECONDS,
 ) -> str:
     """Mint a token for a ServiceAccount; binding it to (pod name, pod uid) adds the pod's node-name claim."""
-    spec: dict[str, object] = {"audiences": [], "expirationSeconds": TOKEN_LIFETIME_SECONDS}
+    spec: dict[str, object] = {"audiences": [], "expirationSeconds": lifetime}
     if bound_pod is not None:
         spec["boundObjectRef"] = {
             "kind": "Pod",
@@ -36,6 +45,25 @@ def request_token(
         }
     review = client.CoreV1Api(admin).create_namespaced_service_account_token(service_account, namespace, {"spec": spec})
     return str(review.status.token)
+
+
+def token_holder_pod(namespace: str, service_account: str, node: str, name: str) -> dict[str, Any]:
+    """A pod bound to `node` (no scheduler involved) that a ServiceAccount token can be bound to.
+
+    A token bound to it carries `node` as its node-name claim, the way a DaemonSet pod's token does, and stops
+    working when the pod is deleted: the pod must live as long as the token's user.
+    """
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "fake-dra"}},
+        "spec": {
+            "nodeName": node,
+            "serviceAccountName": service_account,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "driver", "image": PAUSE_IMAGE}],
+        },
+    }
 
 
 def token_client(admin: client.ApiClient, token: str) -> client.ApiClient:

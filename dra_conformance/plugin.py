@@ -34,6 +34,7 @@ RUN_ID_LABEL = "dra-conformance.io/run-id"
 _RUN_ID_KEY = pytest.StashKey[str]()
 _OWNER_PID_KEY = pytest.StashKey[int]()
 _SUITE_CONFIG_KEY = pytest.StashKey[SuiteConfig]()
+RUN_DIR_KEY = pytest.StashKey[Path]()
 
 
 def _timeout_option(name: str) -> str:
@@ -130,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     reports = config.getoption("--reports-dir") or Path(str(config.rootpath)) / "reports"
     run_dir = reports / run_id
+    config.stash[RUN_DIR_KEY] = run_dir
     if workerinput is None:
         run_dir.mkdir(parents=True, exist_ok=True)
         if not config.option.xmlpath:
@@ -179,6 +181,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def suite_config(pytestconfig: pytest.Config) -> SuiteConfig:
     """The run's settings."""
     return pytestconfig.stash[_SUITE_CONFIG_KEY]
+
+
+@pytest.fixture(scope="session")
+def run_dir(pytestconfig: pytest.Config) -> Path:
+    """reports/<run-id>/ of this run (shared by all workers)."""
+    return pytestconfig.stash[RUN_DIR_KEY]
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,8 @@ class Timeouts:
     apiserver_ready: float = 60.0
     # kwok marks a node Ready in its first stage pass, normally well under a second after the Node exists.
     node_ready: float = 30.0
+    # A fake driver process imports grpc and the API client (~1 s) and publishes its slice before it answers.
+    driver_ready: float = 30.0
     # Default ServiceAccount and RBAC bootstrap in a new namespace come from controllers with a resync of seconds.
     namespace_ready: float = 30.0
     # The scheduler retries an unschedulable pod with backoff up to 10 s; allocation + binding take a few backoffs.

@@ -5,6 +5,8 @@ from __future__ import annotations
 KUBERNETES = "v1.37.2"
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
+# The kubelet plugin API (.proto files) of the pinned Kubernetes release.
+KUBELET_API = "v0.37.2"
 
 # Feature gates per Kubernetes minor, identical for every component. GA gates that are locked to their
 # default are left out: setting a locked gate to false is rejected, and gates are removed a few releases

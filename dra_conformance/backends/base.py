@@ -8,6 +8,25 @@ from typing import Protocol
 
 
 @dataclass(frozen=True)
+class DriverEndpoint:
+    """Where one driver instance on one node can be reached."""
+
+    driver: str
+    node: str
+    kubelet_root: Path
+
+    @property
+    def registration_socket(self) -> Path:
+        """`<kubelet root>/plugins_registry/<driver>-reg.sock`."""
+        return self.kubelet_root / "plugins_registry" / f"{self.driver}-reg.sock"
+
+    @property
+    def control_socket(self) -> Path:
+        """The fake driver's control socket (absent for other drivers)."""
+        return self.kubelet_root / "plugins" / self.driver / "control.sock"
+
+
+@dataclass(frozen=True)
 class ClusterInfo:
     """What the suites know about a running cluster.
 
@@ -23,6 +42,8 @@ class ClusterInfo:
     pki_dir: Path | None = None
     audit_log: Path | None = None
     log_dir: Path | None = None
+    # DRA drivers whose kubelet-plugin sockets this machine can reach (the local backend's fake driver).
+    drivers: tuple[DriverEndpoint, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
 
 

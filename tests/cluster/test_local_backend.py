@@ -16,6 +16,7 @@ from kubernetes import client
 from dra_conformance import waits
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
+from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import client_from_kubeconfig
@@ -44,7 +45,8 @@ def private_backend(tmp_path: Path, timeouts: Timeouts) -> Iterator[LocalBackend
 def test_down_stops_every_component(private_backend: LocalBackend, timeouts: Timeouts) -> None:
     info = private_backend.start()
     pids = _component_pids(info)
-    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}, pids
+    expected = {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "fake-dra-kwok-node-0"}
+    assert set(pids) == expected, pids
     assert all(_alive(pid) for pid in pids.values()), pids
 
     private_backend.stop()
@@ -52,6 +54,8 @@ def test_down_stops_every_component(private_backend: LocalBackend, timeouts: Tim
     assert private_backend.info() is None
     still_running = {name: pid for name, pid in pids.items() if _alive(pid)}
     assert still_running == {}, f"processes left after down: {still_running}"
+    runtime = drivers.runtime_dir(private_backend.layout)
+    assert not runtime.exists(), f"driver sockets left in {runtime}: {list(runtime.rglob('*'))}"
 
 
 def test_cluster_stops_when_its_owner_process_exits(tmp_path: Path, timeouts: Timeouts) -> None:
@@ -72,6 +76,12 @@ def test_cluster_stops_when_its_owner_process_exits(tmp_path: Path, timeouts: Ti
             describe=lambda alive: f"still running: {alive}",
         )
         assert backend.info() is None
+        waits.until(
+            lambda: drivers.runtime_dir(backend.layout).exists(),
+            lambda exists: not exists,
+            timeout=timeouts.process_stop,
+            what="driver socket directory removed by the supervisor",
+        )
     finally:
         owner.kill()
         backend.stop()

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,12 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import waits
-from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.backends.local import control_plane
+from dra_conformance.backends.base import ClusterInfo, DriverEndpoint
+from dra_conformance.backends.local import control_plane, drivers
 from dra_conformance.backends.local.build import Builder, default_cache_dir, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.errors import BackendError, WaitTimeout
+from dra_conformance.errors import BackendError, DriverError, WaitTimeout
+from dra_conformance.fake_driver import FakeDriverControl
 from dra_conformance.kube import client_from_kubeconfig
 from dra_conformance.timeouts import Timeouts
 
@@ -76,6 +77,12 @@ class LocalClusterConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     # A process whose exit stops the cluster (the pytest run that started it); None lets it outlive the caller.
     owner_pid: int | None = None
+    # Run the reference fake DRA driver on every node (the default driver under test).
+    driver: bool = True
+    # Least-privilege RBAC of that driver, shared with its in-cluster deploy manifests.
+    driver_rbac: Path = field(
+        default_factory=lambda: repository_root() / "drivers" / "fake-dra" / "deploy" / "rbac.yaml"
+    )
 
 
 class LocalBackend:
@@ -128,7 +135,13 @@ class LocalBackend:
             kubeconfig=self.layout.kubeconfig,
             server=str(state["server"]),
             nodes=tuple(recorded["nodes"]),
-            capabilities=frozenset({"node-client-certs", "audit-log", "kwok-nodes", "local-processes"}),
+            capabilities=frozenset(
+                {"node-client-certs", "audit-log", "kwok-nodes", "local-processes"}
+                | ({"fake-driver", "driver-restart"} if recorded.get("drivers") else set())
+            ),
+            drivers=tuple(
+                DriverEndpoint(d["driver"], d["node"], Path(d["kubelet_root"])) for d in recorded.get("drivers", [])
+            ),
             pki_dir=self.layout.pki,
             audit_log=self.layout.audit_log,
             log_dir=self.layout.logs,
@@ -164,6 +177,7 @@ class LocalBackend:
                 ready_timeout=self.config.timeouts.apiserver_ready,
                 stop_timeout=self.config.timeouts.process_stop,
                 owner_pid=self.config.owner_pid,
+                cleanup_paths=[drivers.runtime_dir(self.layout)],
             )
             plan.write(self.layout.plan)
             timings.lap("render")
@@ -173,23 +187,125 @@ class LocalBackend:
                 timings.lap("control_plane")
                 nodes = self._register_nodes()
                 timings.lap("nodes_ready")
+                endpoints = self._start_drivers(nodes) if self.config.driver else []
+                timings.lap("drivers_ready")
             except (ApiException, HTTPError) as error:
                 reason = self._reason()
                 self._stop_locked()
-                raise BackendError(f"start local cluster: register fake nodes: {error}; {reason}") from None
+                raise BackendError(f"start local cluster: register nodes and drivers: {error}; {reason}") from None
             except BaseException:
                 self._stop_locked()
                 raise
-            (self.layout.root / "cluster.json").write_text(json.dumps({"nodes": list(nodes), "startup": timings.laps}))
+            recorded = {
+                "nodes": list(nodes),
+                "startup": timings.laps,
+                "drivers": [
+                    {"driver": e.driver, "node": e.node, "kubelet_root": str(e.kubelet_root)} for e in endpoints
+                ],
+            }
+            (self.layout.root / "cluster.json").write_text(json.dumps(recorded))
             info = self.info()
             if info is None:
                 raise BackendError(f"start local cluster: supervisor stopped right after start-up: {self._reason()}")
             return info
 
+    def _start_drivers(self, nodes: tuple[str, ...]) -> list[DriverEndpoint]:
+        with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
+            endpoints, specs = drivers.deploy(
+                api_client,
+                self.layout,
+                nodes,
+                self.config.driver_rbac,
+                server=str(api_client.configuration.host),
+                ca_pem=(self.layout.pki / "ca.crt").read_bytes(),
+            )
+        self._add_processes(specs)
+        for endpoint in endpoints:
+            control = FakeDriverControl(endpoint)
+            waits.until(
+                control.healthz,
+                lambda _answer: True,
+                timeout=self.config.timeouts.driver_ready,
+                what=f"fake driver on {endpoint.node} answering",
+                retry_on=(DriverError,),
+                max_interval=STARTUP_POLL_CAP,
+            )
+        return endpoints
+
+    def _add_processes(self, specs: list[control_plane.ProcessSpec]) -> None:
+        """Have the running supervisor start more (non-critical) processes."""
+        existing = json.loads(self.layout.extra_processes.read_text()) if self.layout.extra_processes.exists() else []
+        names = {spec.name for spec in specs}
+        merged = [item for item in existing if item["name"] not in names] + [asdict(spec) for spec in specs]
+        self.layout.extra_processes.write_text(json.dumps(merged, indent=2))
+        state = self._state() or {}
+        os.kill(int(state["supervisor_pid"]), signal.SIGUSR1)
+
+        def started() -> set[str]:
+            current = self._state() or {}
+            return {
+                name for name in names if name in current.get("processes", {}) and name not in current.get("exited", {})
+            }
+
+        waits.until(
+            started,
+            lambda running: running == names,
+            timeout=self.config.timeouts.driver_ready,
+            what=f"supervisor started {sorted(names)}",
+            describe=lambda r: f"running: {sorted(r)}",
+            max_interval=STARTUP_POLL_CAP,
+        )
+
+    def restart_driver(self, node: str) -> None:
+        """Stop the fake driver process of `node` and start it again (as a DaemonSet pod would be replaced)."""
+        name = f"fake-dra-{node}"
+        state = self._state() or {}
+        pid = state.get("processes", {}).get(name)
+        if pid is None:
+            raise BackendError(f"restart driver: no fake driver process for node {node}")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
+        waits.until(
+            lambda: (self._state() or {}).get("exited", {}),
+            lambda exited: name in exited,
+            timeout=self.config.timeouts.process_stop,
+            what=f"{name} to exit",
+            describe=str,
+        )
+        specs = [
+            control_plane.ProcessSpec(**item)
+            for item in json.loads(self.layout.extra_processes.read_text())
+            if item["name"] == name
+        ]
+        self._add_processes(specs)
+        endpoint = next(e for e in (self.info() or self._no_cluster()).drivers if e.node == node)
+        waits.until(
+            FakeDriverControl(endpoint).healthz,
+            lambda _answer: True,
+            timeout=self.config.timeouts.driver_ready,
+            what=f"restarted fake driver on {node} answering",
+            retry_on=(DriverError,),
+        )
+
+    def _no_cluster(self) -> ClusterInfo:
+        raise BackendError("local cluster is not running")
+
     def _reset_state_dir(self) -> None:
-        for path in (self.layout.pki, self.layout.config, self.layout.etcd_data, self.layout.logs):
+        shutil.rmtree(drivers.runtime_dir(self.layout), ignore_errors=True)
+        for path in (
+            self.layout.pki,
+            self.layout.config,
+            self.layout.etcd_data,
+            self.layout.logs,
+            self.layout.root / "nodes",
+        ):
             shutil.rmtree(path, ignore_errors=True)
-        for path in (self.layout.state, self.layout.plan, self.layout.root / "cluster.json"):
+        for path in (
+            self.layout.state,
+            self.layout.plan,
+            self.layout.extra_processes,
+            self.layout.root / "cluster.json",
+        ):
             path.unlink(missing_ok=True)
         self.layout.logs.mkdir(parents=True)
 

@@ -59,12 +59,17 @@ class Ports:
 
 @dataclass(frozen=True)
 class ProcessSpec:
-    """One process the supervisor runs; `wait_for` names an HTTPS URL that must answer 200 before it starts."""
+    """One process the supervisor runs.
+
+    `wait_for` names an HTTPS URL that must answer 200 before it starts. When a `critical` process exits the
+    whole cluster stops; a non-critical one (a DRA driver, which tests may crash on purpose) is only recorded.
+    """
 
     name: str
     argv: list[str]
     log: str
     wait_for: str | None = None
+    critical: bool = True
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,8 @@ class Plan:
     ready_timeout: float
     stop_timeout: float
     owner_pid: int | None = None
+    # Directories outside the state directory the supervisor removes after its children stopped.
+    cleanup_paths: list[str] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
 
     def write(self, path: Path) -> None:
@@ -116,6 +123,7 @@ def render(
     ready_timeout: float,
     stop_timeout: float,
     owner_pid: int | None,
+    cleanup_paths: list[Path] | None = None,
 ) -> Plan:
     """Write PKI, kubeconfigs and configs under `layout`, and return the process plan."""
     for directory in (layout.pki, layout.config, layout.logs, layout.etcd_data):
@@ -316,5 +324,6 @@ def render(
         ready_timeout=ready_timeout,
         stop_timeout=stop_timeout,
         owner_pid=owner_pid,
+        cleanup_paths=[str(path) for path in cleanup_paths or []],
         details={f"port.{name}": str(port) for name, port in asdict(ports).items()},
     )

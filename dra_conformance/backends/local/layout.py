@@ -43,6 +43,11 @@ class ClusterLayout:
         return self.root / "state.json"
 
     @property
+    def extra_processes(self) -> Path:
+        """Processes added to a running cluster (the DRA drivers); the supervisor reads it on SIGUSR1."""
+        return self.root / "extra-processes.json"
+
+    @property
     def kubeconfig(self) -> Path:
         """The admin kubeconfig users and tests connect with."""
         return self.root / "kubeconfig"

@@ -9,10 +9,10 @@ get PR_SET_PDEATHSIG, so even a SIGKILL of the supervisor does not leave them be
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import selectors
+import shutil
 import signal
 import ssl
 import subprocess
@@ -25,17 +25,12 @@ from typing import Any
 
 from dra_conformance.backends.local.control_plane import Plan, ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.processes import die_with_parent
 
-PR_SET_PDEATHSIG = 1
 # How often the readiness probe of a `wait_for` URL is repeated; also bounds how late a signal is noticed then.
 PROBE_INTERVAL = 0.05
 # Per-request timeout of that probe: loopback, so anything slower means "not ready yet".
 PROBE_REQUEST_TIMEOUT = 2.0
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class StopRequested(Exception):
@@ -50,9 +45,13 @@ class Supervisor:
         self.layout = layout
         self.plan = plan
         self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.critical: dict[str, bool] = {}
         self.selector = selectors.DefaultSelector()
         self.stop_reason: str | None = None
         self.failed = False
+        self.reload_requested = False
+        # Non-critical processes that exited, with their exit codes.
+        self.exited: dict[str, int] = {}
         # Seconds since the supervisor started at which each process was started or each probe passed.
         self.timeline: dict[str, float] = {}
         self.started = time.monotonic()
@@ -76,6 +75,7 @@ class Supervisor:
             "server": self.plan.server,
             "processes": {name: child.pid for name, child in self.children.items()},
             "reason": self.stop_reason,
+            "exited": self.exited,
             "timeline": self.timeline,
             "updated": time.time(),
         }
@@ -87,6 +87,7 @@ class Supervisor:
         """Start, watch, stop; the exit code is 0 for a requested stop and 1 for a failure."""
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
+        signal.signal(signal.SIGUSR1, self._on_reload)
         try:
             if self.stop_reason is None:
                 self.write_state("starting")
@@ -103,6 +104,8 @@ class Supervisor:
             self._fail(f"supervisor error: {type(error).__name__}: {error}")
         self.write_state("stopping")
         self._stop_all()
+        for path in self.plan.cleanup_paths:
+            shutil.rmtree(path, ignore_errors=True)
         self.write_state("failed" if self.failed else "stopped")
         return 1 if self.failed else 0
 
@@ -117,6 +120,25 @@ class Supervisor:
         with contextlib.suppress(BlockingIOError):
             os.write(self.wake_write, b"x")
 
+    def _on_reload(self, _signum: int, _frame: object) -> None:
+        self.reload_requested = True
+        with contextlib.suppress(BlockingIOError):
+            os.write(self.wake_write, b"r")
+
+    def _start_extra_processes(self) -> None:
+        """Start the processes listed in the extra-processes file that are not running yet."""
+        self.reload_requested = False
+        try:
+            raw = json.loads(self.layout.extra_processes.read_text())
+        except (OSError, ValueError):
+            return
+        for item in raw:
+            spec = ProcessSpec(**item)
+            if spec.name not in self.children or spec.name in self.exited:
+                self.exited.pop(spec.name, None)
+                self._start(spec)
+        self.write_state("running")
+
     def _start(self, spec: ProcessSpec) -> None:
         log = open(spec.log, "ab")
         log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(spec.argv)}\n".encode())
@@ -126,11 +148,12 @@ class Supervisor:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             close_fds=True,
         )
         log.close()
         self.children[spec.name] = child
+        self.critical[spec.name] = spec.critical
         self.timeline[f"{spec.name}_started"] = time.monotonic() - self.started
         self.selector.register(os.pidfd_open(child.pid), selectors.EVENT_READ, ("child", spec.name))
 
@@ -140,11 +163,22 @@ class Supervisor:
             kind, name = key.data
             if kind == "child":
                 code = self.children[name].wait()
-                self._fail(f"{name} exited with code {code}; see {self.layout.component_log(name)}")
+                if self.critical[name]:
+                    self._fail(f"{name} exited with code {code}; see {self.layout.component_log(name)}")
+                else:
+                    self.selector.unregister(key.fileobj)
+                    os.close(key.fd)
+                    self.exited[name] = code
+                    self.write_state("running")
             elif kind == "owner":
                 self.stop_reason = self.stop_reason or f"owner process {self.plan.owner_pid} exited"
+            elif kind == "signal":
+                with contextlib.suppress(BlockingIOError):
+                    os.read(key.fd, 1024)
         if self.stop_reason is not None:
             raise StopRequested
+        if self.reload_requested:
+            self._start_extra_processes()
 
     def _watch(self) -> None:
         while True:

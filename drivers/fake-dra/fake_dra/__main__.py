@@ -1,0 +1,91 @@
+"""`fake-dra`: run the reference DRA driver for one node until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from kubernetes.client.exceptions import ApiException
+
+from dra_conformance.kubelet_api import load
+from fake_dra import control, devices, server
+from fake_dra.config import PROFILES, DriverConfig
+from fake_dra.core import DriverCore
+from fake_dra.faults import FaultSet
+from fake_dra.kube import DriverAPI, api_client, denial
+from fake_dra.recorder import CallLog
+from fake_dra.state import PreparedClaims
+
+# gRPC servers get this long to finish in-flight calls on shutdown.
+SHUTDOWN_GRACE = 5.0
+
+
+def parse_args(argv: list[str] | None = None) -> DriverConfig:
+    """Command line -> DriverConfig."""
+    parser = argparse.ArgumentParser(prog="fake-dra", description=__doc__)
+    parser.add_argument("--driver-name", required=True)
+    parser.add_argument("--node-name", required=True)
+    parser.add_argument("--kubelet-root", type=Path, default=Path("/var/lib/kubelet"))
+    parser.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"))
+    parser.add_argument("--state-dir", type=Path, default=Path("/var/lib/fake-dra"))
+    parser.add_argument("--profile", choices=PROFILES, default="gpu")
+    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--kubeconfig", type=Path, default=None, help="default: in-cluster configuration")
+    parser.add_argument("--delete-slices-on-exit", action="store_true")
+    args = parser.parse_args(argv)
+    if args.devices < 1:
+        parser.error(f"--devices must be at least 1, got {args.devices}")
+    return DriverConfig(
+        driver_name=args.driver_name,
+        node_name=args.node_name,
+        kubelet_root=args.kubelet_root,
+        cdi_dir=args.cdi_dir,
+        state_dir=args.state_dir,
+        profile=args.profile,
+        devices=args.devices,
+        kubeconfig=args.kubeconfig,
+        delete_slices_on_exit=args.delete_slices_on_exit,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run until a signal; exit 1 with one line if start-up fails."""
+    config = parse_args(argv)
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    try:
+        api = DriverAPI(api_client(config.kubeconfig), config.driver_name)
+        core = DriverCore(
+            config,
+            api,
+            FaultSet(),
+            CallLog(config.state_dir / "calls.jsonl", config.node_name),
+            PreparedClaims(config.state_dir / "prepared.json"),
+        )
+        core.publish()
+    except ApiException as error:
+        print(f"fake-dra: publish slice for {config.node_name}: {denial(error)}", file=sys.stderr)
+        return 1
+    grpc_servers = server.start(core, load())
+    control_server = control.serve(core, config.control_socket)
+    print(
+        f"fake-dra {config.driver_name} serving node {config.node_name}, pool generation {core.generation}", flush=True
+    )
+    stop.wait()
+    control_server.shutdown()
+    for grpc_server in grpc_servers:
+        grpc_server.stop(SHUTDOWN_GRACE).wait()
+    for path in (config.registration_socket, config.dra_socket, config.control_socket):
+        path.unlink(missing_ok=True)
+    if config.delete_slices_on_exit:
+        api.delete_slice(devices.slice_name(config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

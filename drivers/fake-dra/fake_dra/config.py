@@ -1,0 +1,52 @@
+"""`DriverConfig`: everything one driver process needs, from its command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+PROFILES = ("gpu", "nic")
+
+
+@dataclass(frozen=True)
+class DriverConfig:
+    """Settings of one driver process (one node)."""
+
+    # DRA driver name (a DNS subdomain); also the CDI vendor and the field manager of its status writes.
+    driver_name: str
+    # The node this process serves; claims allocated elsewhere are refused.
+    node_name: str
+    # Kubelet root directory: sockets go to plugins_registry/ and plugins/<driver>/ below it.
+    kubelet_root: Path
+    # Where CDI spec files are written (one per prepared claim).
+    cdi_dir: Path
+    # Prepared claims and the pool generation survive restarts here.
+    state_dir: Path
+    # Device profile: "gpu" (model, memory, index) or "nic" (interface, IPs, MAC in networkData).
+    profile: str = "gpu"
+    # Devices published in this node's pool.
+    devices: int = 4
+    # kubeconfig to reach the API server; None means in-cluster configuration.
+    kubeconfig: Path | None = None
+    # Delete this node's ResourceSlice on a clean exit (private test drivers); real drivers keep it.
+    delete_slices_on_exit: bool = False
+
+    @property
+    def plugin_dir(self) -> Path:
+        """Directory of the DRA service socket (and the control socket)."""
+        return self.kubelet_root / "plugins" / self.driver_name
+
+    @property
+    def registration_socket(self) -> Path:
+        """Where the kubelet's plugin watcher looks for this driver."""
+        return self.kubelet_root / "plugins_registry" / f"{self.driver_name}-reg.sock"
+
+    @property
+    def dra_socket(self) -> Path:
+        """DRAPlugin and DRAResourceHealth services."""
+        return self.plugin_dir / "dra.sock"
+
+    @property
+    def control_socket(self) -> Path:
+        """HTTP control endpoint for faults and the call log (see control.py)."""
+        return self.plugin_dir / "control.sock"

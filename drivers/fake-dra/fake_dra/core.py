@@ -1,0 +1,270 @@
+"""What the driver does, independent of gRPC: prepare and unprepare claims, publish its pool, report health."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from fake_dra import cdi, devices
+from fake_dra.config import DriverConfig
+from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
+from fake_dra.kube import DriverAPI, denial
+from fake_dra.recorder import CallLog
+from fake_dra.state import PreparedClaims
+
+# Longest a hang fault blocks a call. A hang ignores the caller's deadline on purpose: the caller must notice.
+HANG_LIMIT = 300.0
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A claim as the kubelet names it in a request."""
+
+    namespace: str
+    uid: str
+    name: str
+
+
+@dataclass
+class PrepareResult:
+    """Per-claim answer: devices (request names, pool, device, CDI IDs) or an error."""
+
+    devices: list[dict[str, Any]] = field(default_factory=list)
+    error: str = ""
+
+
+class DriverCore:
+    """One node's driver: claims, slice, health, faults and the call log."""
+
+    def __init__(
+        self, config: DriverConfig, api: DriverAPI, faults: FaultSet, calls: CallLog, prepared: PreparedClaims
+    ) -> None:
+        """Serve `config.node_name` for `config.driver_name`."""
+        self.config = config
+        self.api = api
+        self.faults = faults
+        self.calls = calls
+        self.prepared = prepared
+        self._claim_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._locks_guard = threading.Lock()
+        self._health = threading.Condition()
+        self._health_version = 0
+        self.generation = self._next_generation()
+
+    # --- pool and health ----------------------------------------------------------------------------------------
+
+    def _next_generation(self) -> int:
+        # A restart must publish a newer pool generation than any earlier run, even if the slice was deleted.
+        stored_path = self.config.state_dir / "generation"
+        stored = int(stored_path.read_text()) if stored_path.exists() else 0
+        existing = self.api.read_slice(devices.slice_name(self.config))
+        published = existing["spec"]["pool"]["generation"] if existing else 0
+        generation = max(stored, published) + 1
+        stored_path.write_text(str(generation))
+        return generation
+
+    def publish(self) -> None:
+        """Publish the node's slice as the active faults say it should look."""
+        manifest = devices.resource_slice(
+            self.config,
+            self.generation,
+            unavailable=self.faults.unavailable_devices(devices.device_names(self.config)),
+            published=self.faults.published_devices(self.config.devices),
+        )
+        self.api.publish_slice(manifest)
+
+    def set_faults(self, faults: list[Fault]) -> None:
+        """Replace the active faults; republish the slice (new generation) and the health stream if they changed."""
+        before = [f for f in self.faults.active() if f.mode in SLICE_MODES]
+        self.faults.replace(faults)
+        if any(f.mode == "crash" for f in faults):
+            os._exit(CRASH_EXIT_CODE)
+        if before != [f for f in faults if f.mode in SLICE_MODES]:
+            self.generation += 1
+            (self.config.state_dir / "generation").write_text(str(self.generation))
+            self.publish()
+            with self._health:
+                self._health_version += 1
+                self._health.notify_all()
+
+    def health(self) -> list[tuple[str, bool, str]]:
+        """(device, healthy, message) for every device."""
+        unavailable = self.faults.unavailable_devices(devices.device_names(self.config))
+        return [
+            (name, name not in unavailable, "unavailable (injected)" if name in unavailable else "ok")
+            for name in devices.device_names(self.config)
+        ]
+
+    def wait_health_change(self, seen: int, timeout: float) -> int:
+        """Block until the health version differs from `seen` (or `timeout`); return the current version."""
+        with self._health:
+            self._health.wait_for(lambda: self._health_version != seen, timeout=timeout)
+            return self._health_version
+
+    # --- prepare / unprepare ------------------------------------------------------------------------------------
+
+    def _lock(self, uid: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._claim_locks[uid]
+
+    def _fault_delay(self, phase: str, uid: str) -> str:
+        """Apply slow/hang faults of `phase` (prepare/unprepare) for one claim; an error if a hang hit its limit."""
+        slow = self.faults.find(f"slow-{phase}", claim=uid)
+        if slow is not None:
+            time.sleep(slow.delay)  # the injected slowness itself
+        if self.faults.find(f"hang-{phase}", claim=uid) is not None:
+            if not self.faults.wait_cleared(f"hang-{phase}", claim=uid, timeout=HANG_LIMIT):
+                return f"{phase} hung (injected) for {HANG_LIMIT:g}s"
+        return ""
+
+    def prepare(self, claims: list[ClaimRef]) -> dict[str, PrepareResult]:
+        """NodePrepareResources: prepare each claim; failures are reported per claim."""
+        started = time.time()
+        results = {claim.uid: self._prepare_one(claim) for claim in claims}
+        self.calls.record(
+            "NodePrepareResources",
+            started,
+            claims=[c.uid for c in claims],
+            outcome=_outcome({uid: r.error for uid, r in results.items()}),
+            errors={uid: r.error for uid, r in results.items() if r.error},
+        )
+        return results
+
+    def _prepare_one(self, ref: ClaimRef) -> PrepareResult:
+        with self._lock(ref.uid):
+            delayed = self._fault_delay("prepare", ref.uid)
+            if delayed:
+                return PrepareResult(error=delayed)
+            injected = self.faults.find("prepare-error", claim=ref.uid)
+            if injected is not None:
+                return PrepareResult(error=f"prepare failed (injected): {injected.message}")
+            known = self.prepared.get(ref.uid)
+            if known is not None:
+                return PrepareResult(devices=known["devices"])  # idempotent per claim UID
+            try:
+                claim = self.api.get_claim(ref.namespace, ref.name)
+            except ApiException as error:
+                return PrepareResult(error=f"get claim {ref.namespace}/{ref.name}: {denial(error)}")
+            problem, mine = self._check_allocation(ref, claim)
+            if problem:
+                return PrepareResult(error=problem)
+            names = [result["device"] for result in mine]
+            cdi_ids = cdi.write_spec(self.config.cdi_dir, self.config.driver_name, self.config.profile, ref.uid, names)
+            prepared = [
+                {
+                    "requestNames": [result["request"]],
+                    "poolName": result["pool"],
+                    "deviceName": result["device"],
+                    "cdiDeviceIDs": [cdi_id],
+                }
+                for result, cdi_id in zip(mine, cdi_ids, strict=True)
+            ]
+            if self.faults.find("status-write-failure", claim=ref.uid, devices=names) is not None:
+                cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+                return PrepareResult(error="write status.devices: failed (injected status-write failure)")
+            try:
+                self.api.apply_device_status(claim, [self._status_entry(result, cdi_ids) for result in mine])
+            except ApiException as error:
+                cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+                return PrepareResult(error=f"write status.devices: {denial(error)}")
+            self.prepared.put(ref.uid, {"namespace": ref.namespace, "name": ref.name, "devices": prepared})
+            return PrepareResult(devices=prepared)
+
+    def _check_allocation(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        where = f"claim {ref.namespace}/{ref.name}"
+        if claim["metadata"]["uid"] != ref.uid:
+            return f"{where} has UID {claim['metadata']['uid']}, the request names {ref.uid}", []
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            return f"{where} is not allocated", []
+        mine = [r for r in allocation["devices"].get("results", []) if r["driver"] == self.config.driver_name]
+        if not mine:
+            return f"{where} has no devices of driver {self.config.driver_name}", []
+        node = allocated_node(allocation)
+        if node != self.config.node_name:
+            return f"{where} is allocated to node {node or '(not a single node)'}, not {self.config.node_name}", []
+        return "", mine
+
+    def _status_entry(self, result: dict[str, Any], cdi_ids: list[str]) -> dict[str, Any]:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        entry: dict[str, Any] = {
+            "driver": self.config.driver_name,
+            "pool": result["pool"],
+            "device": result["device"],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Prepared",
+                    "message": "prepared by fake-dra",
+                    "lastTransitionTime": now,
+                }
+            ],
+            "data": {"profile": self.config.profile, "node": self.config.node_name, "cdiDeviceIDs": cdi_ids},
+        }
+        if self.config.profile == "nic":
+            index = int(result["device"].rsplit("-", 1)[1])
+            entry["networkData"] = {
+                "interfaceName": devices.interface_name(index),
+                "ips": [devices.ip_cidr(index)],
+                "hardwareAddress": devices.mac_address(self.config.node_name, index),
+            }
+        return entry
+
+    def unprepare(self, claims: list[ClaimRef]) -> dict[str, str]:
+        """NodeUnprepareResources: per-claim error text ("" for success); unknown claims succeed."""
+        started = time.time()
+        errors = {claim.uid: self._unprepare_one(claim) for claim in claims}
+        self.calls.record(
+            "NodeUnprepareResources",
+            started,
+            claims=[c.uid for c in claims],
+            outcome=_outcome(errors),
+            errors={uid: e for uid, e in errors.items() if e},
+        )
+        return errors
+
+    def _unprepare_one(self, ref: ClaimRef) -> str:
+        with self._lock(ref.uid):
+            delayed = self._fault_delay("unprepare", ref.uid)
+            if delayed:
+                return delayed
+            injected = self.faults.find("unprepare-error", claim=ref.uid)
+            if injected is not None:
+                return f"unprepare failed (injected): {injected.message}"
+            if self.prepared.get(ref.uid) is None:
+                return ""  # never prepared here, or already unprepared: idempotent
+            try:
+                claim = self.api.get_claim(ref.namespace, ref.name)
+                if claim["metadata"]["uid"] == ref.uid:
+                    self.api.apply_device_status(claim, [])
+            except ApiException as error:
+                if error.status != 404:  # a deleted claim has no status left to clean
+                    return f"remove status.devices: {denial(error)}"
+            cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+            self.prepared.remove(ref.uid)
+            return ""
+
+
+def allocated_node(allocation: dict[str, Any]) -> str:
+    """The single node an allocation is limited to (metadata.name In [node]), or "" if it is not one node."""
+    terms = ((allocation.get("nodeSelector") or {}).get("nodeSelectorTerms")) or []
+    if len(terms) != 1 or terms[0].get("matchExpressions"):
+        return ""
+    fields = terms[0].get("matchFields") or []
+    if len(fields) != 1 or fields[0].get("key") != "metadata.name" or fields[0].get("operator") != "In":
+        return ""
+    values = fields[0].get("values") or []
+    return str(values[0]) if len(values) == 1 else ""
+
+
+def _outcome(errors: dict[str, str]) -> str:
+    failed = sorted(uid for uid, error in errors.items() if error)
+    return "ok" if not failed else f"error ({len(failed)} of {len(errors)} claims)"

@@ -1,0 +1,133 @@
+"""gRPC services on unix sockets: plugin registration, DRAPlugin (v1 and v1beta1), DRAResourceHealth."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent import futures
+from types import ModuleType
+from typing import Any
+
+import grpc
+
+from dra_conformance.kubelet_api import KubeletAPI
+from fake_dra.core import ClaimRef, DriverCore
+
+SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+# Enough threads for the protocol suite's concurrent prepares plus open health streams.
+WORKERS = 16
+# How often an idle health stream checks whether its caller went away.
+HEALTH_IDLE_CHECK = 1.0
+
+
+def _claims(request: Any) -> list[ClaimRef]:
+    return [ClaimRef(namespace=c.namespace, uid=c.uid, name=c.name) for c in request.claims]
+
+
+def dra_servicer(core: DriverCore, messages: ModuleType, services: ModuleType) -> Any:
+    """A DRAPlugin servicer for one API version (v1 and v1beta1 have the same shape)."""
+
+    class Servicer(services.DRAPluginServicer):  # type: ignore[name-defined,misc]
+        def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+            response = messages.NodePrepareResourcesResponse()
+            for uid, result in core.prepare(_claims(request)).items():
+                answer = response.claims[uid]
+                if result.error:
+                    answer.error = result.error
+                for device in result.devices:
+                    answer.devices.add(
+                        request_names=device["requestNames"],
+                        pool_name=device["poolName"],
+                        device_name=device["deviceName"],
+                        cdi_device_ids=device["cdiDeviceIDs"],
+                    )
+            return response
+
+        def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+            response = messages.NodeUnprepareResourcesResponse()
+            for uid, error in core.unprepare(_claims(request)).items():
+                response.claims[uid].error = error
+            return response
+
+    return Servicer()
+
+
+def health_servicer(core: DriverCore, messages: ModuleType, services: ModuleType) -> Any:
+    """A DRAResourceHealth servicer streaming every device's health, and again on each change."""
+
+    class Servicer(services.DRAResourceHealthServicer):  # type: ignore[name-defined,misc]
+        def NodeWatchResources(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
+            started = time.time()
+            version = -1
+            while context.is_active():
+                current = core.wait_health_change(version, HEALTH_IDLE_CHECK)
+                if current == version:
+                    continue
+                version = current
+                response = messages.NodeWatchResourcesResponse()
+                for device, healthy, message in core.health():
+                    entry = response.devices.add(
+                        health=messages.HEALTHY if healthy else messages.UNHEALTHY,
+                        last_updated_time=int(time.time()),
+                        message=message,
+                    )
+                    entry.device.pool_name = core.config.node_name
+                    entry.device.device_name = device
+                yield response
+            core.calls.record("NodeWatchResources", started, claims=[], outcome="closed")
+
+    return Servicer()
+
+
+def registration_servicer(core: DriverCore, api: KubeletAPI) -> Any:
+    """The plugin-watcher registration service the kubelet calls first."""
+    messages, services = api.registration, api.registration_grpc
+
+    class Servicer(services.RegistrationServicer):  # type: ignore[name-defined,misc]
+        def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+            started = time.time()
+            fault = core.faults.find("registration-failure")
+            if fault is not None:
+                core.calls.record("GetInfo", started, claims=[], outcome=f"error: {fault.message}")
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"registration failed (injected): {fault.message}")
+            core.calls.record("GetInfo", started, claims=[], outcome="ok")
+            return messages.PluginInfo(
+                type="DRAPlugin",
+                name=core.config.driver_name,
+                endpoint=str(core.config.dra_socket),
+                supported_versions=SUPPORTED_VERSIONS,
+            )
+
+        def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+            outcome = "registered" if request.plugin_registered else f"rejected: {request.error}"
+            core.calls.record("NotifyRegistrationStatus", time.time(), claims=[], outcome=outcome)
+            return messages.RegistrationStatusResponse()
+
+    return Servicer()
+
+
+def start(core: DriverCore, api: KubeletAPI) -> list[grpc.Server]:
+    """Serve the DRA socket first, then the registration socket (its appearance tells the kubelet to connect)."""
+    config = core.config
+    config.dra_socket.parent.mkdir(parents=True, exist_ok=True)
+    config.registration_socket.parent.mkdir(parents=True, exist_ok=True)
+    for path in (config.dra_socket, config.registration_socket):
+        path.unlink(missing_ok=True)  # left by a crashed predecessor
+
+    dra = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
+    api.dra_v1_grpc.add_DRAPluginServicer_to_server(dra_servicer(core, api.dra_v1, api.dra_v1_grpc), dra)
+    api.dra_v1beta1_grpc.add_DRAPluginServicer_to_server(dra_servicer(core, api.dra_v1beta1, api.dra_v1beta1_grpc), dra)
+    api.health_v1_grpc.add_DRAResourceHealthServicer_to_server(
+        health_servicer(core, api.health_v1, api.health_v1_grpc), dra
+    )
+    api.health_v1alpha1_grpc.add_DRAResourceHealthServicer_to_server(
+        health_servicer(core, api.health_v1alpha1, api.health_v1alpha1_grpc), dra
+    )
+    dra.add_insecure_port(f"unix://{config.dra_socket}")
+    dra.start()
+
+    registration = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    api.registration_grpc.add_RegistrationServicer_to_server(registration_servicer(core, api), registration)
+    registration.add_insecure_port(f"unix://{config.registration_socket}")
+    registration.start()
+    return [registration, dra]
