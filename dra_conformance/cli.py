@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from dra_conformance import kubelet_api
 from dra_conformance.backends.local.backend import LocalBackend, repository_root
 from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.backends.registry import local_cluster_config, make_backend
@@ -67,6 +68,7 @@ def _build(args: argparse.Namespace) -> int:
     binaries = Builder(config.assets, config.cache_dir, timeout=config.timeouts.build, echo=echo_stderr).ensure_all()
     for name, path in sorted(vars(binaries).items()):
         print(f"{name}: {path}")
+    print(f"kubelet plugin API bindings: {kubelet_api.generate(config.cache_dir)}")
     return EXIT_OK
 
 

@@ -239,3 +239,12 @@ def test_nic_driver_reports_network_data(start_setup: Callable[..., Setup], kube
     assert network.get("interfaceName", "").startswith("fake"), entry
     assert all("/" in ip for ip in network.get("ips", [])) and network.get("ips"), f"ips must be CIDRs: {network}"
     assert network.get("hardwareAddress", "").count(":") == 5, entry
+
+
+def test_invalid_fault_is_refused_in_one_line_and_changes_nothing(start_setup: Callable[..., Setup]) -> None:
+    setup = start_setup()
+    setup.process.control.set_faults([{"mode": "slow-prepare", "delay": 1}])
+    with pytest.raises(DriverError) as refused:
+        setup.process.control.set_faults([{"mode": "melt"}])
+    assert "unknown fault mode 'melt'" in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+    assert setup.process.control.faults() == [{"mode": "slow-prepare", "delay": 1.0, "message": "injected fault"}]
