@@ -34,6 +34,9 @@ from dra_conformance.timeouts import Timeouts
 from dra_conformance.tracker import ResourceTracker
 
 DRIVER_RBAC = repository_root() / "drivers" / "fake-dra" / "deploy" / "rbac.yaml"
+# kwok marks a pod with claims Ready only once this annotation says its claims were prepared
+# (clusters/local/kwok-stages.yaml): on fake nodes the test plays the kubelet.
+PREPARED_ANNOTATION = "dra-conformance.io/prepared"
 LATENCY_DIR = "latency"
 
 
@@ -128,10 +131,13 @@ class KubeletRole:
     Each call is an Allure step named for that role. Claims still prepared when the test ends are unprepared.
     """
 
-    def __init__(self, open_client: Callable[[DriverEndpoint], PluginClient], latencies: LatencyLog) -> None:
+    def __init__(
+        self, open_client: Callable[[DriverEndpoint], PluginClient], latencies: LatencyLog, api_client: client.ApiClient
+    ) -> None:
         """Reach drivers through `open_client`; record every call's latency."""
         self.open_client = open_client
         self.latencies = latencies
+        self.api_client = api_client
         self.prepared: dict[tuple[DriverEndpoint, str], ClaimRef] = {}
 
     def prepare(self, endpoint: DriverEndpoint, claims: list[ClaimRef], **options: Any) -> CallResult:
@@ -158,6 +164,16 @@ class KubeletRole:
                 self.prepared.pop((endpoint, claim.uid), None)
         return result
 
+    def start_containers(self, namespace: str, pod: str) -> None:
+        """Start the pod's containers, as the kubelet does after a successful prepare.
+
+        On fake nodes that means setting the annotation kwok waits for before it marks the pod Ready.
+        """
+        with allure.step(f"kubelet: start containers of {namespace}/{pod}"):
+            client.CoreV1Api(self.api_client).patch_namespaced_pod(
+                pod, namespace, {"metadata": {"annotations": {PREPARED_ANNOTATION: "true"}}}
+            )
+
     def unprepare_leftovers(self) -> list[str]:
         """Unprepare what the test left prepared; returns the failures."""
         failures = []
@@ -173,9 +189,11 @@ class KubeletRole:
 
 
 @pytest.fixture
-def kubelet(plugin_client: Callable[[DriverEndpoint], PluginClient], latency_log: LatencyLog) -> Iterator[KubeletRole]:
+def kubelet(
+    plugin_client: Callable[[DriverEndpoint], PluginClient], latency_log: LatencyLog, api_client: client.ApiClient
+) -> Iterator[KubeletRole]:
     """The kubelet's role in control-plane checks on fake nodes (see `KubeletRole`)."""
-    role = KubeletRole(plugin_client, latency_log)
+    role = KubeletRole(plugin_client, latency_log, api_client)
     yield role
     failures = role.unprepare_leftovers()
     assert not failures, f"claims left prepared after the test could not be unprepared: {failures}"

@@ -25,6 +25,8 @@ class Timeouts:
     namespace_ready: float = 30.0
     # The scheduler retries an unschedulable pod with backoff up to 10 s; allocation + binding take a few backoffs.
     pod_scheduled: float = 60.0
+    # kwok applies its pod-ready stage on its next pass after the pod changes, well under a second.
+    pod_ready: float = 30.0
     # The resourceclaim controller creates a template claim within one sync; it shares CPU with the scheduler.
     claim_generated: float = 30.0
     # Deletion waits for finalizers (delete-protection, pod GC by kwok's pod-delete stage) to be removed.

@@ -213,23 +213,6 @@ def test_reduced_capacity_republishes_fewer_devices_with_a_new_generation(
     assert published["spec"]["pool"]["generation"] == before + 1, published["spec"]["pool"]
 
 
-def test_unprepare_after_driver_restart_works(
-    start_setup: Callable[..., Setup], kubelet: KubeletRole, tracker: ResourceTracker, timeouts: Timeouts
-) -> None:
-    setup = start_setup()
-    claim = setup.allocate()
-    assert not kubelet.prepare(setup.process.endpoint, [claim.ref]).claims[claim.ref.uid].error
-    generation = setup.process.control.healthz()["generation"]
-
-    assert setup.process.stop(timeouts.process_stop) == 0, setup.process.log_tail()
-    setup.process.start(timeouts.driver_ready)
-
-    assert setup.process.control.healthz()["generation"] > generation, "restart did not publish a new generation"
-    answer = kubelet.unprepare(setup.process.endpoint, [claim.ref]).claims[claim.ref.uid]
-    assert not answer.error, answer
-    assert setup.device_status(claim) == [], "status.devices left after unprepare across a restart"
-
-
 def test_nic_driver_reports_network_data(start_setup: Callable[..., Setup], kubelet: KubeletRole) -> None:
     setup = start_setup(profile="nic")
     claim = setup.allocate()
