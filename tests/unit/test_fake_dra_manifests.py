@@ -1,0 +1,167 @@
+"""The fake driver's image and in-cluster manifests agree with its CLI, its RBAC and the pinned kubelet API."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from dra_conformance import versions
+from dra_conformance.kubelet_api import KUBELET_MODULE
+from fake_dra.__main__ import parse_args
+from fake_dra.config import DriverConfig
+
+DRIVER_DIR = Path(__file__).resolve().parents[2] / "drivers" / "fake-dra"
+DEPLOY = DRIVER_DIR / "deploy"
+DRIVER_NAME = "gpu.fake-dra.example.com"
+NODE = "node-a"
+
+
+def _documents(name: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all((DEPLOY / name).read_text()) if doc]
+
+
+def _only(name: str, kind: str) -> dict[str, Any]:
+    found = [doc for doc in _documents(name) if doc["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind} in {name}, got {len(found)}"
+    return found[0]
+
+
+def _pod_spec() -> dict[str, Any]:
+    spec: dict[str, Any] = _only("daemonset.yaml", "DaemonSet")["spec"]["template"]["spec"]
+    return spec
+
+
+def _container() -> dict[str, Any]:
+    containers: list[dict[str, Any]] = _pod_spec()["containers"]
+    assert len(containers) == 1, [c["name"] for c in containers]
+    return containers[0]
+
+
+def _driver_config() -> DriverConfig:
+    """The container args as the driver parses them, with $(NODE_NAME) expanded the way the kubelet would."""
+    args = [arg.replace("$(NODE_NAME)", NODE) for arg in _container()["args"]]
+    return parse_args(args)
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs, continuation lines joined and comments dropped."""
+    instructions: list[tuple[str, str]] = []
+    pending = ""
+    for line in (DRIVER_DIR / "Dockerfile").read_text().splitlines():
+        if not pending and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        keyword, _, rest = (pending + line).strip().partition(" ")
+        instructions.append((keyword.upper(), rest.strip()))
+        pending = ""
+    assert not pending, f"Dockerfile ends inside a continued instruction: {pending!r}"
+    return instructions
+
+
+def _dockerfile_stages() -> list[tuple[str, list[tuple[str, str]]]]:
+    """(base image, instructions of that stage) per FROM."""
+    stages: list[tuple[str, list[tuple[str, str]]]] = []
+    for keyword, rest in _dockerfile_instructions():
+        if keyword == "FROM":
+            stages.append((rest.split()[0], []))
+        else:
+            assert stages, f"{keyword} before the first FROM"
+            stages[-1][1].append((keyword, rest))
+    return stages
+
+
+def test_daemonset_args_are_accepted_by_the_driver_cli() -> None:
+    config = _driver_config()
+    assert config.driver_name == DRIVER_NAME
+    assert config.node_name == NODE
+    assert config.kubeconfig is None, "in a pod the driver must use the in-cluster configuration"
+
+
+def test_daemonset_node_name_comes_from_the_downward_api() -> None:
+    env = {item["name"]: item for item in _container()["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_daemonset_runs_as_the_service_account_of_the_rbac() -> None:
+    daemonset = _only("daemonset.yaml", "DaemonSet")
+    account = _only("rbac.yaml", "ServiceAccount")
+    assert daemonset["metadata"]["namespace"] == account["metadata"]["namespace"]
+    assert _pod_spec()["serviceAccountName"] == account["metadata"]["name"]
+    binding = _only("rbac.yaml", "ClusterRoleBinding")
+    assert {"kind": "ServiceAccount", **account["metadata"]} in binding["subjects"]
+
+
+def test_every_host_directory_the_driver_writes_is_mounted_from_the_same_host_path() -> None:
+    config = _driver_config()
+    volumes = {volume["name"]: volume for volume in _pod_spec()["volumes"]}
+    mounted: list[PurePosixPath] = []
+    for mount in _container()["volumeMounts"]:
+        host_path = volumes[mount["name"]].get("hostPath")
+        assert host_path, f"volume {mount['name']} is not a hostPath"
+        assert host_path["path"] == mount["mountPath"], f"{mount['name']} is mounted at a different path"
+        assert not mount.get("readOnly"), f"{mount['mountPath']} is read-only, the driver writes there"
+        mounted.append(PurePosixPath(mount["mountPath"]))
+    needed = {
+        "registration socket directory": config.registration_socket.parent,
+        "DRA socket directory": config.dra_socket.parent,
+        "CDI directory": config.cdi_dir,
+        "state directory": config.state_dir,
+    }
+    for what, directory in needed.items():
+        path = PurePosixPath(directory)
+        assert any(path.is_relative_to(root) for root in mounted), f"{what} {path} is not on a host mount"
+
+
+def test_daemonset_is_not_privileged() -> None:
+    context = _container().get("securityContext", {})
+    assert not context.get("privileged"), "the driver only writes files and unix sockets"
+    assert not _pod_spec().get("hostNetwork")
+
+
+def test_cluster_role_grants_status_writes_for_exactly_the_deployed_driver_name() -> None:
+    role = _only("rbac.yaml", "ClusterRole")
+    rules = [rule for rule in role["rules"] if "resourceclaims/driver" in rule["resources"]]
+    assert len(rules) == 1, rules
+    assert rules[0]["resourceNames"] == [_driver_config().driver_name]
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    manifests = sorted(path.name for path in DEPLOY.glob("*.yaml") if path.name != "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == manifests
+
+
+def test_dockerfile_entrypoint_runs_the_driver() -> None:
+    entrypoints = [rest for keyword, rest in _dockerfile_stages()[-1][1] if keyword == "ENTRYPOINT"]
+    assert len(entrypoints) == 1, entrypoints
+    assert json.loads(entrypoints[0]) == ["python", "-m", "fake_dra"]
+
+
+def test_dockerfile_downloads_the_pinned_kubelet_module() -> None:
+    golang = [steps for image, steps in _dockerfile_stages() if image.startswith("golang:")]
+    assert len(golang) == 1, "expected one golang stage"
+    runs = " ".join(rest for keyword, rest in golang[0] if keyword == "RUN")
+    assert "go mod download" in runs
+    assert re.findall(rf"{re.escape(KUBELET_MODULE)}@(v[\w.\-]+)", runs) == [versions.KUBELET_API]
+
+
+def test_dockerfile_generates_the_bindings_from_the_copied_protos_where_load_finds_them() -> None:
+    steps = _dockerfile_stages()[-1][1]
+    copied = [rest.split()[-1] for keyword, rest in steps if keyword == "COPY" and rest.startswith("--from=")]
+    generated = [rest for keyword, rest in steps if keyword == "RUN" and "generate(" in rest]
+    assert len(copied) == 1, copied
+    assert len(generated) == 1, generated
+    source = re.search(r"source=Path\('([^']+)'\)", generated[0])
+    assert source, generated[0]
+    assert PurePosixPath(copied[0]) == PurePosixPath(source.group(1)) / "pkg" / "apis"
+    # load() at runtime uses default_cache_dir(), which only matches the build if the environment is the same.
+    assert "cache_dir=default_cache_dir()" in generated[0]
+    environment = [i for i, (keyword, rest) in enumerate(steps) if keyword == "ENV" and "XDG_CACHE_HOME=" in rest]
+    assert environment, "XDG_CACHE_HOME is not set, so the cache would depend on $HOME"
+    assert environment[0] < steps.index(("RUN", generated[0]))
