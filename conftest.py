@@ -1,3 +1,8 @@
 """Loads the engine's pytest plugin (and pytester for the plugin's own tests); everything else is in the engine."""
 
-pytest_plugins = ["dra_conformance.plugin", "dra_conformance.driver_fixtures", "pytester"]
+pytest_plugins = [
+    "dra_conformance.plugin",
+    "dra_conformance.driver_fixtures",
+    "dra_conformance.scenario_fixtures",
+    "pytester",
+]

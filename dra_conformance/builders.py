@@ -12,6 +12,15 @@ RESOURCE_API = "resource.k8s.io/v1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
+@dataclass(frozen=True)
+class ClaimUse:
+    """One entry of a pod's spec.resourceClaims: a named claim or a template to generate one from."""
+
+    name: str
+    claim: str | None = None
+    template: str | None = None
+
+
 @dataclass
 class Builder:
     """Makes fresh manifests; names are `<prefix>-<counter>` so they are unique within the test's namespace.
@@ -32,16 +41,14 @@ class Builder:
         """A name unique cluster-wide (for cluster-scoped objects)."""
         return f"{self.namespace}-{self.name(prefix)}"
 
-    def device_class(self, *, selector: str | None = None) -> Manifest:
-        """A DeviceClass selecting this builder's driver (and `selector`, a CEL expression, if given)."""
-        selectors = [{"cel": {"expression": f'device.driver == "{self.driver}"'}}]
-        if selector:
-            selectors.append({"cel": {"expression": selector}})
+    def device_class(self, *, selectors: tuple[str, ...] = ()) -> Manifest:
+        """A DeviceClass selecting this builder's driver, narrowed by further CEL `selectors`."""
+        expressions = [f'device.driver == "{self.driver}"', *selectors]
         return {
             "apiVersion": RESOURCE_API,
             "kind": "DeviceClass",
             "metadata": {"name": self.cluster_name("class")},
-            "spec": {"selectors": selectors},
+            "spec": {"selectors": [{"cel": {"expression": expression}} for expression in expressions]},
         }
 
     def resource_slice(self, node: str, devices: int, *, pool: str | None = None, generation: int = 1) -> Manifest:
@@ -60,56 +67,71 @@ class Builder:
             },
         }
 
-    def claim(self, device_class: str, *, count: int = 1) -> Manifest:
-        """A ResourceClaim for `count` devices of `device_class`."""
+    def claim_from_spec(self, spec: Manifest, *, prefix: str = "claim") -> Manifest:
+        """A ResourceClaim with the given v1 spec."""
         return {
             "apiVersion": RESOURCE_API,
             "kind": "ResourceClaim",
-            "metadata": {"name": self.name("claim"), "namespace": self.namespace},
-            "spec": _claim_spec(device_class, count),
+            "metadata": {"name": self.name(prefix), "namespace": self.namespace},
+            "spec": spec,
         }
 
-    def claim_template(self, device_class: str, *, count: int = 1) -> Manifest:
-        """A ResourceClaimTemplate for `count` devices of `device_class`."""
+    def template_from_spec(self, spec: Manifest, *, prefix: str = "template") -> Manifest:
+        """A ResourceClaimTemplate whose generated claims get the given v1 spec."""
         return {
             "apiVersion": RESOURCE_API,
             "kind": "ResourceClaimTemplate",
-            "metadata": {"name": self.name("template"), "namespace": self.namespace},
-            "spec": {"spec": _claim_spec(device_class, count)},
+            "metadata": {"name": self.name(prefix), "namespace": self.namespace},
+            "spec": {"spec": spec},
         }
 
-    def pod(self, *, claim: str | None = None, template: str | None = None, node: str | None = None) -> Manifest:
-        """A pod whose one container uses one claim, referenced by name or generated from a template.
+    def claim(self, device_class: str, *, count: int = 1) -> Manifest:
+        """A ResourceClaim for `count` devices of `device_class`."""
+        return self.claim_from_spec(_single_request(device_class, count))
 
-        `node` pins the pod (and so the allocation) to one node through a nodeSelector.
-        """
-        reference = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
+    def claim_template(self, device_class: str, *, count: int = 1) -> Manifest:
+        """A ResourceClaimTemplate for `count` devices of `device_class`."""
+        return self.template_from_spec(_single_request(device_class, count))
+
+    def pod_with(self, uses: list[ClaimUse], *, node: str | None = None, prefix: str = "pod") -> Manifest:
+        """A pod whose one container uses every claim in `uses`; `node` pins it through a nodeSelector."""
+        references = [
+            {"name": use.name, **({"resourceClaimName": use.claim} if use.claim else {})}
+            | ({"resourceClaimTemplateName": use.template} if use.template else {})
+            for use in uses
+        ]
         pod: Manifest = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": self.name("pod"), "namespace": self.namespace},
+            "metadata": {"name": self.name(prefix), "namespace": self.namespace},
             "spec": {
                 "terminationGracePeriodSeconds": 0,
-                "resourceClaims": [{"name": "devices", **reference}],
-                "containers": [{"name": "app", "image": PAUSE_IMAGE, "resources": {"claims": [{"name": "devices"}]}}],
+                "resourceClaims": references,
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": PAUSE_IMAGE,
+                        "resources": {"claims": [{"name": use.name} for use in uses]},
+                    }
+                ],
             },
         }
         if node:
             pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
         return pod
 
+    def pod(self, *, claim: str | None = None, template: str | None = None, node: str | None = None) -> Manifest:
+        """A pod using one claim ("devices"), referenced by name or generated from a template."""
+        return self.pod_with([ClaimUse("devices", claim=claim, template=template)], node=node)
 
-def _claim_spec(device_class: str, count: int) -> Manifest:
+
+def _single_request(device_class: str, count: int) -> Manifest:
     return {
         "devices": {
             "requests": [
                 {
                     "name": "req",
-                    "exactly": {
-                        "deviceClassName": device_class,
-                        "allocationMode": "ExactCount",
-                        "count": count,
-                    },
+                    "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count},
                 }
             ]
         }

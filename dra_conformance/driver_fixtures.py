@@ -21,6 +21,7 @@ import grpc
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.dynamic import DynamicClient
 
 from dra_conformance import kubeconfig
 from dra_conformance.backends.base import ClusterInfo, DriverEndpoint
@@ -28,6 +29,7 @@ from dra_conformance.backends.local.backend import repository_root
 from dra_conformance.fake_driver import FakeDriverProcess, driver_argv
 from dra_conformance.identities import request_token, token_holder_pod
 from dra_conformance.kubelet_api import KubeletAPI, load
+from dra_conformance.leaks import LeakError, driver_leftovers, slice_leftovers
 from dra_conformance.plugin import RUN_DIR_KEY
 from dra_conformance.plugin_client import CallResult, ClaimRef, PluginClient
 from dra_conformance.timeouts import Timeouts
@@ -142,15 +144,12 @@ class KubeletRole:
 
     def prepare(self, endpoint: DriverEndpoint, claims: list[ClaimRef], **options: Any) -> CallResult:
         """NodePrepareResources on `endpoint` for `claims`."""
-        with allure.step(f"kubelet on {endpoint.node}: NodePrepareResources {[c.name for c in claims]}"):
-            result = self.latencies.record(
-                "NodePrepareResources", self.open_client(endpoint).prepare(claims, **options)
-            )
+        # Remembered before the call: a prepare that failed or timed out may still complete in the driver, and a
+        # kubelet would unprepare such claims when the pod goes away.
         for claim in claims:
-            answer = result.claims.get(claim.uid)
-            if answer is not None and not answer.error:
-                self.prepared[(endpoint, claim.uid)] = claim
-        return result
+            self.prepared[(endpoint, claim.uid)] = claim
+        with allure.step(f"kubelet on {endpoint.node}: NodePrepareResources {[c.name for c in claims]}"):
+            return self.latencies.record("NodePrepareResources", self.open_client(endpoint).prepare(claims, **options))
 
     def unprepare(self, endpoint: DriverEndpoint, claims: list[ClaimRef], **options: Any) -> CallResult:
         """NodeUnprepareResources on `endpoint` for `claims`."""
@@ -293,7 +292,12 @@ class PrivateDriver:
 
 @pytest.fixture
 def private_driver(
-    cluster: ClusterInfo, tracker: ResourceTracker, api_client: client.ApiClient, namespace: str, timeouts: Timeouts
+    dynamic_client: DynamicClient,
+    cluster: ClusterInfo,
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    namespace: str,
+    timeouts: Timeouts,
 ) -> Iterator[Callable[..., PrivateDriver]]:
     """Starts fake driver instances with a name of their own (so faults stay private to the test).
 
@@ -327,6 +331,17 @@ def private_driver(
         return PrivateDriver(driver, processes)
 
     yield start
+    leaks = []
+    slices = dynamic_client.resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
     for process in started:
-        process.stop(timeouts.process_stop)
+        if process.exit_code is None:
+            leaks += driver_leftovers(process.control.prepared(), scratch / process.endpoint.node / "cdi")
+            process.stop(timeouts.process_stop)
+        else:
+            # A driver that died (crash fault) cannot remove its slice; the kubelet would, once it unregistered.
+            slices.delete(field_selector=f"spec.driver={process.endpoint.driver},spec.nodeName={process.endpoint.node}")
+    for driver in {process.endpoint.driver for process in started}:
+        leaks += slice_leftovers(dynamic_client, driver)
     shutil.rmtree(scratch, ignore_errors=True)
+    if leaks:
+        raise LeakError(f"leaked by the test's driver after cleanup: {leaks}")

@@ -21,12 +21,14 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance import waits
+from dra_conformance import catalog, waits
 from dra_conformance.backends.base import ClusterBackend, ClusterInfo
+from dra_conformance.backends.local.backend import repository_root
 from dra_conformance.backends.registry import make_backend
 from dra_conformance.config import BACKENDS, SuiteConfig
-from dra_conformance.errors import ConformanceError, UsageError
+from dra_conformance.errors import ConformanceError, FixtureError, UsageError
 from dra_conformance.kube import client_from_kubeconfig
+from dra_conformance.leaks import audit_namespace
 from dra_conformance.timeouts import Timeouts
 from dra_conformance.tracker import ResourceTracker
 
@@ -35,6 +37,7 @@ _RUN_ID_KEY = pytest.StashKey[str]()
 _OWNER_PID_KEY = pytest.StashKey[int]()
 _SUITE_CONFIG_KEY = pytest.StashKey[SuiteConfig]()
 RUN_DIR_KEY = pytest.StashKey[Path]()
+CATALOG_KEY = pytest.StashKey[list[catalog.Scenario]]()  # validated once per process
 
 
 def _timeout_option(name: str) -> str:
@@ -66,6 +69,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="do not delete what tests created (debugging; leaks are then expected)",
     )
     group.addoption("--audit-log", type=Path, default=None, help="kube-apiserver audit log of an existing cluster")
+    group.addoption(
+        "--catalog",
+        type=Path,
+        default=None,
+        help="scenario catalog directory (default fixtures/scenarios in the checkout)",
+    )
     group.addoption("--reports-dir", type=Path, default=None, help="report root (default <rootdir>/reports)")
     for name in Timeouts.names():
         group.addoption(
@@ -117,22 +126,29 @@ def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Validate options, fix the run id, and point JUnit and Allure output at reports/<run-id>/."""
     config.addinivalue_line("markers", "capability(name): skip unless the cluster/driver has this capability")
+    config.addinivalue_line(
+        "markers", "scenarios(needs_prepare=False): parametrize the test's `scenario` argument over the catalog"
+    )
+    catalog_dir = config.getoption("--catalog") or repository_root() / "fixtures" / "scenarios"
+    try:
+        config.stash[CATALOG_KEY] = catalog.load(catalog_dir)
+    except FixtureError as error:
+        raise pytest.UsageError(str(error)) from None
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:
         run_id, owner_pid = workerinput["dra_run_id"], workerinput["dra_owner_pid"]
     else:
         run_id, owner_pid = _new_run_id(), os.getpid()
-        if config.getoption("collectonly"):
-            return
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
     config.stash[_RUN_ID_KEY] = run_id
     config.stash[_OWNER_PID_KEY] = owner_pid
     config.stash[_SUITE_CONFIG_KEY] = _suite_config(config)
-
     reports = config.getoption("--reports-dir") or Path(str(config.rootpath)) / "reports"
     run_dir = reports / run_id
     config.stash[RUN_DIR_KEY] = run_dir
+    if config.getoption("collectonly"):
+        return  # listing tests writes no reports and starts nothing
     if workerinput is None:
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         run_dir.mkdir(parents=True, exist_ok=True)
         if not config.option.xmlpath:
             config.option.xmlpath = str(run_dir / "junit.xml")
@@ -145,6 +161,17 @@ def pytest_configure_node(node: Any) -> None:
     """Hand the controller's run id and pid to each xdist worker (the pid owns the cluster)."""
     node.workerinput["dra_run_id"] = node.config.stash[_RUN_ID_KEY]
     node.workerinput["dra_owner_pid"] = node.config.stash[_OWNER_PID_KEY]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize `scenario` arguments over the validated catalog, with the scenario ids as test ids."""
+    if "scenario" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("scenarios")
+    options = marker.kwargs if marker else {}
+    loaded = metafunc.config.stash[CATALOG_KEY]
+    scenarios = catalog.select(loaded, needs_prepare=bool(options.get("needs_prepare", False)))
+    metafunc.parametrize("scenario", scenarios, ids=str)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -316,8 +343,9 @@ def tracker(
     request: pytest.FixtureRequest, dynamic_client: DynamicClient, namespace: str, timeouts: Timeouts
 ) -> Iterator[ResourceTracker]:
     """Creates objects for the test and deletes them (newest first, awaited) before its namespace goes."""
-    resources = ResourceTracker(
-        dynamic_client, delete_timeout=timeouts.delete, keep=request.config.getoption("--keep-resources")
-    )
+    keep = request.config.getoption("--keep-resources")
+    resources = ResourceTracker(dynamic_client, delete_timeout=timeouts.delete, keep=keep)
     yield resources
     resources.cleanup()
+    if not keep:
+        audit_namespace(dynamic_client, namespace, timeouts.delete)

@@ -65,3 +65,14 @@ def test_run_directory_is_shared_by_xdist_workers(pytester: pytest.Pytester) -> 
     assert len(runs) == 1, f"workers wrote to several run directories: {runs}"
     results = [p for p in (runs[0] / "allure-results").iterdir() if p.name.endswith("-result.json")]
     assert len(results) == 3, results
+
+
+def test_catalog_with_an_unknown_key_fails_collection_in_one_line(pytester: pytest.Pytester) -> None:
+    catalog_dir = pytester.path / "scenarios"
+    catalog_dir.mkdir()
+    (catalog_dir / "broken.yaml").write_text(
+        "scenarios:\n- id: typo\n  description: d\n  pods: [{name: app, claims: []}]\n  expect: {}\n  podz: []\n"
+    )
+    result = _run(pytester, f"--catalog={catalog_dir}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _error_line(result) == f"ERROR: {catalog_dir / 'broken.yaml'}: scenarios[0].podz: unknown key"

@@ -1,0 +1,344 @@
+"""The scenario catalog: YAML files under fixtures/scenarios/, validated once, yielding typed scenarios.
+
+Objects are written once, in resource.k8s.io/v1 form, with logical names (`gpu`, `shared`); builders give them
+unique names, the test's namespace and the driver name. `{driver}` in any string becomes the driver name (CEL
+attribute domains need it). An unknown key or a bad value is a FixtureError naming the file and the key path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from dra_conformance.errors import FixtureError
+
+_STRING_LIST = {"type": "array", "items": {"type": "string"}}
+_SELECTORS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["cel"],
+        "properties": {
+            "cel": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["expression"],
+                "properties": {"expression": {"type": "string"}},
+            }
+        },
+    },
+}
+_TOLERATIONS = {"type": "array", "items": {"type": "object"}}
+_SUBREQUEST = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "deviceClassName"],
+    "properties": {
+        "name": {"type": "string"},
+        "deviceClassName": {"type": "string"},
+        "selectors": _SELECTORS,
+        "allocationMode": {"enum": ["ExactCount", "All"]},
+        "count": {"type": "integer", "minimum": 1},
+        "tolerations": _TOLERATIONS,
+    },
+}
+_EXACT = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["deviceClassName"],
+    "properties": {
+        "deviceClassName": {"type": "string"},
+        "selectors": _SELECTORS,
+        "allocationMode": {"enum": ["ExactCount", "All"]},
+        "count": {"type": "integer", "minimum": 1},
+        "adminAccess": {"type": "boolean"},
+        "tolerations": _TOLERATIONS,
+    },
+}
+_CLAIM_SPEC = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["devices"],
+    "properties": {
+        "devices": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["requests"],
+            "properties": {
+                "requests": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "exactly": _EXACT,
+                            "firstAvailable": {"type": "array", "minItems": 1, "items": _SUBREQUEST},
+                        },
+                        "oneOf": [{"required": ["exactly"]}, {"required": ["firstAvailable"]}],
+                    },
+                },
+                "constraints": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "requests": _STRING_LIST,
+                            "matchAttribute": {"type": "string"},
+                            "distinctAttribute": {"type": "string"},
+                        },
+                    },
+                },
+            },
+        }
+    },
+}
+_NAMED_SPEC = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "spec"],
+    "properties": {"name": {"type": "string"}, "spec": _CLAIM_SPEC},
+}
+_CLAIM_EXPECTATION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "devices": {"type": "integer", "minimum": 0},
+        "prepare": {"enum": ["ok", "error", "deadline-exceeded"]},
+        "error": {"type": "string"},
+        "statusDevices": {"type": "integer", "minimum": 0},
+        "networkData": {"type": "boolean"},
+    },
+}
+_POD_EXPECTATION = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "scheduled": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "ready": {"type": "boolean"},
+        "claims": {"type": "object", "additionalProperties": _CLAIM_EXPECTATION},
+    },
+}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["scenarios"],
+    "properties": {
+        "scenarios": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["id", "description", "pods", "expect"],
+                "properties": {
+                    "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$"},
+                    "description": {"type": "string"},
+                    "driver": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "profile": {"enum": ["gpu", "nic"]},
+                            "devices": {"type": "integer", "minimum": 1, "maximum": 32},
+                        },
+                    },
+                    "fault": {"type": "object"},
+                    "prepareDeadline": {"type": "number", "exclusiveMinimum": 0},
+                    "recover": {"type": "boolean"},
+                    "adminNamespace": {"type": "boolean"},
+                    "deviceClasses": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name"],
+                            "properties": {"name": {"type": "string"}, "selectors": _SELECTORS},
+                        },
+                    },
+                    "claims": {"type": "array", "items": _NAMED_SPEC},
+                    "claimTemplates": {"type": "array", "items": _NAMED_SPEC},
+                    "pods": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name", "claims"],
+                            "properties": {
+                                "name": {"type": "string"},
+                                "claims": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["name"],
+                                        "properties": {
+                                            "name": {"type": "string"},
+                                            "claim": {"type": "string"},
+                                            "template": {"type": "string"},
+                                        },
+                                        "oneOf": [{"required": ["claim"]}, {"required": ["template"]}],
+                                    },
+                                },
+                            },
+                        },
+                    },
+                    "expect": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "pods": {"type": "object", "additionalProperties": _POD_EXPECTATION},
+                            "exactlyOneScheduled": _STRING_LIST,
+                        },
+                    },
+                },
+            },
+        }
+    },
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario: objects to create, an optional driver fault, and the expected outcome per layer."""
+
+    id: str
+    description: str
+    source: Path
+    profile: str = "gpu"
+    devices: int = 2
+    fault: dict[str, Any] | None = None
+    prepare_deadline: float | None = None
+    recover: bool = False
+    admin_namespace: bool = False
+    device_classes: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    claim_templates: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    expect_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    exactly_one_scheduled: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        """The pytest id."""
+        return self.id
+
+    def expected(self, pod: str) -> dict[str, Any]:
+        """Expectations for one pod (empty if the scenario states none)."""
+        return self.expect_pods.get(pod, {})
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    parts = ""
+    for step in error.absolute_path:
+        parts += f"[{step}]" if isinstance(step, int) else f".{step}"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        allowed = set(schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - allowed)
+        return f"{parts}.{unknown[0]}".lstrip(".") if unknown else parts.lstrip(".")
+    return parts.lstrip(".") or "(top level)"
+
+
+def _message(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        return "unknown key"
+    if error.validator == "oneOf":
+        return "needs exactly one of the alternatives (e.g. `exactly` or `firstAvailable`, `claim` or `template`)"
+    return " ".join(error.message.split())
+
+
+def _check_references(path: Path, index: int, raw: dict[str, Any]) -> None:
+    """Cross-references the schema cannot express: names used must be defined."""
+    where = f"{path}: scenarios[{index}]"
+    classes = {c["name"] for c in raw.get("deviceClasses", [])}
+    for kind in ("claims", "claimTemplates"):
+        for i, item in enumerate(raw.get(kind, [])):
+            for j, request in enumerate(item["spec"]["devices"]["requests"]):
+                alternatives = [request["exactly"]] if "exactly" in request else request["firstAvailable"]
+                for alternative in alternatives:
+                    if alternative["deviceClassName"] not in classes:
+                        raise FixtureError(
+                            f"{where}.{kind}[{i}].spec.devices.requests[{j}]: unknown deviceClassName "
+                            f"{alternative['deviceClassName']!r}; defined: {sorted(classes)}"
+                        )
+    claims = {c["name"] for c in raw.get("claims", [])}
+    templates = {t["name"] for t in raw.get("claimTemplates", [])}
+    pods = {p["name"] for p in raw["pods"]}
+    for i, pod in enumerate(raw["pods"]):
+        for j, use in enumerate(pod["claims"]):
+            known, name = (claims, use["claim"]) if "claim" in use else (templates, use["template"])
+            if name not in known:
+                raise FixtureError(f"{where}.pods[{i}].claims[{j}]: unknown claim or template {name!r}")
+    expect = raw["expect"]
+    for pod in list(expect.get("pods", {})) + list(expect.get("exactlyOneScheduled", [])):
+        if pod not in pods:
+            raise FixtureError(f"{where}.expect: unknown pod {pod!r}; defined: {sorted(pods)}")
+
+
+def load_file(path: Path) -> list[Scenario]:
+    """Validate one catalog file and return its scenarios."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise FixtureError(f"{path}: not valid YAML: {' '.join(str(error).split())}") from None
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        first = errors[0]
+        raise FixtureError(f"{path}: {_key_path(first)}: {_message(first)}")
+    scenarios = []
+    for index, item in enumerate(raw["scenarios"]):
+        _check_references(path, index, item)
+        driver = item.get("driver", {})
+        scenarios.append(
+            Scenario(
+                id=item["id"],
+                description=item["description"],
+                source=path,
+                profile=driver.get("profile", "gpu"),
+                devices=driver.get("devices", 2),
+                fault=item.get("fault"),
+                prepare_deadline=item.get("prepareDeadline"),
+                recover=item.get("recover", False),
+                admin_namespace=item.get("adminNamespace", False),
+                device_classes=item.get("deviceClasses", []),
+                claims=item.get("claims", []),
+                claim_templates=item.get("claimTemplates", []),
+                pods=item["pods"],
+                expect_pods=item["expect"].get("pods", {}),
+                exactly_one_scheduled=item["expect"].get("exactlyOneScheduled", []),
+            )
+        )
+    return scenarios
+
+
+def load(directory: Path) -> list[Scenario]:
+    """Every scenario under `directory` (files in name order); ids must be unique across the catalog."""
+    if not directory.is_dir():
+        raise FixtureError(f"{directory}: scenario catalog directory not found")
+    scenarios: list[Scenario] = []
+    seen: dict[str, Path] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        for scenario in load_file(path):
+            if scenario.id in seen:
+                raise FixtureError(f"{path}: scenario id {scenario.id!r} already defined in {seen[scenario.id]}")
+            seen[scenario.id] = path
+            scenarios.append(scenario)
+    return scenarios
+
+
+def select(scenarios: Iterable[Scenario], *, needs_prepare: bool = False) -> list[Scenario]:
+    """Scenarios a suite runs; `needs_prepare` keeps those where at least one pod is expected to be scheduled."""
+    chosen = list(scenarios)
+    if needs_prepare:
+        chosen = [s for s in chosen if any(s.expected(p["name"]).get("scheduled", True) for p in s.pods)]
+    return chosen
