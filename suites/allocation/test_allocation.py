@@ -84,8 +84,11 @@ def _check_deallocation_after_pod_deletion(run: ScenarioRun) -> None:
         for name, c in claims.items()
         if any(o["kind"] == "Pod" for o in c["metadata"].get("ownerReferences") or [])
     }
-    for name in run.pods.values():
-        run.tracker.delete(TrackedObject("v1", "Pod", name, run.namespace))
+    # Pending pods go first: deleting a scheduled pod frees devices, and the scheduler would then allocate them to
+    # a Pending pod that is about to be deleted, leaving a claim allocated but never used (which by design is
+    # not deallocated).
+    for logical in sorted(run.pods, key=lambda pod: run.outcomes[pod].scheduled):
+        run.tracker.delete(TrackedObject("v1", "Pod", run.pods[logical], run.namespace))
     resource = run.tracker.resource(RESOURCE_API, "ResourceClaim")
 
     def state(name: str) -> str:
