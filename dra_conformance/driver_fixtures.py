@@ -231,32 +231,26 @@ class DriverIdentity:
         namespace: str,
         driver: str,
         rbac: Callable[[str, str], dict[str, Any]] = driver_cluster_role,
+        service_account: str = "driver",
     ) -> None:
         """Create the ServiceAccount and its ClusterRole/Binding (tracked for cleanup)."""
         self.tracker, self.api_client, self.namespace, self.driver = tracker, api_client, namespace, driver
-        self.service_account = "driver"
-        role_name = f"{namespace}-driver"
+        self.service_account = service_account
+        role_name = f"{namespace}-{service_account}"
         tracker.create(
             {
                 "apiVersion": "v1",
                 "kind": "ServiceAccount",
-                "metadata": {"name": self.service_account, "namespace": namespace},
+                "metadata": {"name": service_account, "namespace": namespace},
             }
         )
         tracker.create(rbac(role_name, driver))
-        tracker.create(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": role_name},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role_name},
-                "subjects": [{"kind": "ServiceAccount", "name": self.service_account, "namespace": namespace}],
-            }
-        )
+        tracker.create(cluster_role_binding(role_name, namespace, service_account))
 
     def token_for(self, node: str) -> str:
         """A token carrying `node` as node-name claim (its holder pod is tracked and deleted after the test)."""
-        pod = self.tracker.create(token_holder_pod(self.namespace, self.service_account, node, f"holder-{node}"))
+        holder = token_holder_pod(self.namespace, self.service_account, node, f"{self.service_account}-on-{node}")
+        pod = self.tracker.create(holder)
         return request_token(
             self.api_client,
             self.namespace,
@@ -276,6 +270,17 @@ class DriverIdentity:
                 token=self.token_for(node),
             ),
         )
+
+
+def cluster_role_binding(name: str, namespace: str, service_account: str) -> dict[str, Any]:
+    """Bind the ClusterRole `name` to a ServiceAccount."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": namespace}],
+    }
 
 
 @dataclass
