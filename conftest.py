@@ -4,5 +4,6 @@ pytest_plugins = [
     "dra_conformance.plugin",
     "dra_conformance.driver_fixtures",
     "dra_conformance.scenario_fixtures",
+    "dra_conformance.rbac_fixtures",
     "pytester",
 ]

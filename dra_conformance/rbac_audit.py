@@ -1,0 +1,67 @@
+"""Least-privilege audit: the permissions an identity holds beyond a documented set.
+
+Permissions are read with SelfSubjectRulesReview as the identity itself, so they include every binding that
+applies to it (user, groups, cluster and namespace roles). Defaults every authenticated identity gets (discovery,
+self-reviews) are measured with a fresh ServiceAccount in the same namespace and not counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+Permission = tuple[str, str, str, str]  # api group, resource[/subresource], verb, resource name ("*" = any)
+
+
+def granted(api: client.ApiClient, namespace: str) -> set[Permission]:
+    """Every resource permission the identity behind `api` holds in `namespace` (cluster-wide ones included)."""
+    review = client.AuthorizationV1Api(api).create_self_subject_rules_review({"spec": {"namespace": namespace}})
+    return expand(
+        {
+            "apiGroups": rule.api_groups or [],
+            "resources": rule.resources or [],
+            "verbs": rule.verbs or [],
+            "resourceNames": rule.resource_names or [],
+        }
+        for rule in review.status.resource_rules or []
+    )
+
+
+def expand(rules: Any) -> set[Permission]:
+    """RBAC rules as individual permissions."""
+    permissions = set()
+    for rule in rules:
+        for group in rule.get("apiGroups") or [""]:
+            for resource in rule.get("resources") or []:
+                for verb in rule.get("verbs") or []:
+                    for name in rule.get("resourceNames") or ["*"]:
+                        permissions.add((group, resource, verb, name))
+    return permissions
+
+
+def documented(rbac_file: Path, driver: str) -> set[Permission]:
+    """The least-privilege set: the ClusterRole of the driver's deploy/rbac.yaml, for `driver`."""
+    role = next(doc for doc in yaml.safe_load_all(rbac_file.read_text()) if doc["kind"] == "ClusterRole")
+    rules = [
+        {**rule, "resourceNames": [driver]} if "resourceclaims/driver" in rule["resources"] else rule
+        for rule in role["rules"]
+    ]
+    return expand(rules)
+
+
+def covered(permission: Permission, allowed: set[Permission]) -> bool:
+    """Whether `allowed` includes `permission` (a named grant is covered by the same grant for any name)."""
+    group, resource, verb, _name = permission
+    return permission in allowed or (group, resource, verb, "*") in allowed
+
+
+def excess(held: set[Permission], allowed: set[Permission], baseline: set[Permission]) -> list[str]:
+    """Permissions held beyond the allowed set and the defaults, as readable lines, sorted."""
+    extra = [p for p in held if not covered(p, allowed) and not covered(p, baseline)]
+    return sorted(
+        f"{group or 'core'} {resource} {verb}" + ("" if name == "*" else f" [{name}]")
+        for group, resource, verb, name in extra
+    )

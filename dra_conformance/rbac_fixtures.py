@@ -1,0 +1,172 @@
+"""Pytest wiring of the authorization matrix.
+
+One test per (row, served version), a shared environment per worker, and a summary of every cell with its
+denial text at the end of the run.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from dra_conformance import waits
+from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.local.backend import repository_root
+from dra_conformance.errors import FixtureError
+from dra_conformance.leaks import audit_namespace
+from dra_conformance.plugin import RUN_DIR_KEY, RUN_ID_LABEL, NamespaceReaper
+from dra_conformance.rbac_environment import RbacEnvironment, served_resource_versions
+from dra_conformance.rbac_matrix import VERSIONED_ACTIONS, CellResult, Row, load_rows
+from dra_conformance.timeouts import Timeouts
+from dra_conformance.tracker import ResourceTracker
+
+ROWS_KEY = pytest.StashKey[list[Row]]()
+# Every version resource.k8s.io has had in 1.3x; cells of versions a cluster does not serve are skipped.
+RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+MATRIX_DIR = "rbac-matrix"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The matrix file and the driver identity the audit checks."""
+    group = parser.getgroup("dra-conformance")
+    group.addoption(
+        "--rbac-matrix", type=Path, default=None, help="authorization matrix (default fixtures/rbac/matrix.yaml)"
+    )
+    group.addoption(
+        "--driver-service-account",
+        default=None,
+        metavar="NAMESPACE/NAME",
+        help="ServiceAccount of the driver whose RBAC the least-privilege audit checks",
+    )
+    group.addoption("--driver-name", default=None, help="name of the driver under test (for RBAC resourceNames)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Validate the matrix once; a bad row stops the run with one line."""
+    path = config.getoption("--rbac-matrix") or repository_root() / "fixtures" / "rbac" / "matrix.yaml"
+    try:
+        config.stash[ROWS_KEY] = load_rows(path)
+    except FixtureError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize `cell` as (row, version) with ids identity/action/target/version."""
+    if "cell" not in metafunc.fixturenames:
+        return
+    cells = [
+        (row, version)
+        for row in metafunc.config.stash[ROWS_KEY]
+        for version in (RESOURCE_VERSIONS if row.action in VERSIONED_ACTIONS else (None,))
+    ]
+    metafunc.parametrize("cell", cells, ids=[row.cell_id(version) for row, version in cells])
+
+
+@pytest.fixture(scope="session")
+def served_versions(api_client: client.ApiClient) -> list[str]:
+    """Served versions of resource.k8s.io."""
+    return served_resource_versions(api_client)
+
+
+@pytest.fixture(scope="session")
+def rbac_environment(
+    api_client: client.ApiClient,
+    dynamic_client: DynamicClient,
+    cluster: ClusterInfo,
+    timeouts: Timeouts,
+    namespace_reaper: NamespaceReaper,
+    run_id: str,
+) -> Iterator[RbacEnvironment]:
+    """Identities and targets shared by this worker's matrix cells; removed (and audited) afterwards."""
+    if len(cluster.nodes) < 2:
+        pytest.skip("the authorization matrix needs two nodes")
+    core = client.CoreV1Api(api_client)
+    suffix = secrets.token_hex(3)
+    namespaces = (f"rbac-{suffix}", f"rbac-tenant-{suffix}")
+    for name in namespaces:
+        core.create_namespace({"metadata": {"name": name, "labels": {RUN_ID_LABEL: run_id}}})
+        waits.until(
+            functools.partial(core.read_namespaced_service_account, "default", name),
+            bool,
+            timeout=timeouts.namespace_ready,
+            what=f"default ServiceAccount in {name}",
+            retry_on=(ApiException,),
+        )
+    tracker = ResourceTracker(dynamic_client, delete_timeout=timeouts.delete)
+    environment = None
+    try:
+        environment = RbacEnvironment(api_client, tracker, cluster, namespaces, timeouts)
+        yield environment
+        persisted = environment.persisted_writes()
+        assert not persisted, f"matrix writes must be dry-runs, but these claims changed: {persisted}"
+    finally:
+        if environment is not None:
+            environment.close()
+        tracker.cleanup()
+        for name in namespaces:
+            audit_namespace(dynamic_client, name, timeouts.delete)
+            namespace_reaper.delete(name)
+
+
+def record_cell(config: pytest.Config, cell_id: str, row: Row, result: CellResult) -> None:
+    """Append one cell to this worker's part of the matrix report."""
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    path = config.stash[RUN_DIR_KEY] / MATRIX_DIR / f"{worker}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entry: dict[str, Any] = {
+        "cell": cell_id,
+        "expect": row.expect,
+        "why": row.why,
+        "outcome": result.outcome,
+        "status": result.status,
+        "message": result.message,
+        "accessReview": result.access_review,
+    }
+    with path.open("a") as log:
+        log.write(json.dumps(entry) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Count the matrix's cells and unexpected outcomes; write reports/<run-id>/rbac-matrix.json."""
+    if hasattr(config, "workerinput") or RUN_DIR_KEY not in config.stash:
+        return
+    run_dir = config.stash[RUN_DIR_KEY]
+    cells = [
+        json.loads(line)
+        for path in sorted((run_dir / MATRIX_DIR).glob("*.jsonl"))
+        for line in path.read_text().splitlines()
+    ]
+    if not cells:
+        return
+    cells.sort(key=lambda cell: cell["cell"])
+    (run_dir / "rbac-matrix.json").write_text(json.dumps(cells, indent=2))
+    unexpected_allows = [c["cell"] for c in cells if c["outcome"] == "allow" and c["expect"] == "deny"]
+    unexpected = [c["cell"] for c in cells if c["outcome"] != c["expect"]]
+    terminalreporter.section("authorization matrix")
+    terminalreporter.line(
+        f"{len(cells)} cells: {sum(c['outcome'] == 'allow' for c in cells)} allowed, "
+        f"{sum(c['outcome'] == 'deny' for c in cells)} denied, {len(unexpected)} unexpected "
+        f"({len(unexpected_allows)} unexpected allows); every cell: {run_dir / 'rbac-matrix.json'}"
+    )
+    for cell in unexpected:
+        terminalreporter.line(f"  unexpected: {cell}", red=True)
+
+
+def driver_service_account_option(config: pytest.Config, cluster: ClusterInfo) -> tuple[str, str, str] | None:
+    """(namespace, ServiceAccount, driver name) of the driver whose RBAC is audited, or None if unknown."""
+    option = config.getoption("--driver-service-account")
+    if option:
+        namespace, _, name = option.partition("/")
+        return namespace, name, config.getoption("--driver-name") or ""
+    if "fake-driver" in cluster.capabilities and cluster.drivers:
+        return "fake-dra", "fake-dra", cluster.drivers[0].driver
+    return None
