@@ -20,7 +20,7 @@ from dra_conformance.driver_fixtures import DriverIdentity, cluster_role_binding
 from dra_conformance.errors import ConformanceError
 from dra_conformance.identities import request_token, token_client
 from dra_conformance.pki import CertificateAuthority
-from dra_conformance.rbac_matrix import CellResult, Row, access_review, request
+from dra_conformance.rbac_matrix import CellResult, Row, access_review, request, request_json
 from dra_conformance.timeouts import Timeouts
 from dra_conformance.tracker import ResourceTracker
 
@@ -220,7 +220,7 @@ class RbacEnvironment:
                 api, {"verb": "list", "group": "resource.k8s.io", "resource": "resourceclaims", "namespace": namespace}
             )
             return CellResult(result.outcome, result.status, result.message, review)
-        if row.action in ("slice-create", "slice-delete"):
+        if row.action.startswith("slice-"):
             node = self._own_node(row.identity) if row.target == "own" else self._other_node(row.identity)
             return self._slice_write(api, row, version, node)
         return self._metrics(api, row)
@@ -235,24 +235,7 @@ class RbacEnvironment:
                 "apiVersion": f"resource.k8s.io/{version}",
                 "kind": "ResourceClaim",
                 "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
-                "status": {
-                    "devices": [
-                        {
-                            "driver": driver,
-                            "pool": result["pool"],
-                            "device": result["device"],
-                            "conditions": [
-                                {
-                                    "type": "Ready",
-                                    "status": "True",
-                                    "reason": "Probe",
-                                    "message": "authorization matrix",
-                                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                                }
-                            ],
-                        }
-                    ]
-                },
+                "status": {"devices": [self._status_entry(driver, result)]},
             }
             outcome = request(
                 api,
@@ -263,6 +246,12 @@ class RbacEnvironment:
                 dry_run=True,
                 query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
             )
+        elif row.action == "status-devices-update":
+            current = request_json(
+                self.admin, f"/apis/resource.k8s.io/{version}/namespaces/{self.namespace}/resourceclaims/{meta['name']}"
+            )
+            current["status"]["devices"] = [self._status_entry(self.driver, result)]
+            outcome = request(api, "PUT", path, body=current, content_type="application/json", dry_run=True)
         elif row.action == "status-reserved-for":
             outcome = request(
                 api,
@@ -284,7 +273,7 @@ class RbacEnvironment:
         review = access_review(
             api,
             {
-                "verb": "patch",
+                "verb": "update" if row.action == "status-devices-update" else "patch",
                 "group": "resource.k8s.io",
                 "resource": "resourceclaims",
                 "subresource": "status",
@@ -292,6 +281,23 @@ class RbacEnvironment:
             },
         )
         return CellResult(outcome.outcome, outcome.status, outcome.message, review)
+
+    @staticmethod
+    def _status_entry(driver: str, result: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "driver": driver,
+            "pool": result["pool"],
+            "device": result["device"],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Probe",
+                    "message": "authorization matrix",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ],
+        }
 
     def _slice_write(self, api: client.ApiClient, row: Row, version: str, node: str) -> CellResult:
         base = f"/apis/resource.k8s.io/{version}/resourceslices"
@@ -309,6 +315,13 @@ class RbacEnvironment:
             }
             outcome = request(api, "POST", base, body=body, content_type="application/json", dry_run=True)
             verb = "create"
+        elif row.action == "slice-update":
+            current = request_json(self.admin, f"{base}/{self.slices[node]}")
+            current["metadata"].setdefault("labels", {})["dra-conformance.io/probe"] = "update"
+            outcome = request(
+                api, "PUT", f"{base}/{self.slices[node]}", body=current, content_type="application/json", dry_run=True
+            )
+            verb = "update"
         else:
             outcome = request(api, "DELETE", f"{base}/{self.slices[node]}", dry_run=True)
             verb = "delete"

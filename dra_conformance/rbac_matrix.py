@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from dra_conformance.errors import FixtureError
+from dra_conformance.errors import ConformanceError, FixtureError
 
 IDENTITIES = ("driver-on-a", "driver-on-b", "driver-arbitrary", "controller", "namespace-user", "tenant", "node-a")
 # action -> targets it accepts
@@ -25,8 +25,10 @@ ACTIONS: dict[str, tuple[str, ...]] = {
     "status-devices-other-driver": ("claim-on-a", "claim-on-b", "claim-no-node"),
     "status-reserved-for": ("claim-on-a", "claim-on-b", "claim-no-node"),
     "status-allocation": ("claim-on-a", "claim-on-b", "claim-no-node"),
+    "status-devices-update": ("claim-on-a", "claim-on-b", "claim-no-node"),
     "claims-list": ("own", "other"),
     "slice-create": ("own", "other"),
+    "slice-update": ("own", "other"),
     "slice-delete": ("own", "other"),
     "metrics-get": ("nodes", "pods"),
 }
@@ -148,3 +150,16 @@ def access_review(api: client.ApiClient, attributes: dict[str, str]) -> bool:
         {"spec": {"resourceAttributes": attributes}}, _request_timeout=REQUEST_TIMEOUT
     )
     return bool(review.status.allowed)
+
+
+def request_json(api: client.ApiClient, path: str) -> dict[str, Any]:
+    """GET `path` and return the decoded object (admin reads that set up update cells)."""
+    serialized = api.param_serialize(
+        method="GET", resource_path=path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+    )
+    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
+    response.read()
+    if response.status != 200:
+        raise ConformanceError(f"read {path}: HTTP {response.status}")
+    document: dict[str, Any] = json.loads(response.data)
+    return document
