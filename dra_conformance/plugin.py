@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance import catalog, waits
+from dra_conformance import catalog
 from dra_conformance.backends.base import ClusterBackend, ClusterInfo
 from dra_conformance.backends.local.backend import repository_root
 from dra_conformance.backends.registry import make_backend
@@ -29,10 +28,10 @@ from dra_conformance.config import BACKENDS, SuiteConfig
 from dra_conformance.errors import ConformanceError, FixtureError, UsageError
 from dra_conformance.kube import client_from_kubeconfig
 from dra_conformance.leaks import audit_namespace
+from dra_conformance.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.timeouts import Timeouts
 from dra_conformance.tracker import ResourceTracker
 
-RUN_ID_LABEL = "dra-conformance.io/run-id"
 _RUN_ID_KEY = pytest.StashKey[str]()
 _OWNER_PID_KEY = pytest.StashKey[int]()
 _SUITE_CONFIG_KEY = pytest.StashKey[SuiteConfig]()
@@ -256,53 +255,6 @@ def _namespace_name(nodeid: str) -> str:
     return f"{test[:40].rstrip('-')}-{secrets.token_hex(3)}"
 
 
-class NamespaceReaper:
-    """Deletes test namespaces and, once per worker session, waits until all of them are gone.
-
-    The namespace controller waits a fixed 5 s after a deletion before it starts (namespaceDeletionGracePeriod),
-    so awaiting each namespace in its own test's teardown would add 5 s to every test. The objects a test
-    created are awaited per test by the tracker; the emptied namespaces are awaited together here.
-    """
-
-    def __init__(self, core: client.CoreV1Api, timeout: float) -> None:
-        """Delete through `core`; allow `timeout` seconds for the last namespace to disappear."""
-        self.core = core
-        self.timeout = timeout
-        self.pending: list[str] = []
-
-    def delete(self, name: str) -> None:
-        """Request deletion of a namespace; it is awaited in `wait_all`."""
-        try:
-            self.core.delete_namespace(name)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-        self.pending.append(name)
-
-    def _remaining(self) -> dict[str, str]:
-        remaining = {}
-        for name in self.pending:
-            try:
-                namespace = self.core.read_namespace(name)
-            except ApiException as error:
-                if error.status == 404:
-                    continue
-                raise
-            conditions = [f"{c.type}: {c.message}" for c in (namespace.status.conditions or []) if c.status == "True"]
-            remaining[name] = f"{namespace.status.phase} {conditions}"
-        return remaining
-
-    def wait_all(self) -> None:
-        """Wait until every deleted namespace is gone; the timeout names the ones left and why."""
-        waits.until(
-            self._remaining,
-            lambda remaining: not remaining,
-            timeout=self.timeout,
-            what=f"{len(self.pending)} test namespaces deleted",
-            describe=str,
-        )
-
-
 @pytest.fixture(scope="session")
 def namespace_reaper(api_client: client.ApiClient, timeouts: Timeouts) -> Iterator[NamespaceReaper]:
     """Session-wide owner of test namespace deletion (see `NamespaceReaper`)."""
@@ -320,18 +272,9 @@ def namespace(
     namespace_reaper: NamespaceReaper,
 ) -> Iterator[str]:
     """A fresh namespace for one test, with its default ServiceAccount; deleted afterwards."""
-    core = client.CoreV1Api(api_client)
     name = _namespace_name(request.node.nodeid)
-    core.create_namespace({"metadata": {"name": name, "labels": {RUN_ID_LABEL: run_id}}})
     try:
-        # Pod admission rejects pods until the serviceaccount controller has made "default".
-        waits.until(
-            lambda: core.read_namespaced_service_account("default", name),
-            lambda _sa: True,
-            timeout=timeouts.namespace_ready,
-            what=f"ServiceAccount default in namespace {name}",
-            retry_on=(ApiException,),
-        )
+        create_namespace(api_client, name, run_id, timeouts.namespace_ready)
         yield name
     finally:
         if not request.config.getoption("--keep-resources"):

@@ -56,12 +56,14 @@ class PluginClient:
         self.api = api
         self.registration_socket = registration_socket
         self._channels: list[grpc.Channel] = []
+        self._endpoint: grpc.Channel | None = None
 
     def close(self) -> None:
         """Close every channel this client opened."""
         for channel in self._channels:
             channel.close()
         self._channels.clear()
+        self._endpoint = None
 
     def __enter__(self) -> PluginClient:
         return self
@@ -79,14 +81,22 @@ class PluginClient:
         stub = self.api.registration_grpc.RegistrationStub(self._channel(self.registration_socket))
         return stub.GetInfo(self.api.registration.InfoRequest(), timeout=REGISTRATION_TIMEOUT)
 
+    def endpoint(self) -> grpc.Channel:
+        """A channel to the DRA service socket that GetInfo names.
+
+        GetInfo is asked once per client, as the kubelet asks once per plugin registration.
+        """
+        if self._endpoint is None:
+            self._endpoint = self._channel(self.get_info().endpoint)
+        return self._endpoint
+
     def _dra(self, version: str) -> tuple[Any, Any]:
-        info = self.get_info()
         messages, services = (
             (self.api.dra_v1, self.api.dra_v1_grpc)
             if version == "v1"
             else (self.api.dra_v1beta1, self.api.dra_v1beta1_grpc)
         )
-        return messages, services.DRAPluginStub(self._channel(info.endpoint))
+        return messages, services.DRAPluginStub(self.endpoint())
 
     def prepare(
         self, claims: list[ClaimRef], *, version: str = "v1", timeout: float = KUBELET_CALL_TIMEOUT
@@ -131,9 +141,8 @@ class PluginClient:
 
     def first_health_report(self, *, timeout: float = REGISTRATION_TIMEOUT) -> dict[str, str]:
         """The first DRAResourceHealth/NodeWatchResources message: device name -> HEALTHY/UNHEALTHY/UNKNOWN."""
-        info = self.get_info()
         messages, services = self.api.health_v1, self.api.health_v1_grpc
-        stream = services.DRAResourceHealthStub(self._channel(info.endpoint)).NodeWatchResources(
+        stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
             messages.NodeWatchResourcesRequest(), timeout=timeout
         )
         try:

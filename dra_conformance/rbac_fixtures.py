@@ -6,7 +6,6 @@ denial text at the end of the run.
 
 from __future__ import annotations
 
-import functools
 import json
 import secrets
 from collections.abc import Iterator
@@ -15,15 +14,14 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance import waits
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.local.backend import repository_root
 from dra_conformance.errors import FixtureError
 from dra_conformance.leaks import audit_namespace
-from dra_conformance.plugin import RUN_DIR_KEY, RUN_ID_LABEL, NamespaceReaper
+from dra_conformance.namespaces import NamespaceReaper, create_namespace
+from dra_conformance.plugin import RUN_DIR_KEY
 from dra_conformance.rbac_environment import RbacEnvironment, served_resource_versions
 from dra_conformance.rbac_matrix import VERSIONED_ACTIONS, CellResult, Row, load_rows
 from dra_conformance.timeouts import Timeouts
@@ -89,18 +87,10 @@ def rbac_environment(
     """Identities and targets shared by this worker's matrix cells; removed (and audited) afterwards."""
     if len(cluster.nodes) < 2:
         pytest.skip("the authorization matrix needs two nodes")
-    core = client.CoreV1Api(api_client)
     suffix = secrets.token_hex(3)
     namespaces = (f"rbac-{suffix}", f"rbac-tenant-{suffix}")
     for name in namespaces:
-        core.create_namespace({"metadata": {"name": name, "labels": {RUN_ID_LABEL: run_id}}})
-        waits.until(
-            functools.partial(core.read_namespaced_service_account, "default", name),
-            bool,
-            timeout=timeouts.namespace_ready,
-            what=f"default ServiceAccount in {name}",
-            retry_on=(ApiException,),
-        )
+        create_namespace(api_client, name, run_id, timeouts.namespace_ready)
     tracker = ResourceTracker(dynamic_client, delete_timeout=timeouts.delete)
     environment = None
     try:

@@ -137,7 +137,7 @@ class LocalBackend:
             nodes=tuple(recorded["nodes"]),
             capabilities=frozenset(
                 {"node-client-certs", "audit-log", "kwok-nodes", "local-processes"}
-                | ({"fake-driver", "driver-restart"} if recorded.get("drivers") else set())
+                | ({"fake-driver"} if recorded.get("drivers") else set())
             ),
             drivers=tuple(
                 DriverEndpoint(d["driver"], d["node"], Path(d["kubelet_root"])) for d in recorded.get("drivers", [])
@@ -255,40 +255,6 @@ class LocalBackend:
             describe=lambda r: f"running: {sorted(r)}",
             max_interval=STARTUP_POLL_CAP,
         )
-
-    def restart_driver(self, node: str) -> None:
-        """Stop the fake driver process of `node` and start it again (as a DaemonSet pod would be replaced)."""
-        name = f"fake-dra-{node}"
-        state = self._state() or {}
-        pid = state.get("processes", {}).get(name)
-        if pid is None:
-            raise BackendError(f"restart driver: no fake driver process for node {node}")
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(pid), signal.SIGTERM)
-        waits.until(
-            lambda: (self._state() or {}).get("exited", {}),
-            lambda exited: name in exited,
-            timeout=self.config.timeouts.process_stop,
-            what=f"{name} to exit",
-            describe=str,
-        )
-        specs = [
-            control_plane.ProcessSpec(**item)
-            for item in json.loads(self.layout.extra_processes.read_text())
-            if item["name"] == name
-        ]
-        self._add_processes(specs)
-        endpoint = next(e for e in (self.info() or self._no_cluster()).drivers if e.node == node)
-        waits.until(
-            FakeDriverControl(endpoint).healthz,
-            lambda _answer: True,
-            timeout=self.config.timeouts.driver_ready,
-            what=f"restarted fake driver on {node} answering",
-            retry_on=(DriverError,),
-        )
-
-    def _no_cluster(self) -> ClusterInfo:
-        raise BackendError("local cluster is not running")
 
     def _reset_state_dir(self) -> None:
         shutil.rmtree(drivers.runtime_dir(self.layout), ignore_errors=True)
