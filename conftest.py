@@ -5,5 +5,6 @@ pytest_plugins = [
     "dra_conformance.driver_fixtures",
     "dra_conformance.scenario_fixtures",
     "dra_conformance.rbac_fixtures",
+    "dra_conformance.metrics_fixtures",
     "pytester",
 ]

@@ -68,6 +68,14 @@ def warm_starts(runs: int, nodes: int) -> None:
         f"warm start median of {runs}: {median:.2f} s (min {min(starts):.2f}, max {max(starts):.2f}), "
         f"{nodes} nodes; target {TARGET_WARM_SECONDS:g} s -> {median / TARGET_WARM_SECONDS:.2f} of target"
     )
+    api_and_nodes = [
+        sum(values[i] for key, values in phases.items() if key in ("render", "control_plane", "nodes_ready"))
+        for i in range(len(starts))
+    ]
+    print(
+        f"  API answering and every node Ready (the issue's measure): median {statistics.median(api_and_nodes):.2f} s;"
+        f" the rest is the fake drivers and the metrics adapter"
+    )
     for phase, values in phases.items():
         share = statistics.median(values) / median
         print(f"  {phase:<14} median {statistics.median(values):.2f} s ({share:.0%})")

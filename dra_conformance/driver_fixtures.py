@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance import kubeconfig
+from dra_conformance import kinds, kubeconfig
 from dra_conformance.backends.base import ClusterInfo, DriverEndpoint
 from dra_conformance.backends.local.backend import repository_root
 from dra_conformance.fake_driver import FakeDriverProcess, driver_argv
@@ -337,7 +337,7 @@ def private_driver(
 
     yield start
     leaks = []
-    slices = dynamic_client.resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+    slices = kinds.resource(dynamic_client, "resource.k8s.io/v1", "ResourceSlice")
     for process in started:
         if process.exit_code is None:
             leaks += driver_leftovers(process.control.prepared(), scratch / process.endpoint.node / "cdi")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import http.client
-import json
-import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,22 +12,12 @@ from dra_conformance import waits
 from dra_conformance.backends.base import DriverEndpoint
 from dra_conformance.errors import DriverError
 from dra_conformance.processes import die_with_parent
+from dra_conformance.unix_http import unix_json_request
 
 # The default driver the local backend runs on every node.
 DEFAULT_DRIVER = "gpu.fake-dra.example.com"
 # Control requests are local; a fault change republishes a slice, one API round trip.
 CONTROL_TIMEOUT = 15.0
-
-
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: Path, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self.socket_path = path
-
-    def connect(self) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(self.timeout)
-        self.sock.connect(str(self.socket_path))
 
 
 class FakeDriverControl:
@@ -41,23 +28,10 @@ class FakeDriverControl:
         self.endpoint = endpoint
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        connection = _UnixHTTPConnection(self.endpoint.control_socket, CONTROL_TIMEOUT)
         try:
-            connection.request(
-                method,
-                path,
-                body=json.dumps(body) if body is not None else None,
-                headers={"Content-Type": "application/json"},
-            )
-            response = connection.getresponse()
-            payload: dict[str, Any] = json.loads(response.read() or b"{}")
-        except OSError as error:
-            raise DriverError(f"fake driver on {self.endpoint.node}: control socket: {error}") from None
-        finally:
-            connection.close()
-        if response.status >= 400:
-            raise DriverError(f"fake driver on {self.endpoint.node}: {method} {path}: {payload.get('error')}")
-        return payload
+            return unix_json_request(self.endpoint.control_socket, method, path, body, timeout=CONTROL_TIMEOUT)
+        except (OSError, ValueError) as error:
+            raise DriverError(f"fake driver on {self.endpoint.node}: {method} {path}: {error}") from None
 
     def healthz(self) -> dict[str, Any]:
         """Driver name, node and current pool generation."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance import waits
+from dra_conformance import kinds, waits
 from dra_conformance.errors import ConformanceError, WaitTimeout
 
 # Namespaced kinds a DRA test creates directly or indirectly (generated claims).
@@ -33,7 +33,7 @@ def namespace_leftovers(dynamic: DynamicClient, namespace: str) -> list[str]:
     """Pods, claims and templates still in `namespace`."""
     leftovers = []
     for api_version, kind in AUDITED_KINDS:
-        listed = dynamic.resources.get(api_version=api_version, kind=kind).get(namespace=namespace).to_dict()
+        listed = kinds.resource(dynamic, api_version, kind).get(namespace=namespace).to_dict()
         leftovers += [_describe(kind, item) for item in listed["items"]]
     return leftovers
 
@@ -63,7 +63,7 @@ def driver_leftovers(prepared: dict[str, Any], cdi_dir: Path) -> list[str]:
 def slice_leftovers(dynamic: DynamicClient, driver: str) -> list[str]:
     """ResourceSlices still published for `driver`."""
     listed = (
-        dynamic.resources.get(api_version="resource.k8s.io/v1", kind="ResourceSlice")
+        kinds.resource(dynamic, "resource.k8s.io/v1", "ResourceSlice")
         .get(field_selector=f"spec.driver={driver}")
         .to_dict()
     )

@@ -10,8 +10,8 @@ from typing import Any
 
 import yaml
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from dra_conformance import metrics_api
 from dra_conformance.allocation import AllocatedClaim, allocate
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.local.backend import repository_root
@@ -332,11 +332,7 @@ class RbacEnvironment:
         attributes = {"verb": "get", "group": "metrics.k8s.io", "resource": row.target}
         if row.target == "pods":
             attributes["namespace"] = self.home[row.identity]
-        try:
-            client.CustomObjectsApi(self.admin).get_api_resources("metrics.k8s.io", "v1beta1")
-            served = True
-        except ApiException:
-            served = False
+        served = metrics_api.served_versions(self.admin)
         allowed = access_review(api, attributes)
         if not served:
             return CellResult(
@@ -346,7 +342,8 @@ class RbacEnvironment:
                 allowed,
             )
         namespace = f"/namespaces/{attributes['namespace']}" if row.target == "pods" else ""
-        result = request(api, "GET", f"/apis/metrics.k8s.io/v1beta1{namespace}/{row.target}")
+        version = "v1" if "v1" in served else served[0]
+        result = request(api, "GET", f"/apis/metrics.k8s.io/{version}{namespace}/{row.target}")
         return CellResult(result.outcome, result.status, result.message, allowed)
 
 

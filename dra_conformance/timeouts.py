@@ -21,6 +21,8 @@ class Timeouts:
     node_ready: float = 30.0
     # A fake driver process imports grpc and the API client (~1 s) and publishes its slice before it answers.
     driver_ready: float = 30.0
+    # The aggregator's availability controller probes a new APIService at once and retries with a short backoff.
+    metrics_available: float = 60.0
     # Default ServiceAccount and RBAC bootstrap in a new namespace come from controllers with a resync of seconds.
     namespace_ready: float = 30.0
     # The scheduler retries an unschedulable pod with backoff up to 10 s; allocation + binding take a few backoffs.

@@ -16,7 +16,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 from kubernetes.dynamic.resource import Resource
 
-from dra_conformance import waits
+from dra_conformance import kinds, waits
 from dra_conformance.errors import ConformanceError, WaitTimeout
 
 Manifest = dict[str, Any]
@@ -68,7 +68,7 @@ class ResourceTracker:
 
     def resource(self, api_version: str, kind: str) -> Resource:
         """The dynamic-client resource for a kind."""
-        return self.dynamic.resources.get(api_version=api_version, kind=kind)
+        return kinds.resource(self.dynamic, api_version, kind)
 
     def create(self, manifest: Manifest) -> Manifest:
         """Create `manifest`, register it for cleanup, and return the created object as a dict."""

@@ -45,7 +45,15 @@ def private_backend(tmp_path: Path, timeouts: Timeouts) -> Iterator[LocalBackend
 def test_down_stops_every_component(private_backend: LocalBackend, timeouts: Timeouts) -> None:
     info = private_backend.start()
     pids = _component_pids(info)
-    expected = {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "fake-dra-kwok-node-0"}
+    expected = {
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "fake-dra-kwok-node-0",
+        "fake-metrics",
+    }
     assert set(pids) == expected, pids
     assert all(_alive(pid) for pid in pids.values()), pids
 

@@ -23,7 +23,7 @@ from urllib3.exceptions import HTTPError
 
 from dra_conformance import waits
 from dra_conformance.backends.base import ClusterInfo, DriverEndpoint
-from dra_conformance.backends.local import control_plane, drivers
+from dra_conformance.backends.local import control_plane, drivers, metrics
 from dra_conformance.backends.local.build import Builder, default_cache_dir, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.errors import BackendError, DriverError, WaitTimeout
@@ -79,6 +79,8 @@ class LocalClusterConfig:
     owner_pid: int | None = None
     # Run the reference fake DRA driver on every node (the default driver under test).
     driver: bool = True
+    # Resource Metrics API implementation: "fake" (the reference adapter, v1 and v1beta1) or "none".
+    metrics: str = "fake"
     # Least-privilege RBAC of that driver, shared with its in-cluster deploy manifests.
     driver_rbac: Path = field(
         default_factory=lambda: repository_root() / "drivers" / "fake-dra" / "deploy" / "rbac.yaml"
@@ -138,6 +140,7 @@ class LocalBackend:
             capabilities=frozenset(
                 {"node-client-certs", "audit-log", "kwok-nodes", "local-processes"}
                 | ({"fake-driver"} if recorded.get("drivers") else set())
+                | ({"fake-metrics"} if "metrics_available" in recorded.get("startup", {}) else set())
             ),
             drivers=tuple(
                 DriverEndpoint(d["driver"], d["node"], Path(d["kubelet_root"])) for d in recorded.get("drivers", [])
@@ -147,6 +150,7 @@ class LocalBackend:
             log_dir=self.layout.logs,
             details={
                 "supervisor_pid": str(state["supervisor_pid"]),
+                "metrics.control_socket": str(self.metrics_control_socket),
                 "state_dir": str(self.layout.root),
                 **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
                 **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
@@ -189,6 +193,9 @@ class LocalBackend:
                 timings.lap("nodes_ready")
                 endpoints = self._start_drivers(nodes) if self.config.driver else []
                 timings.lap("drivers_ready")
+                if self.config.metrics == "fake":
+                    self._start_metrics_adapter()
+                    timings.lap("metrics_available")
             except (ApiException, HTTPError) as error:
                 reason = self._reason()
                 self._stop_locked()
@@ -231,6 +238,27 @@ class LocalBackend:
                 max_interval=STARTUP_POLL_CAP,
             )
         return endpoints
+
+    def _start_metrics_adapter(self) -> None:
+        port = control_plane.free_port()
+        spec, ca_bundle = metrics.process(self.layout, port, self.metrics_control_socket)
+        self._add_processes([spec])
+        with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
+            metrics.register(api_client, port, ca_bundle)
+            waits.until(
+                lambda: metrics.available(api_client),
+                lambda state: all(value.startswith("True") for value in state.values()),
+                timeout=self.config.timeouts.metrics_available,
+                what="metrics.k8s.io APIServices Available",
+                describe=str,
+                retry_on=(ApiException, HTTPError),
+                max_interval=STARTUP_POLL_CAP,
+            )
+
+    @property
+    def metrics_control_socket(self) -> Path:
+        """Control socket of the reference metrics adapter (faults, requests served)."""
+        return drivers.runtime_dir(self.layout) / "fake-metrics" / "control.sock"
 
     def _add_processes(self, specs: list[control_plane.ProcessSpec]) -> None:
         """Have the running supervisor start more (non-critical) processes."""

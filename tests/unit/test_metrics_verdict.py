@@ -1,0 +1,61 @@
+"""The verdict follows the operator's decision table; quantities and the audit inventory parse correctly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dra_conformance import metrics_api
+from dra_conformance.metrics_api import DECISIONS, Evidence, verdict
+
+HEALTHY = {"v1": "True/Passed", "v1beta1": "True/Passed"}
+
+
+@pytest.mark.parametrize(
+    ("evidence", "expected"),
+    [
+        (Evidence(available=HEALTHY, lag_p95=10.0, new_sample_seen=True), [DECISIONS[3]]),
+        (Evidence(available={"v1": "missing", "v1beta1": "True/Passed"}), [DECISIONS[0]]),
+        (Evidence(available={"v1": "False/FailedDiscoveryCheck"}), [DECISIONS[0]]),
+        (Evidence(available=HEALTHY, lag_p95=61.0), [DECISIONS[1]]),
+        (Evidence(available=HEALTHY, new_sample_seen=False), [DECISIONS[1]]),
+        (Evidence(available=HEALTHY, v1beta1_only_consumers=["hpa"]), [DECISIONS[2]]),
+        (Evidence(available={"v1": "missing"}, lag_p95=120.0, v1beta1_only_consumers=["hpa"]), list(DECISIONS[:3])),
+    ],
+    ids=["all-good", "v1-missing", "v1-unavailable", "lag-over-slo", "no-new-sample", "v1beta1-consumers", "all-bad"],
+)
+def test_verdict_follows_the_decision_table(evidence: Evidence, expected: list[str]) -> None:
+    assert verdict(evidence) == expected
+
+
+def test_quantities_parse_into_millicores_and_bytes() -> None:
+    assert metrics_api.parse_cpu("250m") == 250 and metrics_api.parse_cpu("2") == 2000
+    assert metrics_api.parse_cpu("1500000n") == 1.5
+    assert metrics_api.parse_memory("64Mi") == 64 * 2**20 and metrics_api.parse_memory("1G") == 1e9
+
+
+def test_inventory_counts_resource_reads_by_consumer_and_skips_the_suite(tmp_path: Path) -> None:
+    def event(agent: str, version: str, resource: str | None = "nodes", code: int = 200) -> str:
+        reference = {"apiGroup": "metrics.k8s.io", "apiVersion": version} | ({"resource": resource} if resource else {})
+        return json.dumps(
+            {"user": {"username": "u"}, "userAgent": agent, "objectRef": reference, "responseStatus": {"code": code}}
+        )
+
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "\n".join(
+            [
+                event("kubectl/v1.37.2 (linux/amd64)", "v1"),
+                event("kube-controller-manager/v1.37.2 (linux/amd64)/horizontal-pod-autoscaler", "v1beta1"),
+                event(f"{metrics_api.SUITE_USER_AGENT} python", "v1beta1"),
+                event("kubectl/v1.37.2", "v1beta1", resource=None),  # discovery, not a metrics read
+                event("curl/8", "v1beta1", code=403),  # denied, not consumption
+            ]
+        )
+        + "\n"
+    )
+    inventory = metrics_api.consumer_inventory(log)
+    assert inventory == {"u (kube-controller-manager)": ["v1beta1"], "u (kubectl)": ["v1"]}, inventory
+    assert metrics_api.v1beta1_only(inventory) == ["u (kube-controller-manager)"]
