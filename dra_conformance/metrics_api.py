@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance import __version__
+from dra_conformance import __version__, waits
 
 GROUP = "metrics.k8s.io"
 VERSIONS = ("v1", "v1beta1")
@@ -226,3 +226,55 @@ def v1beta1_only(inventory: dict[str, list[str]]) -> list[str]:
 def summarize_lag(values: list[float]) -> tuple[float, float]:
     """(p50, p95) of lags."""
     return (statistics.median(values) if values else 0.0), percentile(values, 0.95)
+
+
+def wait_answering(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
+    """Wait until every version answers a NodeMetrics list through the aggregator.
+
+    The aggregator's proxy follows an APIService's Available condition through an informer, so right after the
+    condition turns True it can still answer 503 for a moment.
+    """
+    paths = {version: f"/apis/{GROUP}/{version}/nodes" for version in versions}
+    waits.until(
+        lambda: {v: get_status(api, p) for v, p in paths.items()},
+        lambda codes: set(codes.values()) == {200},
+        timeout=timeout,
+        what=f"{GROUP} {sorted(paths)} answering through the aggregator",
+        describe=str,
+    )
+
+
+AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def aggregated_discovery_versions(api: client.ApiClient) -> list[str]:
+    """Versions of metrics.k8s.io that aggregated discovery (what kubectl and controllers read) lists as Current."""
+    serialized = api.param_serialize(
+        method="GET",
+        resource_path="/apis",
+        header_params={"Accept": AGGREGATED_DISCOVERY},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
+    response.read()
+    document = json.loads(response.data)
+    for group in document.get("items", []):
+        if group["metadata"]["name"] == GROUP:
+            return [v["version"] for v in group.get("versions", []) if v.get("freshness", "Current") == "Current"]
+    return []
+
+
+def wait_discovered(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
+    """Wait until aggregated discovery lists every version as Current again.
+
+    Discovery is refreshed asynchronously after an APIService recovers; a consumer that looks earlier picks an
+    older version.
+    """
+    wanted = set(versions)
+    waits.until(
+        lambda: aggregated_discovery_versions(api),
+        lambda listed: wanted <= set(listed),
+        timeout=timeout,
+        what=f"aggregated discovery listing {GROUP} {sorted(wanted)}",
+        describe=str,
+    )

@@ -69,6 +69,17 @@ def wait_available(api: client.ApiClient, versions: dict[str, bool], timeout: fl
     )
 
 
+def wait_serving(api: client.ApiClient, versions: tuple[str, ...], timeout: float) -> None:
+    """After a change: wait until the versions are Available, answer through the proxy, and are discovered again.
+
+    Each of the three follows the previous one asynchronously; a consumer that looks too early picks an older
+    version or gets 503.
+    """
+    wait_available(api, dict.fromkeys(versions, True), timeout)
+    metrics_api.wait_answering(api, versions, timeout)
+    metrics_api.wait_discovered(api, versions, timeout)
+
+
 class MetricsAdapter:
     """Switches the reference adapter's faults; `set` returns an undo."""
 
@@ -82,33 +93,18 @@ class MetricsAdapter:
         return self.restore
 
     def restore(self) -> None:
-        """Back to healthy; wait until both APIServices are Available and both versions answer through the proxy.
-
-        The proxy follows the Available condition through an informer, so it can answer 503 a moment longer.
-        """
+        """Back to healthy; wait until both APIServices are Available and both versions answer again."""
         unix_json_request(self.socket, "PUT", "/faults", HEALTHY, timeout=CONTROL_TIMEOUT)
-        wait_available(self.api, {v: True for v in metrics_api.VERSIONS}, self.timeouts.metrics_available)
-
-        def answering() -> dict[str, int]:
-            return {
-                v: metrics_api.get_status(self.api, f"/apis/{metrics_api.GROUP}/{v}/nodes")
-                for v in metrics_api.VERSIONS
-            }
-
-        waits.until(
-            answering,
-            lambda codes: set(codes.values()) == {200},
-            timeout=self.timeouts.metrics_available,
-            what="both metrics.k8s.io versions answering through the aggregator",
-            describe=str,
-        )
+        wait_serving(self.api, metrics_api.VERSIONS, self.timeouts.metrics_available)
 
 
 @pytest.fixture
-def metrics_adapter(cluster: ClusterInfo, api_client: client.ApiClient, timeouts: Timeouts) -> Iterator[MetricsAdapter]:
+def metrics_adapter(
+    cluster: ClusterInfo, metrics_client: client.ApiClient, timeouts: Timeouts
+) -> Iterator[MetricsAdapter]:
     """The local backend's reference metrics adapter, restored to healthy after the test."""
     if "fake-metrics" not in cluster.capabilities:
         pytest.skip(f"backend {cluster.backend} does not run the reference metrics adapter")
-    adapter = MetricsAdapter(Path(cluster.details["metrics.control_socket"]), api_client, timeouts)
+    adapter = MetricsAdapter(Path(cluster.details["metrics.control_socket"]), metrics_client, timeouts)
     yield adapter
     adapter.restore()

@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from dra_conformance import waits
+from dra_conformance import metrics_api, waits
 from dra_conformance.backends.base import ClusterInfo, DriverEndpoint
 from dra_conformance.backends.local import control_plane, drivers, metrics
 from dra_conformance.backends.local.build import Builder, default_cache_dir, echo_stderr
@@ -254,6 +254,8 @@ class LocalBackend:
                 retry_on=(ApiException, HTTPError),
                 max_interval=STARTUP_POLL_CAP,
             )
+            with metrics_api.suite_client(api_client) as reader:
+                metrics_api.wait_answering(reader, metrics.VERSIONS, self.config.timeouts.metrics_available)
 
     @property
     def metrics_control_socket(self) -> Path:
