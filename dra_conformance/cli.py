@@ -16,7 +16,7 @@ from dra_conformance import kubelet_api
 from dra_conformance.backends.local.backend import LocalBackend, repository_root
 from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.backends.registry import local_cluster_config, make_backend
-from dra_conformance.config import BACKENDS, SuiteConfig
+from dra_conformance.config import BACKENDS, METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
 
 EXIT_OK = 0
@@ -54,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes, help="fake nodes (default 2)")
     cluster.add_argument("--state-dir", type=Path, help="cluster state directory (default reports/clusters/local)")
     cluster.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    cluster.add_argument(
+        "--metrics",
+        choices=METRICS_IMPLEMENTATIONS,
+        default="fake",
+        help="Metrics API: fake (reference adapter, default), metrics-server (real, v1beta1), none",
+    )
 
     run = commands.add_parser("run", help="run the conformance suites (extra arguments go to pytest)")
     run.add_argument("--cluster", choices=BACKENDS, default="local")
@@ -73,7 +79,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    config = SuiteConfig(nodes=args.nodes, state_dir=args.state_dir, cache_dir=args.cache_dir)
+    config = SuiteConfig(nodes=args.nodes, state_dir=args.state_dir, cache_dir=args.cache_dir, metrics=args.metrics)
     backend = LocalBackend(local_cluster_config(config, owner_pid=None))
     if args.action == "up":
         started = backend.start()

@@ -8,6 +8,7 @@ from pathlib import Path
 from dra_conformance.timeouts import Timeouts
 
 BACKENDS = ("local", "existing")
+METRICS_IMPLEMENTATIONS = ("fake", "metrics-server", "none")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class SuiteConfig:
     cache_dir: Path | None = None
     # Leave a cluster this run started running afterwards (for debugging or reuse).
     keep_cluster: bool = False
+    # Metrics API implementation of a local cluster: "fake" (reference adapter), "metrics-server" or "none".
+    metrics: str = "fake"
     # kube-apiserver audit log of an existing cluster, if readable here.
     audit_log: Path | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)

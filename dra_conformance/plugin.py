@@ -24,7 +24,7 @@ from dra_conformance import catalog
 from dra_conformance.backends.base import ClusterBackend, ClusterInfo
 from dra_conformance.backends.local.backend import repository_root
 from dra_conformance.backends.registry import make_backend
-from dra_conformance.config import BACKENDS, SuiteConfig
+from dra_conformance.config import BACKENDS, METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.errors import ConformanceError, FixtureError, UsageError
 from dra_conformance.kube import client_from_kubeconfig
 from dra_conformance.leaks import audit_namespace
@@ -60,6 +60,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=Path,
         default=None,
         help="state directory of the local cluster (default reports/clusters/local)",
+    )
+    group.addoption(
+        "--metrics-implementation",
+        choices=METRICS_IMPLEMENTATIONS,
+        default="fake",
+        help="Metrics API of a local cluster: fake (reference adapter, v1+v1beta1), metrics-server, none",
     )
     group.addoption("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     group.addoption(
@@ -102,6 +108,7 @@ def _suite_config(config: pytest.Config) -> SuiteConfig:
         nodes=nodes,
         state_dir=config.getoption("--cluster-state-dir"),
         keep_cluster=config.getoption("--keep-cluster"),
+        metrics=config.getoption("--metrics-implementation"),
         audit_log=config.getoption("--audit-log"),
         timeouts=Timeouts().override(**overrides),
     )

@@ -23,6 +23,8 @@ class Timeouts:
     driver_ready: float = 30.0
     # The aggregator's availability controller probes a new APIService at once and retries with a short backoff.
     metrics_available: float = 60.0
+    # A Metrics API implementation has its first samples after its first scrapes: metrics-server needs two, 15 s apart.
+    metrics_first_sample: float = 90.0
     # Default ServiceAccount and RBAC bootstrap in a new namespace come from controllers with a resync of seconds.
     namespace_ready: float = 30.0
     # The scheduler retries an unschedulable pod with backoff up to 10 s; allocation + binding take a few backoffs.

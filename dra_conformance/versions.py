@@ -5,6 +5,7 @@ from __future__ import annotations
 KUBERNETES = "v1.37.2"
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
+METRICS_SERVER = "v0.9.0"
 # The kubelet plugin API (.proto files) of the pinned Kubernetes release.
 KUBELET_API = "v0.37.2"
 

@@ -16,6 +16,7 @@ def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClu
         state_dir=config.state_dir or defaults.state_dir,
         cache_dir=config.cache_dir or defaults.cache_dir,
         nodes=config.nodes,
+        metrics=config.metrics,
         timeouts=config.timeouts,
         owner_pid=owner_pid,
     )

@@ -56,10 +56,20 @@ def kubectl_1_37() -> str:
 
 
 @pytest.fixture
-def served(metrics_client: client.ApiClient) -> list[str]:
+def served(metrics_client: client.ApiClient, timeouts: Timeouts) -> list[str]:
     versions = metrics_api.served_versions(metrics_client)
     if not versions:
         pytest.skip("metrics.k8s.io is not served at all: no Metrics API implementation in this cluster")
+    # A pipeline that is still warming up is not wrong yet: wait for its first node samples.
+    preferred = "v1" if "v1" in versions else versions[0]
+    waits.until(
+        lambda: metrics_api.samples(metrics_client, preferred),
+        lambda found: any(key.startswith("node/") for key in found),
+        timeout=timeouts.metrics_first_sample,
+        what=f"first NodeMetrics from metrics.k8s.io/{preferred}",
+        describe=lambda found: sorted(found),
+        retry_on=(ApiException,),
+    )
     return versions
 
 

@@ -79,7 +79,8 @@ class LocalClusterConfig:
     owner_pid: int | None = None
     # Run the reference fake DRA driver on every node (the default driver under test).
     driver: bool = True
-    # Resource Metrics API implementation: "fake" (the reference adapter, v1 and v1beta1) or "none".
+    # Resource Metrics API implementation: "fake" (the reference adapter, v1 and v1beta1), "metrics-server" (the
+    # real one, v1beta1 only, scraping kwok's emulated kubelet metrics) or "none".
     metrics: str = "fake"
     # Least-privilege RBAC of that driver, shared with its in-cluster deploy manifests.
     driver_rbac: Path = field(
@@ -140,7 +141,8 @@ class LocalBackend:
             capabilities=frozenset(
                 {"node-client-certs", "audit-log", "kwok-nodes", "local-processes"}
                 | ({"fake-driver"} if recorded.get("drivers") else set())
-                | ({"fake-metrics"} if "metrics_available" in recorded.get("startup", {}) else set())
+                | ({f"metrics:{recorded.get('metrics')}"} if recorded.get("metrics") else set())
+                | ({"fake-metrics"} if recorded.get("metrics") == "fake" else set())
             ),
             drivers=tuple(
                 DriverEndpoint(d["driver"], d["node"], Path(d["kubelet_root"])) for d in recorded.get("drivers", [])
@@ -193,8 +195,8 @@ class LocalBackend:
                 timings.lap("nodes_ready")
                 endpoints = self._start_drivers(nodes) if self.config.driver else []
                 timings.lap("drivers_ready")
-                if self.config.metrics == "fake":
-                    self._start_metrics_adapter()
+                if self.config.metrics != "none":
+                    self._start_metrics(binaries.metrics_server)
                     timings.lap("metrics_available")
             except (ApiException, HTTPError) as error:
                 reason = self._reason()
@@ -206,6 +208,7 @@ class LocalBackend:
             recorded = {
                 "nodes": list(nodes),
                 "startup": timings.laps,
+                "metrics": self.config.metrics if self.config.metrics != "none" else None,
                 "drivers": [
                     {"driver": e.driver, "node": e.node, "kubelet_root": str(e.kubelet_root)} for e in endpoints
                 ],
@@ -239,23 +242,29 @@ class LocalBackend:
             )
         return endpoints
 
-    def _start_metrics_adapter(self) -> None:
+    def _start_metrics(self, metrics_server: Path) -> None:
         port = control_plane.free_port()
-        spec, ca_bundle = metrics.process(self.layout, port, self.metrics_control_socket)
+        versions: tuple[str, ...]
+        if self.config.metrics == "metrics-server":
+            spec, ca_bundle = metrics.metrics_server_process(self.layout, metrics_server, port)
+            versions, namespace, service = metrics.METRICS_SERVER_VERSIONS, "metrics-server", "metrics-server"
+        else:
+            spec, ca_bundle = metrics.process(self.layout, port, self.metrics_control_socket)
+            versions, namespace, service = metrics.VERSIONS, metrics.NAMESPACE, metrics.SERVICE
         self._add_processes([spec])
         with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
-            metrics.register(api_client, port, ca_bundle)
+            metrics.register(api_client, port, ca_bundle, versions, namespace, service)
             waits.until(
-                lambda: metrics.available(api_client),
+                lambda: {v: s for v, s in metrics.available(api_client).items() if v.split(".")[0] in versions},
                 lambda state: all(value.startswith("True") for value in state.values()),
                 timeout=self.config.timeouts.metrics_available,
-                what="metrics.k8s.io APIServices Available",
+                what=f"metrics.k8s.io APIServices {versions} Available",
                 describe=str,
                 retry_on=(ApiException, HTTPError),
                 max_interval=STARTUP_POLL_CAP,
             )
             with metrics_api.suite_client(api_client) as reader:
-                metrics_api.wait_answering(reader, metrics.VERSIONS, self.config.timeouts.metrics_available)
+                metrics_api.wait_answering(reader, versions, self.config.timeouts.metrics_available)
 
     @property
     def metrics_control_socket(self) -> Path:
@@ -392,7 +401,11 @@ class LocalBackend:
             "kind": "Node",
             "metadata": {
                 "name": name,
-                "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+                "annotations": {
+                    KWOK_NODE_ANNOTATION: "fake",
+                    # Where kwok serves this node's emulated kubelet resource metrics (metrics-server follows it).
+                    "metrics.k8s.io/resource-metrics-path": f"/metrics/nodes/{name}/metrics/resource",
+                },
                 "labels": {
                     NODE_LABEL: "true",
                     "type": "kwok",
@@ -405,6 +418,9 @@ class LocalBackend:
                 "addresses": [
                     {"type": "InternalIP", "address": control_plane.node_address(index)},
                     {"type": "Hostname", "address": name},
+                    # kwok serves every node's kubelet endpoints on one loopback listener; metrics-server reaches
+                    # it with --kubelet-preferred-address-types=ExternalDNS.
+                    {"type": "ExternalDNS", "address": "localhost"},
                 ],
                 "capacity": NODE_CAPACITY,
                 "allocatable": NODE_CAPACITY,

@@ -58,6 +58,13 @@ COMPONENTS: tuple[Component, ...] = (
     Component("etcd", "etcd", ".", versions.ETCD, "-s -w"),
     Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", versions.KWOK, "-s -w"),
     Component("kube", "kube", ".", versions.KUBERNETES, _kube_ldflags()),
+    Component(
+        "metrics_server",
+        "metrics-server",
+        "sigs.k8s.io/metrics-server/cmd/metrics-server",
+        versions.METRICS_SERVER,
+        "-s -w",
+    ),
 )
 
 
@@ -82,6 +89,7 @@ class Binaries:
     etcd: Path
     kwok: Path
     kube: Path
+    metrics_server: Path
 
 
 class Builder:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -181,7 +180,9 @@ def render(
     (cfg / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
     # An explicit config keeps kwok from reading ~/.kwok/kwok.yaml of whoever runs the suite. It holds only
     # stages: kwok applies its option defaults (parallelism) only when the file has no KwokConfiguration.
-    shutil.copyfile(kwok_stages, cfg / "kwok.yaml")
+    # kwok-metrics.yaml (beside the stages) adds emulated kubelet resource metrics for metrics-server to scrape.
+    kwok_metrics = kwok_stages.with_name("kwok-metrics.yaml")
+    (cfg / "kwok.yaml").write_text(kwok_stages.read_text() + "\n---\n" + kwok_metrics.read_text())
 
     gates = versions.feature_gate_flag()
     etcd = ProcessSpec(

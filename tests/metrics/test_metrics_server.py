@@ -1,0 +1,53 @@
+"""The metrics suite against the real metrics-server v0.9.0 (v1beta1 only), in a cluster of its own.
+
+Expected: v1 checks and parity are skipped with the reason, v1beta1 is Available and fresh, kubectl top is found
+in the consumer inventory with v1beta1, and the verdict says to fix the implementation first (no v1).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.local.backend import repository_root
+
+# A second cluster starts (~5 s), metrics-server needs two scrapes (15 s apart), and the suite waits for a new sample.
+INNER_RUN_TIMEOUT = 240.0
+
+
+def test_metrics_suite_against_metrics_server_skips_v1_and_measures_v1beta1(
+    cluster: ClusterInfo, tmp_path: Path
+) -> None:
+    if cluster.backend != "local":
+        pytest.skip("starts a second local cluster running metrics-server")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites/metrics",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            "-v",
+            "--metrics-implementation=metrics-server",
+            "--nodes=1",
+            f"--cluster-state-dir={tmp_path / 'cluster'}",
+            f"--reports-dir={tmp_path / 'reports'}",
+        ],
+        cwd=repository_root(),
+        capture_output=True,
+        text=True,
+        timeout=INNER_RUN_TIMEOUT,
+        check=False,
+    )
+    output = result.stdout + result.stderr
+    summary = result.stdout.strip().splitlines()[-1]
+    assert "1 failed, 4 passed, 3 skipped" in summary, f"summary: {summary!r}\n{output[-4000:]}"
+    assert "metrics.k8s.io/v1 not served (discovery lists v1beta1)" in output, output[-4000:]
+    assert "test_metrics_pipeline_verdict_is_safe_to_move_consumers_to_v1 FAILED" in output, output[-4000:]
+    assert "verdict: ['fix the metrics implementation first'" in output, output[-4000:]
