@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from kubernetes import client
 
 from dra_conformance import metrics_api, waits
 from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.plugin import RUN_DIR_KEY
 from dra_conformance.timeouts import Timeouts
 from dra_conformance.unix_http import unix_json_request
 
@@ -108,3 +110,32 @@ def metrics_adapter(
     adapter = MetricsAdapter(Path(cluster.details["metrics.control_socket"]), metrics_client, timeouts)
     yield adapter
     adapter.restore()
+
+
+VERDICT_FILE = "metrics-verdict.json"
+
+
+def record_verdict(run_dir: Path, evidence: metrics_api.Evidence, decisions: list[str]) -> None:
+    """Write the run's verdict with its evidence (the last evaluation wins)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    document = {"decisions": decisions, "evidence": json.loads(evidence.to_json())}
+    (run_dir / VERDICT_FILE).write_text(json.dumps(document, indent=2))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Print the Metrics API verdict of the run, if the metrics suite computed one."""
+    if hasattr(config, "workerinput") or RUN_DIR_KEY not in config.stash:
+        return
+    path = config.stash[RUN_DIR_KEY] / VERDICT_FILE
+    if not path.exists():
+        return
+    document = json.loads(path.read_text())
+    terminalreporter.section("metrics API verdict")
+    for decision in document["decisions"]:
+        terminalreporter.line(f"- {decision}")
+    evidence = document["evidence"]
+    terminalreporter.line(
+        f"  available: {evidence['available']}; sample age p50/p95: {evidence['lag_p50']}/"
+        f"{evidence['lag_p95']} s (SLO {evidence['slo']} s); v1beta1-only consumers: "
+        f"{evidence['v1beta1_only_consumers']}; details: {path}"
+    )

@@ -21,8 +21,10 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import metrics_api, versions, waits
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.metrics_fixtures import wait_serving
+from dra_conformance.builders import PAUSE_IMAGE
+from dra_conformance.metrics_fixtures import record_verdict, wait_serving
 from dra_conformance.timeouts import Timeouts
+from dra_conformance.tracker import ResourceTracker
 
 # The metrics tests share the cluster-wide APIServices (and the adapter's faults): keep them on one worker.
 pytestmark = pytest.mark.xdist_group("metrics")
@@ -192,18 +194,97 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
     assert used and set(used) <= set(listed), f"kubectl read {used}; aggregated discovery listed {listed}; {inventory}"
 
 
-def test_metrics_pipeline_verdict_is_safe_to_move_consumers_to_v1(
-    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient, freshness_slo: float
+def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
+    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient, freshness_slo: float, run_dir: Path
 ) -> None:
+    """The run's verdict goes to reports/<run-id>/metrics-verdict.json; "keep serving both" is advice, not a fault."""
     evidence = metrics_api.Evidence(slo=freshness_slo)
     evidence.available = {v: metrics_api.apiservice_condition(metrics_client, v) for v in metrics_api.VERSIONS}
-    if "v1" in served or "v1beta1" in served:
-        found = metrics_api.samples(metrics_client, "v1" if "v1" in served else "v1beta1")
+    usable = [v for v in ("v1", "v1beta1") if v in served and evidence.available.get(v, "").startswith("True")]
+    if usable:
+        found = metrics_api.samples(metrics_client, usable[0])
         now = datetime.datetime.now(datetime.UTC)
         evidence.lag_p50, evidence.lag_p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
     if cluster.audit_log is not None:
         evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))
     decisions = metrics_api.verdict(evidence)
+    record_verdict(run_dir, evidence, decisions)
     allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)
     allure.attach("\n".join(decisions), "verdict")
-    assert decisions == [metrics_api.DECISIONS[-1]], f"verdict: {decisions}; evidence: {evidence.to_json()}"
+    blocking = [d for d in decisions if d in metrics_api.DECISIONS[:2]]
+    assert not blocking, f"verdict: {decisions}; evidence: {evidence.to_json()}"
+
+
+# The HPA controller syncs every 15 s by default; two syncs plus pod start-up fit comfortably.
+HPA_READ_DEADLINE = 90.0
+
+
+def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
+    served: list[str],
+    cluster: ClusterInfo,
+    metrics_client: client.ApiClient,
+    tracker: ResourceTracker,
+    namespace: str,
+) -> None:
+    if cluster.audit_log is None:
+        pytest.skip("no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)")
+    audit_log = cluster.audit_log
+    labels = {"app": "hpa-target"}
+    tracker.create(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "hpa-target", "namespace": namespace},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "terminationGracePeriodSeconds": 0,
+                        "containers": [
+                            {"name": "app", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "100m"}}}
+                        ],
+                    },
+                },
+            },
+        }
+    )
+    tracker.create(
+        {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "hpa-target", "namespace": namespace},
+            "spec": {
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "hpa-target"},
+                "minReplicas": 1,
+                "maxReplicas": 2,
+                "metrics": [
+                    {
+                        "type": "Resource",
+                        "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}},
+                    }
+                ],
+            },
+        }
+    )
+
+    def hpa_versions() -> list[str]:
+        inventory = metrics_api.consumer_inventory(audit_log)
+        return sorted(
+            {v for consumer, versions in inventory.items() if "horizontal-pod-autoscaler" in consumer for v in versions}
+        )
+
+    used = waits.until(
+        hpa_versions,
+        bool,
+        timeout=HPA_READ_DEADLINE,
+        what="the HPA controller's metrics read in the audit log",
+        describe=str,
+    )
+    allure.attach(
+        json.dumps(metrics_api.consumer_inventory(audit_log), indent=2),
+        "consumer inventory",
+        allure.attachment_type.JSON,
+    )
+    assert set(used) <= set(served), f"HPA controller read {used}; served: {served}"

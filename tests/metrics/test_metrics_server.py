@@ -1,7 +1,7 @@
 """The metrics suite against the real metrics-server v0.9.0 (v1beta1 only), in a cluster of its own.
 
-Expected: v1 checks and parity are skipped with the reason, v1beta1 is Available and fresh, kubectl top is found
-in the consumer inventory with v1beta1, and the verdict says to fix the implementation first (no v1).
+Expected: v1 checks and parity are skipped with the reason, v1beta1 is Available and fresh, kubectl top and the HPA
+controller are found in the consumer inventory, and the verdict says to fix the implementation first (no v1).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def test_metrics_suite_against_metrics_server_skips_v1_and_measures_v1beta1(
     )
     output = result.stdout + result.stderr
     summary = result.stdout.strip().splitlines()[-1]
-    assert "1 failed, 4 passed, 3 skipped" in summary, f"summary: {summary!r}\n{output[-4000:]}"
+    assert "1 failed, 5 passed, 3 skipped" in summary, f"summary: {summary!r}\n{output[-4000:]}"
     assert "metrics.k8s.io/v1 not served (discovery lists v1beta1)" in output, output[-4000:]
-    assert "test_metrics_pipeline_verdict_is_safe_to_move_consumers_to_v1 FAILED" in output, output[-4000:]
+    assert "test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold FAILED" in output, output[-4000:]
     assert "verdict: ['fix the metrics implementation first'" in output, output[-4000:]
