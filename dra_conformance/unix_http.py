@@ -5,6 +5,10 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import socketserver
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +41,37 @@ def unix_json_request(path: Path, method: str, resource: str, body: Any = None, 
     if response.status >= 300:
         raise ValueError(str(payload.get("error", payload)))
     return payload
+
+
+class JSONRequestHandler(BaseHTTPRequestHandler):
+    """Base of the reference programs' HTTP handlers: JSON replies, no access log (calls are recorded instead)."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet."""
+
+    def reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+        """Send `body` as JSON with `status`."""
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def read_json(self) -> Any:
+        """The request body as JSON (an empty body is {})."""
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+
+
+class _UnixHTTPServer(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+
+def serve_unix(path: Path, handler: type[BaseHTTPRequestHandler]) -> socketserver.BaseServer:
+    """Serve `handler` on a unix socket at `path` from a background thread (a stale socket file is replaced)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    server = _UnixHTTPServer(str(path), handler)
+    threading.Thread(target=server.serve_forever, name=f"http {path.name}", daemon=True).start()
+    return server

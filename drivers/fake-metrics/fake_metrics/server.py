@@ -6,17 +6,17 @@ proxy client); the user it acts for comes in X-Remote-User. kube-apiserver has a
 
 from __future__ import annotations
 
-import json
 import re
 import ssl
 import threading
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
+from dra_conformance.unix_http import JSONRequestHandler
 from fake_metrics.samples import GROUP, VERSIONS, FaultBox, node_metrics, pod_metrics
 
 POD_PATH = re.compile(r"^/apis/metrics\.k8s\.io/(?P<v>[^/]+)(/namespaces/(?P<ns>[^/]+))?/pods(/(?P<name>[^/]+))?$")
@@ -25,7 +25,7 @@ NODE_PATH = re.compile(r"^/apis/metrics\.k8s\.io/(?P<v>[^/]+)/nodes(/(?P<name>[^
 LIST_TIMEOUT = 10.0
 
 
-class MetricsHandler(BaseHTTPRequestHandler):
+class MetricsHandler(JSONRequestHandler):
     """Serves one request; configured through class attributes set by `serve`."""
 
     faults: FaultBox
@@ -33,19 +33,8 @@ class MetricsHandler(BaseHTTPRequestHandler):
     allowed_names: set[str]
     requests: list[dict[str, Any]]
 
-    def log_message(self, format: str, *args: Any) -> None:
-        """Stay quiet: served requests are recorded for the control socket instead."""
-
-    def _reply(self, status: HTTPStatus, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def _status(self, status: HTTPStatus, message: str) -> None:
-        self._reply(
+        self.reply(
             status,
             {
                 "kind": "Status",
@@ -68,11 +57,11 @@ class MetricsHandler(BaseHTTPRequestHandler):
                     subject[str(pair[0])] = str(pair[1])
         return str(subject.get("commonName")) if subject.get("commonName") else None
 
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802 - http.server names handlers do_<METHOD>
         """Health, discovery and metrics; everything but health needs the front-proxy certificate."""
         path = self.path.split("?", 1)[0]
         if path in ("/healthz", "/livez", "/readyz"):
-            self._reply(HTTPStatus.OK, {"status": "ok"})
+            self.reply(HTTPStatus.OK, {"status": "ok"})
             return
         proxy = self._front_proxy_name()
         if proxy not in self.allowed_names:
@@ -87,15 +76,15 @@ class MetricsHandler(BaseHTTPRequestHandler):
             return
         served = [v for v in VERSIONS if v in faults.served]
         if path == "/apis":
-            self._reply(HTTPStatus.OK, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(served)]})
+            self.reply(HTTPStatus.OK, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(served)]})
         elif path == f"/apis/{GROUP}":
-            self._reply(HTTPStatus.OK, _group(served))
+            self.reply(HTTPStatus.OK, _group(served))
         elif path.startswith(f"/apis/{GROUP}/") and path.count("/") == 3:
             version = path.rsplit("/", 1)[1]
             if version not in served:
                 self._status(HTTPStatus.NOT_FOUND, f"{GROUP}/{version} is not served")
             else:
-                self._reply(HTTPStatus.OK, _resources(version))
+                self.reply(HTTPStatus.OK, _resources(version))
         elif match := NODE_PATH.match(path):
             self._nodes(match["v"], match["name"], served)
         elif match := POD_PATH.match(path):
@@ -113,10 +102,10 @@ class MetricsHandler(BaseHTTPRequestHandler):
             if name not in names:
                 self._status(HTTPStatus.NOT_FOUND, f'nodemetrics "{name}" not found')
             else:
-                self._reply(HTTPStatus.OK, node_metrics(name, version, faults))
+                self.reply(HTTPStatus.OK, node_metrics(name, version, faults))
             return
         items = [node_metrics(n, version, faults) for n in sorted(names)]
-        self._reply(
+        self.reply(
             HTTPStatus.OK,
             {"kind": "NodeMetricsList", "apiVersion": f"{GROUP}/{version}", "metadata": {}, "items": items},
         )
@@ -137,11 +126,11 @@ class MetricsHandler(BaseHTTPRequestHandler):
         if name is not None:
             found = [s for s in samples if s["metadata"]["name"] == name]
             if found:
-                self._reply(HTTPStatus.OK, found[0])
+                self.reply(HTTPStatus.OK, found[0])
             else:
                 self._status(HTTPStatus.NOT_FOUND, f'podmetrics "{name}" not found')
             return
-        self._reply(
+        self.reply(
             HTTPStatus.OK,
             {"kind": "PodMetricsList", "apiVersion": f"{GROUP}/{version}", "metadata": {}, "items": samples},
         )
