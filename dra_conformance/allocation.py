@@ -32,9 +32,14 @@ class AllocatedClaim:
         return list(self.claim["status"]["allocation"]["devices"]["results"])
 
 
+def scheduled_condition(pod: client.V1Pod) -> Any:
+    """The pod's PodScheduled condition, or None before the scheduler has looked at it."""
+    return next((c for c in (pod.status.conditions or []) if c.type == "PodScheduled"), None)
+
+
 def describe_pod(pod: client.V1Pod) -> str:
     """One line on where a pod is and why (for wait and assertion messages)."""
-    scheduled = next((c for c in (pod.status.conditions or []) if c.type == "PodScheduled"), None)
+    scheduled = scheduled_condition(pod)
     why = f"{scheduled.status}/{scheduled.reason}: {scheduled.message}" if scheduled else "no condition"
     return f"pod {pod.metadata.name}: phase={pod.status.phase} node={pod.spec.node_name} PodScheduled={why}"
 

@@ -13,7 +13,7 @@ from typing import Any
 from kubernetes import client
 
 from dra_conformance import waits
-from dra_conformance.allocation import describe_pod
+from dra_conformance.allocation import describe_pod, scheduled_condition
 from dra_conformance.builders import RESOURCE_API, Builder, ClaimUse
 from dra_conformance.catalog import Scenario
 from dra_conformance.driver_fixtures import PrivateDriver
@@ -152,7 +152,7 @@ class ScenarioRun:
         expected = self.scenario.expected(logical).get("scheduled")
 
         def decided(pod: client.V1Pod) -> bool:
-            condition = _scheduled_condition(pod)
+            condition = scheduled_condition(pod)
             bound = bool(pod.spec.node_name)
             unschedulable = condition is not None and condition.reason == "Unschedulable"
             if expected is True:
@@ -171,7 +171,7 @@ class ScenarioRun:
             )
         except WaitTimeout:
             pod = self.read_pod(logical)  # the suite asserts on what was observed, with that state in the message
-        condition = _scheduled_condition(pod)
+        condition = scheduled_condition(pod)
         self.outcomes[logical] = PodOutcome(
             pod.metadata.name,
             pod.metadata.uid,
@@ -252,7 +252,3 @@ class ScenarioRun:
             for e in sorted(events, key=lambda e: str(e.last_timestamp or e.event_time or ""))
         ]
         return self.record
-
-
-def _scheduled_condition(pod: client.V1Pod) -> Any:
-    return next((c for c in pod.status.conditions or [] if c.type == "PodScheduled"), None)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import versions, waits
+from dra_conformance.allocation import describe_pod, scheduled_condition
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.builders import Builder
 from dra_conformance.identities import anonymous_client, request_token, token_client
@@ -25,16 +24,6 @@ def build(namespace: str) -> Builder:
 
 def _pod(api_client: client.ApiClient, namespace: str, name: str) -> client.V1Pod:
     return client.CoreV1Api(api_client).read_namespaced_pod(name, namespace)
-
-
-def _scheduled_condition(pod: client.V1Pod) -> Any:
-    return next((c for c in (pod.status.conditions or []) if c.type == "PodScheduled"), None)
-
-
-def _describe_pod(pod: client.V1Pod) -> str:
-    condition = _scheduled_condition(pod)
-    scheduled = f"{condition.status}/{condition.reason}: {condition.message}" if condition else "no condition"
-    return f"pod {pod.metadata.name}: phase={pod.status.phase} node={pod.spec.node_name} PodScheduled={scheduled}"
 
 
 def test_version_endpoint_reports_pinned_kubernetes(api_client: client.ApiClient) -> None:
@@ -91,9 +80,9 @@ def test_scheduler_allocates_a_published_device_and_binds_the_pod(
         lambda p: bool(p.spec.node_name),
         timeout=timeouts.pod_scheduled,
         what="pod bound to a node",
-        describe=_describe_pod,
+        describe=describe_pod,
     )
-    assert bound.spec.node_name == node, _describe_pod(bound)
+    assert bound.spec.node_name == node, describe_pod(bound)
 
     allocated = tracker.get("resource.k8s.io/v1", "ResourceClaim", claim["metadata"]["name"], build.namespace)
     status = allocated.get("status") or {}
@@ -121,7 +110,7 @@ def test_pod_asking_for_more_devices_than_exist_stays_unschedulable(
     name = pod["metadata"]["name"]
 
     def unschedulable(p: client.V1Pod) -> bool:
-        condition = _scheduled_condition(p)
+        condition = scheduled_condition(p)
         return condition is not None and condition.status == "False" and condition.reason == "Unschedulable"
 
     pending = waits.until(
@@ -129,9 +118,9 @@ def test_pod_asking_for_more_devices_than_exist_stays_unschedulable(
         unschedulable,
         timeout=timeouts.pod_scheduled,
         what="PodScheduled=False/Unschedulable",
-        describe=_describe_pod,
+        describe=describe_pod,
     )
-    assert pending.status.phase == "Pending" and not pending.spec.node_name, _describe_pod(pending)
+    assert pending.status.phase == "Pending" and not pending.spec.node_name, describe_pod(pending)
 
     core = client.CoreV1Api(api_client)
     events = waits.until(
