@@ -1,10 +1,3 @@
-"""Loads the engine's pytest plugin (and pytester for the plugin's own tests); everything else is in the engine."""
+"""The engine's pytest plugin comes from its `pytest11` entry point; pytester is for the plugin's own tests."""
 
-pytest_plugins = [
-    "dra_conformance.plugin",
-    "dra_conformance.driver_fixtures",
-    "dra_conformance.scenario_fixtures",
-    "dra_conformance.rbac_fixtures",
-    "dra_conformance.metrics_fixtures",
-    "pytester",
-]
+pytest_plugins = ["pytester"]

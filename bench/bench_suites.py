@@ -19,7 +19,8 @@ import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig, repository_root
+from dra_conformance import paths
+from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 
 
 def run(workers: int, suites: list[str], junit: Path) -> tuple[float, list[float], str]:
@@ -37,7 +38,7 @@ def run(workers: int, suites: list[str], junit: Path) -> tuple[float, list[float
             f"--junitxml={junit}",
             *suites,
         ],
-        cwd=repository_root(),
+        cwd=paths.CHECKOUT,
         capture_output=True,
         text=True,
         check=False,

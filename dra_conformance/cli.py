@@ -12,12 +12,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from dra_conformance import kubelet_api
-from dra_conformance.backends.local.backend import LocalBackend, repository_root
+from dra_conformance import paths
+from dra_conformance.backends.local.backend import LocalBackend
 from dra_conformance.backends.local.build import Builder, echo_stderr
-from dra_conformance.backends.registry import local_cluster_config, make_backend
-from dra_conformance.config import BACKENDS, METRICS_IMPLEMENTATIONS, SuiteConfig
+from dra_conformance.backends.registry import BACKENDS, local_cluster_config, make_backend
+from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_wire import kubelet_api
+from dra_wire.kubelet_api import BindingsError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -62,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     run = commands.add_parser("run", help="run the conformance suites (extra arguments go to pytest)")
-    run.add_argument("--cluster", choices=BACKENDS, default="local")
+    run.add_argument("--cluster", choices=tuple(BACKENDS), default="local")
     run.add_argument("--kubeconfig", type=Path)
     run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
     run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
@@ -109,16 +111,40 @@ def _cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# What the suites need from pytest, whatever ini file (if any) the run's directory holds: metrics tests that share
+# cluster-wide APIServices stay on one worker (loadgroup), and each test body has a deadline.
+SUITE_PYTEST_OPTIONS = (
+    "--dist=loadgroup",
+    "--strict-markers",
+    "-ra",
+    "-o",
+    "xfail_strict=true",
+    "-o",
+    "timeout=300",
+    "-o",
+    "timeout_func_only=true",
+)
+
+
 def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     import pytest
 
     make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
-    root = repository_root()
-    options = [f"--cluster={args.cluster}", f"--nodes={args.nodes}", "--rootdir", str(root), "-n", str(args.workers)]
+    # Reports go to <rootdir>/reports: the checkout's in a checkout, else the directory the command runs in.
+    root = Path.cwd() if paths.installed() else paths.CHECKOUT
+    options = [
+        f"--cluster={args.cluster}",
+        f"--nodes={args.nodes}",
+        "--rootdir",
+        str(root),
+        "-n",
+        str(args.workers),
+        *SUITE_PYTEST_OPTIONS,
+    ]
     if args.kubeconfig:
         options.append(f"--kubeconfig={args.kubeconfig}")
     chosen = [arg for arg in pytest_args if "::" in arg or Path(arg).exists()]
-    targets = [] if chosen else [str(root / "suites")]
+    targets = [] if chosen else [str(paths.suites_dir())]
     return int(pytest.main([*options, *pytest_args, *targets]))
 
 
@@ -134,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "cluster":
             return _cluster(args)
         return _run(args, rest)
+    except BindingsError as error:
+        print(f"dra-conformance: kubelet plugin API bindings: {error}", file=sys.stderr)
+        return EXIT_FAILED
     except BuildError as error:
         print(f"dra-conformance: {error}\n{error.log_tail}", file=sys.stderr)
         return EXIT_FAILED

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from dra_conformance.timeouts import Timeouts
 
-BACKENDS = ("local", "existing")
 METRICS_IMPLEMENTATIONS = ("fake", "metrics-server", "none")
 
 

@@ -1,1 +1,1 @@
-"""Cluster backends, chosen by name: `local` (embedded default), `existing` (any kubeconfig), `kind`."""
+"""Cluster backends: `registry` maps a name to one; `base` is the interface they share."""

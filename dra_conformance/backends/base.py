@@ -6,24 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-
-@dataclass(frozen=True)
-class DriverEndpoint:
-    """Where one driver instance on one node can be reached."""
-
-    driver: str
-    node: str
-    kubelet_root: Path
-
-    @property
-    def registration_socket(self) -> Path:
-        """`<kubelet root>/plugins_registry/<driver>-reg.sock`."""
-        return self.kubelet_root / "plugins_registry" / f"{self.driver}-reg.sock"
-
-    @property
-    def control_socket(self) -> Path:
-        """The fake driver's control socket (absent for other drivers)."""
-        return self.kubelet_root / "plugins" / self.driver / "control.sock"
+from dra_conformance.driver.endpoint import DriverEndpoint
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from urllib3.exceptions import HTTPError
 
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.errors import BackendError
-from dra_conformance.kube import client_from_kubeconfig
+from dra_conformance.kube.client import client_from_kubeconfig
 
 # A reachable API server answers /version in milliseconds; 10 s covers a slow VPN to a staging cluster.
 REACHABILITY_TIMEOUT = 10.0

@@ -1,11 +1,13 @@
-"""Backends by name: the one place that maps a `SuiteConfig` onto a concrete backend."""
+"""Cluster backends by name: the one map from `SuiteConfig.backend` to a backend."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.config import BACKENDS, SuiteConfig
+from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
 
 
@@ -22,14 +24,25 @@ def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClu
     )
 
 
+def _local(config: SuiteConfig, owner_pid: int | None) -> ClusterBackend:
+    if config.nodes < 1:
+        raise UsageError(f"--nodes must be at least 1, got {config.nodes}")
+    return LocalBackend(local_cluster_config(config, owner_pid))
+
+
+def _existing(config: SuiteConfig, _owner_pid: int | None) -> ClusterBackend:
+    if config.kubeconfig is None:
+        raise UsageError("--cluster=existing needs --kubeconfig")
+    return ExistingBackend(ExistingClusterConfig(config.kubeconfig, config.context, config.audit_log))
+
+
+# name -> factory(settings, owner pid); the first entry is the default.
+BACKENDS: dict[str, Callable[[SuiteConfig, int | None], ClusterBackend]] = {"local": _local, "existing": _existing}
+
+
 def make_backend(config: SuiteConfig, *, owner_pid: int | None = None) -> ClusterBackend:
     """Return the backend `config.backend` names; `owner_pid` ties a local cluster's life to that process."""
-    if config.backend == "local":
-        if config.nodes < 1:
-            raise UsageError(f"--nodes must be at least 1, got {config.nodes}")
-        return LocalBackend(local_cluster_config(config, owner_pid))
-    if config.backend == "existing":
-        if config.kubeconfig is None:
-            raise UsageError("--cluster=existing needs --kubeconfig")
-        return ExistingBackend(ExistingClusterConfig(config.kubeconfig, config.context, config.audit_log))
-    raise UsageError(f"unknown cluster backend {config.backend!r}; choose one of {', '.join(BACKENDS)}")
+    factory = BACKENDS.get(config.backend)
+    if factory is None:
+        raise UsageError(f"unknown cluster backend {config.backend!r}; choose one of {', '.join(BACKENDS)}")
+    return factory(config, owner_pid)

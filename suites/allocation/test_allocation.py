@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from dra_conformance import waits
-from dra_conformance.builders import RESOURCE_API
-from dra_conformance.catalog import Scenario
 from dra_conformance.errors import WaitTimeout
-from dra_conformance.scenario_runner import ScenarioRun
-from dra_conformance.tracker import TrackedObject
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API
+from dra_conformance.kube.tracker import TrackedObject
+from dra_conformance.scenarios.catalog import Scenario
+from dra_conformance.scenarios.runner import ScenarioRun
 
 
 def _allocation(claim: dict[str, Any]) -> dict[str, Any]:

@@ -19,12 +19,16 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance import metrics_api, versions, waits
+from dra_conformance import versions
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.builders import PAUSE_IMAGE
-from dra_conformance.metrics_fixtures import record_verdict, wait_serving
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import PAUSE_IMAGE
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics.adapter import wait_serving
+from dra_conformance.metrics.verdict import RECORD_KIND, verdict_record
+from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
-from dra_conformance.tracker import ResourceTracker
 
 # The metrics tests share the cluster-wide APIServices (and the adapter's faults): keep them on one worker.
 pytestmark = pytest.mark.xdist_group("metrics")
@@ -195,7 +199,11 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
 
 
 def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
-    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient, freshness_slo: float, run_dir: Path
+    served: list[str],
+    cluster: ClusterInfo,
+    metrics_client: client.ApiClient,
+    freshness_slo: float,
+    run_records: RunRecords,
 ) -> None:
     """The run's verdict goes to reports/<run-id>/metrics-verdict.json; "keep serving both" is advice, not a fault."""
     evidence = metrics_api.Evidence(slo=freshness_slo)
@@ -208,7 +216,7 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     if cluster.audit_log is not None:
         evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))
     decisions = metrics_api.verdict(evidence)
-    record_verdict(run_dir, evidence, decisions)
+    run_records.add(RECORD_KIND, verdict_record(evidence, decisions))
     allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)
     allure.attach("\n".join(decisions), "verdict")
     blocking = [d for d in decisions if d in metrics_api.DECISIONS[:2]]

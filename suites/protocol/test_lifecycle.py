@@ -8,13 +8,15 @@ import allure
 import pytest
 from kubernetes import client
 
-from dra_conformance import waits
-from dra_conformance.allocation import AllocatedClaim, allocate
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.builders import RESOURCE_API, Builder
-from dra_conformance.driver_fixtures import DriverUnderTest, KubeletRole, PrivateDriver
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.reference import PrivateDriver
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.timeouts import Timeouts
-from dra_conformance.tracker import ResourceTracker
 
 
 def _pool_generation(api_client: client.ApiClient, driver: str, node: str) -> int:

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from dra_conformance.allocation import AllocatedClaim, allocate
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.builders import RESOURCE_API, Builder
-from dra_conformance.driver_fixtures import DriverUnderTest, KubeletRole
-from dra_conformance.plugin_client import ClaimRef, PluginClient
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.client import ClaimRef, DriverClient
+from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.timeouts import Timeouts
-from dra_conformance.tracker import ResourceTracker
 
 # Claims prepared at once in the concurrency check; below the reference driver's 8 devices per node so that
 # parallel tests on the other worker still find free devices.
@@ -51,10 +52,10 @@ def _device_status(tracker: ResourceTracker, claim: AllocatedClaim) -> list[dict
 
 
 def test_registration_info_names_the_driver_and_a_supported_version(
-    driver_under_test: DriverUnderTest, plugin_client: Callable[..., PluginClient]
+    driver_under_test: DriverUnderTest, driver_client: Callable[..., DriverClient]
 ) -> None:
     for node, endpoint in driver_under_test.endpoints.items():
-        info = plugin_client(endpoint).get_info()
+        info = driver_client(endpoint).get_info()
         assert info.type == "DRAPlugin", f"{node}: type {info.type!r}"
         assert info.name == driver_under_test.name, f"{node}: name {info.name!r}"
         assert "v1.DRAPlugin" in info.supported_versions, f"{node}: versions {list(info.supported_versions)}"

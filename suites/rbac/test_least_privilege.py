@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from dra_conformance import rbac_audit
+from dra_conformance import paths
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.driver_fixtures import DRIVER_RBAC, DriverIdentity
-from dra_conformance.identities import request_token, token_client
-from dra_conformance.rbac_environment import overprivileged_role
-from dra_conformance.rbac_fixtures import driver_service_account_option
-from dra_conformance.tracker import ResourceTracker
+from dra_conformance.driver.identity import DriverIdentity
+from dra_conformance.kube import builders
+from dra_conformance.kube.identities import request_token, token_client
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.plugin.rbac_fixtures import driver_service_account_option
+from dra_conformance.rbac import audit as rbac_audit
+from dra_conformance.rbac.environment import overprivileged_role
 
 
 def _excess(
@@ -22,14 +24,12 @@ def _excess(
     tracker: ResourceTracker,
     probe_namespace: str,
 ) -> list[str]:
-    baseline_sa = tracker.create(
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "baseline", "namespace": probe_namespace}}
-    )
+    baseline_sa = tracker.create(builders.service_account("baseline", probe_namespace))
     with token_client(api_client, request_token(api_client, probe_namespace, baseline_sa["metadata"]["name"])) as fresh:
         baseline = rbac_audit.granted(fresh, namespace)
     with token_client(api_client, request_token(api_client, namespace, service_account)) as identity:
         held = rbac_audit.granted(identity, namespace)
-    return rbac_audit.excess(held, rbac_audit.documented(DRIVER_RBAC, driver), baseline)
+    return rbac_audit.excess(held, rbac_audit.documented(paths.reference_driver_rbac(), driver), baseline)
 
 
 def test_driver_holds_no_permission_beyond_its_least_privilege_set(

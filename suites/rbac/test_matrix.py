@@ -9,9 +9,9 @@ from __future__ import annotations
 import allure
 import pytest
 
-from dra_conformance.rbac_environment import RbacEnvironment
-from dra_conformance.rbac_fixtures import record_cell
-from dra_conformance.rbac_matrix import Row
+from dra_conformance.rbac.environment import RbacEnvironment
+from dra_conformance.rbac.matrix import RECORD_KIND, Row, cell_record
+from dra_conformance.report.records import RunRecords
 
 # Outcomes decided by RBAC alone, where SelfSubjectAccessReview must agree with the real request.
 RBAC_ONLY = {"claims-list", "metrics-get"}
@@ -22,12 +22,13 @@ def test_identity_gets_the_expected_answer(
     rbac_environment: RbacEnvironment,
     served_versions: list[str],
     request: pytest.FixtureRequest,
+    run_records: RunRecords,
 ) -> None:
     row, version = cell
     if version is not None and version not in served_versions:
         pytest.skip(f"resource.k8s.io/{version} is not served (served: {', '.join(served_versions)})")
     result = rbac_environment.run(row, version or "v1")
-    record_cell(request.config, request.node.callspec.id, row, result)
+    run_records.add(RECORD_KIND, cell_record(request.node.callspec.id, row, result))
     allure.attach(result.describe(), "answer", allure.attachment_type.TEXT)
     request.node.user_properties.append(("answer", result.describe()))
     assert result.outcome != "error", f"could not evaluate: {result.describe()}"

@@ -15,12 +15,12 @@ from typing import Any
 import grpc
 import pytest
 
-from dra_conformance import waits
-from dra_conformance.builders import RESOURCE_API
-from dra_conformance.catalog import Scenario
-from dra_conformance.driver_fixtures import KubeletRole
-from dra_conformance.plugin_client import KUBELET_CALL_TIMEOUT, ClaimAnswer
-from dra_conformance.scenario_runner import ScenarioRun
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API
+from dra_conformance.kubelet.client import KUBELET_CALL_TIMEOUT, ClaimAnswer
+from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.scenarios.catalog import Scenario
+from dra_conformance.scenarios.runner import ScenarioRun
 
 
 def _ready(run: ScenarioRun, pod: str) -> bool:

@@ -24,8 +24,6 @@ def test_an_object_left_in_the_namespace_fails_the_test_with_the_leftovers(
     pytester.makepyfile(test_leaky=LEAKY_TEST)
     result = pytester.runpytest_subprocess(
         "-p",
-        "dra_conformance.plugin",
-        "-p",
         "no:cacheprovider",
         "--dra-timeout-delete=3",
         f"--cluster-state-dir={cluster.details['state_dir']}",

@@ -12,14 +12,15 @@ import grpc
 import pytest
 from kubernetes import client
 
-from dra_conformance import waits
-from dra_conformance.allocation import AllocatedClaim, allocate, describe_pod
-from dra_conformance.builders import RESOURCE_API, Builder
-from dra_conformance.driver_fixtures import KubeletRole, PrivateDriver
+from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.errors import DriverError
-from dra_conformance.plugin_client import PluginClient
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import AllocatedClaim, allocate, describe_pod
+from dra_conformance.kubelet.client import DriverClient
+from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.timeouts import Timeouts
-from dra_conformance.tracker import ResourceTracker
 
 # Injected prepare delay; well above the ~10 ms a prepare takes here, well below the 45 s kubelet budget.
 SLOW_PREPARE_DELAY = 1.5
@@ -114,13 +115,13 @@ def test_status_write_failure_leaves_status_devices_empty_and_is_reported(
 
 def test_unavailable_device_is_not_allocated_and_reported_unhealthy(
     start_setup: Callable[..., Setup],
-    plugin_client: Callable[..., PluginClient],
+    driver_client: Callable[..., DriverClient],
     api_client: client.ApiClient,
     tracker: ResourceTracker,
 ) -> None:
     setup = start_setup(devices=1)
     setup.process.control.set_faults([{"mode": "unavailable", "device": "gpu-0"}])
-    health = plugin_client(setup.process.endpoint).first_health_report()
+    health = driver_client(setup.process.endpoint).first_health_report()
     assert health == {"gpu-0": "UNHEALTHY"}, f"health stream: {health}"
 
     claim = tracker.create(setup.build.claim(setup.device_class))
@@ -149,14 +150,14 @@ def test_unavailable_device_is_not_allocated_and_reported_unhealthy(
 
 
 def test_crashed_driver_is_detected(
-    start_setup: Callable[..., Setup], plugin_client: Callable[..., PluginClient], timeouts: Timeouts
+    start_setup: Callable[..., Setup], driver_client: Callable[..., DriverClient], timeouts: Timeouts
 ) -> None:
     setup = start_setup()
     setup.process.control.crash()
     code = setup.process.wait_exit(timeouts.process_stop)
     assert code == 3, f"exit code {code}; log:\n{setup.process.log_tail()}"
     with pytest.raises(grpc.RpcError) as refused:
-        plugin_client(setup.process.endpoint).get_info()
+        driver_client(setup.process.endpoint).get_info()
     assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value
     with pytest.raises(DriverError):
         setup.process.control.healthz()
@@ -175,15 +176,15 @@ def test_hung_prepare_runs_into_the_callers_deadline(start_setup: Callable[..., 
 
 
 def test_registration_failure_fails_get_info(
-    start_setup: Callable[..., Setup], plugin_client: Callable[..., PluginClient]
+    start_setup: Callable[..., Setup], driver_client: Callable[..., DriverClient]
 ) -> None:
     setup = start_setup()
     setup.process.control.set_faults([{"mode": "registration-failure", "message": "not today"}])
     with pytest.raises(grpc.RpcError) as failed:
-        plugin_client(setup.process.endpoint).get_info()
+        driver_client(setup.process.endpoint).get_info()
     assert failed.value.code() == grpc.StatusCode.UNAVAILABLE and "not today" in failed.value.details(), failed.value
     setup.process.control.set_faults([])
-    assert plugin_client(setup.process.endpoint).get_info().name == setup.driver.name
+    assert driver_client(setup.process.endpoint).get_info().name == setup.driver.name
 
 
 def test_unprepare_error_is_reported_and_retry_succeeds(

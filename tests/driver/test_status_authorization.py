@@ -13,14 +13,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance.allocation import AllocatedClaim, allocate
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.builders import Builder
-from dra_conformance.driver_fixtures import DriverIdentity
-from dra_conformance.identities import token_client
-from dra_conformance.kube import status_message
+from dra_conformance.driver.identity import DriverIdentity
+from dra_conformance.kube.builders import Builder
+from dra_conformance.kube.client import status_message
+from dra_conformance.kube.identities import token_client
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.timeouts import Timeouts
-from dra_conformance.tracker import ResourceTracker
 
 
 def _apply_device_status(api: client.ApiClient, claim: AllocatedClaim, driver: str) -> None:

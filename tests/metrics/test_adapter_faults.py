@@ -7,8 +7,8 @@ import datetime
 import pytest
 from kubernetes import client
 
-from dra_conformance import metrics_api
-from dra_conformance.metrics_fixtures import MetricsAdapter, wait_available
+from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics.adapter import MetricsAdapter, wait_available
 from dra_conformance.timeouts import Timeouts
 
 pytestmark = pytest.mark.xdist_group("metrics")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dra_conformance import paths
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.backends.local.backend import repository_root
 
 # A second cluster starts (~5 s), metrics-server needs two scrapes (15 s apart), and the suite waits for a new sample.
 INNER_RUN_TIMEOUT = 240.0
@@ -39,7 +39,7 @@ def test_metrics_suite_against_metrics_server_skips_v1_and_measures_v1beta1(
             f"--cluster-state-dir={tmp_path / 'cluster'}",
             f"--reports-dir={tmp_path / 'reports'}",
         ],
-        cwd=repository_root(),
+        cwd=paths.CHECKOUT,
         capture_output=True,
         text=True,
         timeout=INNER_RUN_TIMEOUT,

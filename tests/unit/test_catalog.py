@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dra_conformance import catalog
-from dra_conformance.backends.local.backend import repository_root
+from dra_conformance import paths
 from dra_conformance.errors import FixtureError
+from dra_conformance.scenarios import catalog
 
 VALID = {
     "id": "one-device",
@@ -40,7 +40,7 @@ def _broken(change: str, value: object) -> dict[str, object]:
 
 
 def test_the_shipped_catalog_is_valid_and_covers_every_family() -> None:
-    scenarios = catalog.load(repository_root() / "fixtures" / "scenarios")
+    scenarios = catalog.load(paths.scenario_catalog())
     ids = {s.id for s in scenarios}
     assert len(scenarios) >= 20, ids
     for required in (
@@ -102,7 +102,7 @@ def test_duplicate_ids_across_files_are_rejected(tmp_path: Path) -> None:
 
 
 def test_driver_placeholder_and_logical_class_names_are_substituted() -> None:
-    from dra_conformance.scenario_runner import substitute
+    from dra_conformance.scenarios.runner import substitute
 
     spec = {
         "devices": {

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from dra_conformance import versions
-from dra_conformance.kubelet_api import KUBELET_MODULE
+from dra_wire.kubelet_api import KUBELET_MODULE
 from fake_dra.__main__ import parse_args
 from fake_dra.config import DriverConfig
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dra_conformance import kubeconfig
-from dra_conformance.pki import CertificateAuthority
+from dra_conformance.kube import kubeconfig
+from dra_conformance.kube.pki import CertificateAuthority
 
 
 def test_written_kubeconfig_loads_with_the_official_client(tmp_path: Path) -> None:

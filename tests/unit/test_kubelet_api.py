@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dra_conformance import kubelet_api
+from dra_wire import kubelet_api
 
 
 def test_bindings_are_generated_from_the_pinned_module_into_the_cache(tmp_path: Path) -> None:

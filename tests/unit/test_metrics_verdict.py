@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance import metrics_api
-from dra_conformance.metrics_api import DECISIONS, Evidence, verdict
+from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics.api import DECISIONS, Evidence, verdict
 
 HEALTHY = {"v1": "True/Passed", "v1beta1": "True/Passed"}
 

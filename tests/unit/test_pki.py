@@ -8,7 +8,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from dra_conformance.pki import CertificateAuthority
+from dra_conformance.kube.pki import CertificateAuthority
 
 
 def _load(pem: bytes) -> x509.Certificate:

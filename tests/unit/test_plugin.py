@@ -11,7 +11,7 @@ PASSING_TEST = "def test_nothing():\n    assert True\n"
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_sample=PASSING_TEST)
-    return pytester.runpytest_subprocess("-p", "dra_conformance.plugin", "-p", "no:cacheprovider", *args)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
 def _error_line(result: pytest.RunResult) -> str:

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from dra_conformance import waits
 from dra_conformance.errors import WaitTimeout
+from dra_conformance.kube import waits
 from dra_conformance.timeouts import Timeouts
 
 

@@ -21,15 +21,19 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from dra_conformance import metrics_api, waits
-from dra_conformance.backends.base import ClusterInfo, DriverEndpoint
+from dra_conformance import paths
+from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.local import control_plane, drivers, metrics
-from dra_conformance.backends.local.build import Builder, default_cache_dir, echo_stderr
+from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.driver.endpoint import DriverEndpoint
+from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.errors import BackendError, DriverError, WaitTimeout
-from dra_conformance.fake_driver import FakeDriverControl
-from dra_conformance.kube import client_from_kubeconfig
+from dra_conformance.kube import waits
+from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.metrics import api as metrics_api
 from dra_conformance.timeouts import Timeouts
+from dra_wire.cache import default_cache_dir
 
 # Labels and annotations on the fake nodes this backend creates.
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -57,35 +61,26 @@ class Stopwatch:
         self._last = now
 
 
-def repository_root() -> Path:
-    """The checkout this package runs from (the cluster assets live there, not in the wheel)."""
-    return Path(__file__).resolve().parents[3]
-
-
 @dataclass(frozen=True)
 class LocalClusterConfig:
     """Settings of one local cluster."""
 
     # State directory: PKI, kubeconfig, component logs, etcd data. One cluster per directory.
-    state_dir: Path = field(default_factory=lambda: repository_root() / "reports" / "clusters" / "local")
+    state_dir: Path = field(default_factory=lambda: paths.default_state_root() / "local")
     # Build cache shared by every checkout of this user; keyed by the pinned versions.
     cache_dir: Path = field(default_factory=default_cache_dir)
     # Wrapper Go modules that build the pinned upstream components.
-    assets: Path = field(default_factory=lambda: repository_root() / "clusters" / "local")
+    assets: Path = field(default_factory=paths.cluster_assets)
     # Number of kwok-managed fake nodes.
     nodes: int = 2
     timeouts: Timeouts = field(default_factory=Timeouts)
     # A process whose exit stops the cluster (the pytest run that started it); None lets it outlive the caller.
     owner_pid: int | None = None
-    # Run the reference fake DRA driver on every node (the default driver under test).
-    driver: bool = True
     # Resource Metrics API implementation: "fake" (the reference adapter, v1 and v1beta1), "metrics-server" (the
     # real one, v1beta1 only, scraping kwok's emulated kubelet metrics) or "none".
     metrics: str = "fake"
     # Least-privilege RBAC of that driver, shared with its in-cluster deploy manifests.
-    driver_rbac: Path = field(
-        default_factory=lambda: repository_root() / "drivers" / "fake-dra" / "deploy" / "rbac.yaml"
-    )
+    driver_rbac: Path = field(default_factory=paths.reference_driver_rbac)
 
 
 class LocalBackend:
@@ -193,7 +188,7 @@ class LocalBackend:
                 timings.lap("control_plane")
                 nodes = self._register_nodes()
                 timings.lap("nodes_ready")
-                endpoints = self._start_drivers(nodes) if self.config.driver else []
+                endpoints = self._start_drivers(nodes)
                 timings.lap("drivers_ready")
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -74,12 +73,6 @@ def go_version() -> str:
         return subprocess.run(["go", "version"], capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError) as error:
         raise UsageError(f"go toolchain not usable ({error}); install Go >= 1.26 to build the local cluster") from None
-
-
-def default_cache_dir() -> Path:
-    """Per-user cache shared by every checkout, so CI clones on the same machine reuse warm builds."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "dra-conformance"
 
 
 @dataclass(frozen=True)
@@ -187,16 +180,6 @@ class Builder:
             raise BuildError(component.name, str(log_path), tail)
         partial.replace(target)
         self.echo(f"built {component.name} in {time.monotonic() - started:.0f}s")
-
-
-def prune_stale(cache_dir: Path, keep: set[str]) -> list[Path]:
-    """Remove cached builds whose key is not in `keep`; returns what was removed."""
-    removed = []
-    for entry in sorted((cache_dir / "bin").glob("*")):
-        if entry.is_dir() and entry.name not in keep:
-            shutil.rmtree(entry)
-            removed.append(entry)
-    return removed
 
 
 def echo_stderr(message: str) -> None:

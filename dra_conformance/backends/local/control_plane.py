@@ -9,10 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from dra_conformance import kubeconfig, versions
+from dra_conformance import versions
 from dra_conformance.backends.local.build import Binaries
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.pki import CertificateAuthority, service_account_keypair
+from dra_conformance.kube import kubeconfig
+from dra_conformance.kube.pki import CertificateAuthority, service_account_keypair
 
 LOOPBACK = "127.0.0.1"
 SERVICE_CIDR = "10.96.0.0/16"

@@ -16,12 +16,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance import kinds, kubeconfig
-from dra_conformance.backends.base import DriverEndpoint
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.fake_driver import DEFAULT_DRIVER, driver_argv
-from dra_conformance.identities import request_token, token_holder_pod
+from dra_conformance.driver.endpoint import DriverEndpoint
+from dra_conformance.driver.reference import DEFAULT_DRIVER, driver_argv
+from dra_conformance.kube import kinds, kubeconfig
+from dra_conformance.kube.identities import request_token, token_holder_pod
 
 NAMESPACE = "fake-dra"
 SERVICE_ACCOUNT = "fake-dra"

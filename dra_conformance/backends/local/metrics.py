@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.backends.local.control_plane import FRONT_PROXY_CLIENT, LOOPBACK, ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.pki import CertificateAuthority
+from dra_conformance.kube.pki import CertificateAuthority
 
 NAMESPACE = "fake-metrics"
 SERVICE = "fake-metrics"

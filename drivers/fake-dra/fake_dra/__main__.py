@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance.kubelet_api import load
+from dra_wire.kubelet_api import load
 from fake_dra import control, devices, server
 from fake_dra.config import PROFILES, DriverConfig
 from fake_dra.core import DriverCore

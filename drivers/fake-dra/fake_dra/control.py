@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance.unix_http import JSONRequestHandler, serve_unix
+from dra_wire.unix_http import JSONRequestHandler, serve_unix
 from fake_dra.core import DriverCore
 from fake_dra.faults import Fault, FaultError
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import grpc
 
-from dra_conformance.kubelet_api import KubeletAPI
+from dra_wire.kubelet_api import KubeletAPI
 from fake_dra.core import ClaimRef, DriverCore
 
 SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]

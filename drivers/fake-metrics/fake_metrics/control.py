@@ -7,7 +7,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
-from dra_conformance.unix_http import JSONRequestHandler, serve_unix
+from dra_wire.unix_http import JSONRequestHandler, serve_unix
 from fake_metrics.samples import FaultBox, Faults
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from kubernetes import client
 
-from dra_conformance.unix_http import JSONRequestHandler
+from dra_wire.unix_http import JSONRequestHandler
 from fake_metrics.samples import GROUP, VERSIONS, FaultBox, node_metrics, pod_metrics
 
 POD_PATH = re.compile(r"^/apis/metrics\.k8s\.io/(?P<v>[^/]+)(/namespaces/(?P<ns>[^/]+))?/pods(/(?P<name>[^/]+))?$")

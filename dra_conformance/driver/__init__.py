@@ -1,0 +1,1 @@
+"""The driver under test: its endpoints and identity, and the reference driver it can be."""

@@ -1,0 +1,246 @@
+"""Driving the reference fake DRA driver: its control socket (faults, call log) and how to launch it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from dra_conformance.driver.endpoint import DriverEndpoint
+from dra_conformance.driver.identity import DriverIdentity
+from dra_conformance.errors import DriverError
+from dra_conformance.kube import kinds, waits
+from dra_conformance.kube.builders import RESOURCE_API
+from dra_conformance.kube.leaks import driver_leftovers, slice_leftovers
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.processes import die_with_parent
+from dra_conformance.timeouts import Timeouts
+from dra_wire.unix_http import unix_json_request
+
+# The default driver the local backend runs on every node.
+DEFAULT_DRIVER = "gpu.fake-dra.example.com"
+# Control requests are local; a fault change republishes a slice, one API round trip.
+CONTROL_TIMEOUT = 15.0
+
+
+class FakeDriverControl:
+    """Switches faults and reads the call log of one fake driver process."""
+
+    def __init__(self, endpoint: DriverEndpoint) -> None:
+        """Control the driver at `endpoint`."""
+        self.endpoint = endpoint
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            return unix_json_request(self.endpoint.control_socket, method, path, body, timeout=CONTROL_TIMEOUT)
+        except (OSError, ValueError) as error:
+            raise DriverError(f"fake driver on {self.endpoint.node}: {method} {path}: {error}") from None
+
+    def healthz(self) -> dict[str, Any]:
+        """Driver name, node and current pool generation."""
+        return self._request("GET", "/healthz")
+
+    def faults(self) -> list[dict[str, Any]]:
+        """The active faults."""
+        return list(self._request("GET", "/faults")["faults"])
+
+    def set_faults(self, faults: list[dict[str, Any]]) -> Callable[[], None]:
+        """Replace the active faults; returns an undo that restores the previous ones."""
+        previous = self.faults()
+        self._request("PUT", "/faults", {"faults": faults})
+        return lambda: self.restore(previous)
+
+    def restore(self, faults: list[dict[str, Any]]) -> None:
+        """Set `faults` again (used by undo callables)."""
+        self._request("PUT", "/faults", {"faults": faults})
+
+    def crash(self) -> None:
+        """Make the process exit at once (the `crash` fault)."""
+        self._request("PUT", "/faults", {"faults": [{"mode": "crash"}]})
+
+    def calls(self) -> list[dict[str, Any]]:
+        """Every gRPC call served, oldest first (copies)."""
+        return list(self._request("GET", "/calls")["calls"])
+
+    def prepared(self) -> dict[str, Any]:
+        """Prepared claims by UID."""
+        return dict(self._request("GET", "/prepared")["claims"])
+
+
+def driver_argv(
+    endpoint: DriverEndpoint,
+    *,
+    kubeconfig: Path,
+    state_dir: Path,
+    cdi_dir: Path,
+    devices: int = 4,
+    profile: str = "gpu",
+    delete_slices_on_exit: bool = False,
+) -> list[str]:
+    """The command line of one fake driver process."""
+    argv = [
+        sys.executable,
+        "-m",
+        "fake_dra",
+        f"--driver-name={endpoint.driver}",
+        f"--node-name={endpoint.node}",
+        f"--kubelet-root={endpoint.kubelet_root}",
+        f"--cdi-dir={cdi_dir}",
+        f"--state-dir={state_dir}",
+        f"--kubeconfig={kubeconfig}",
+        f"--devices={devices}",
+        f"--profile={profile}",
+    ]
+    if delete_slices_on_exit:
+        argv.append("--delete-slices-on-exit")
+    return argv
+
+
+class FakeDriverProcess:
+    """One fake driver process owned by the caller (a test); it dies with its parent (PR_SET_PDEATHSIG)."""
+
+    def __init__(self, endpoint: DriverEndpoint, argv: list[str], log: Path) -> None:
+        """Run `argv` for `endpoint`, logging to `log`."""
+        self.endpoint = endpoint
+        self.argv = argv
+        self.log = log
+        self.control = FakeDriverControl(endpoint)
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        """The exit code once the process has exited, else None."""
+        return None if self._process is None else self._process.poll()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last lines of the driver's log, for failure messages."""
+        if not self.log.exists():
+            return "(no log)"
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def start(self, timeout: float) -> None:
+        """Start the process and wait until its control socket answers."""
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self._process = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+            )
+
+        def answer() -> dict[str, Any] | None:
+            if self.exit_code is not None:
+                raise DriverError(
+                    f"fake driver on {self.endpoint.node} exited with code {self.exit_code}:\n{self.log_tail()}"
+                )
+            try:
+                return self.control.healthz()
+            except DriverError:
+                return None
+
+        waits.until(
+            answer,
+            lambda reply: reply is not None,
+            timeout=timeout,
+            what=f"fake driver {self.endpoint.driver} on {self.endpoint.node} answering",
+            describe=lambda _reply: self.log_tail(5),
+        )
+
+    def stop(self, timeout: float) -> int | None:
+        """SIGTERM, wait up to `timeout`, then SIGKILL; returns the exit code."""
+        if self._process is None:
+            return None
+        if self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        return self._process.returncode
+
+    def wait_exit(self, timeout: float) -> int:
+        """Wait for the process to exit on its own (e.g. after a crash fault) and return its exit code."""
+        assert self._process is not None, "not started"
+        return self._process.wait(timeout)
+
+
+@dataclass
+class PrivateDriver:
+    """A fake driver instance that only one test uses."""
+
+    name: str
+    processes: dict[str, FakeDriverProcess]
+
+    def on(self, node: str) -> FakeDriverProcess:
+        """The process serving `node`."""
+        return self.processes[node]
+
+
+class PrivateDrivers:
+    """Starts reference driver instances that only one test uses, each with a driver name of its own.
+
+    Faults then stay private to the test. The processes run on this machine, so only a backend with fake nodes
+    and local processes can offer them. `cleanup` stops them and returns what they left behind.
+    """
+
+    def __init__(
+        self,
+        dynamic_client: DynamicClient,
+        api_client: client.ApiClient,
+        tracker: ResourceTracker,
+        namespace: str,
+        default_nodes: tuple[str, ...],
+        timeouts: Timeouts,
+    ) -> None:
+        """Create identities through `tracker` in `namespace`; start on `default_nodes` unless told otherwise."""
+        self.dynamic_client, self.api_client, self.tracker = dynamic_client, api_client, tracker
+        self.namespace, self.default_nodes, self.timeouts = namespace, default_nodes, timeouts
+        # Socket paths are limited to 107 bytes, so the kubelet roots live in a short temp directory.
+        self.scratch = Path(tempfile.mkdtemp(prefix="dra-"))
+        self.started: list[FakeDriverProcess] = []
+
+    def start(self, nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2) -> PrivateDriver:
+        """Start one instance per node (default: the first node) and wait until each answers."""
+        driver = f"{profile}-{self.namespace.rsplit('-', 1)[1]}.fake-dra.example.com"
+        identity = DriverIdentity(self.tracker, self.api_client, self.namespace, driver)
+        processes = {}
+        for node in nodes or self.default_nodes:
+            endpoint = DriverEndpoint(driver, node, self.scratch / node / "kubelet")
+            argv = driver_argv(
+                endpoint,
+                kubeconfig=identity.kubeconfig_for(node, self.scratch),
+                devices=devices,
+                profile=profile,
+                state_dir=self.scratch / node / "state",
+                cdi_dir=self.scratch / node / "cdi",
+                delete_slices_on_exit=True,
+            )
+            process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log")
+            self.started.append(process)
+            process.start(self.timeouts.driver_ready)
+            processes[node] = process
+        return PrivateDriver(driver, processes)
+
+    def cleanup(self) -> list[str]:
+        """Stop every instance; return claims still prepared, CDI specs and slices they left behind."""
+        leaks = []
+        slices = kinds.resource(self.dynamic_client, RESOURCE_API, "ResourceSlice")
+        for process in self.started:
+            if process.exit_code is None:
+                leaks += driver_leftovers(process.control.prepared(), self.scratch / process.endpoint.node / "cdi")
+                process.stop(self.timeouts.process_stop)
+            else:
+                # A driver that died (crash fault) cannot remove its slice; the kubelet would, once it unregistered.
+                node = process.endpoint.node
+                slices.delete(field_selector=f"spec.driver={process.endpoint.driver},spec.nodeName={node}")
+        for driver in {process.endpoint.driver for process in self.started}:
+            leaks += slice_leftovers(self.dynamic_client, driver)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        return leaks

@@ -1,0 +1,1 @@
+"""Clients, kinds, builders, the tracker, waits, leak audits, namespaces, identities and preflight: the API layer."""

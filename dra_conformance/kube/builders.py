@@ -1,0 +1,168 @@
+"""Builders of DRA objects (resource.k8s.io/v1) with the test's namespace, unique names and driver name."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+Manifest = dict[str, Any]
+RESOURCE_API = "resource.k8s.io/v1"
+# Pods on fake nodes never run an image; a real registry path keeps the manifests valid for real nodes too.
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+
+
+@dataclass(frozen=True)
+class ClaimUse:
+    """One entry of a pod's spec.resourceClaims: a named claim or a template to generate one from."""
+
+    name: str
+    claim: str | None = None
+    template: str | None = None
+
+
+@dataclass
+class Builder:
+    """Makes fresh manifests; names are `<prefix>-<counter>` so they are unique within the test's namespace.
+
+    Cluster-scoped objects (DeviceClass, ResourceSlice) are prefixed with the namespace, which is unique per
+    test, so parallel tests never collide.
+    """
+
+    namespace: str
+    driver: str
+    _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def name(self, prefix: str) -> str:
+        """A name unique within this builder."""
+        return f"{prefix}-{next(self._counter)}"
+
+    def cluster_name(self, prefix: str) -> str:
+        """A name unique cluster-wide (for cluster-scoped objects)."""
+        return f"{self.namespace}-{self.name(prefix)}"
+
+    def device_class(self, *, selectors: tuple[str, ...] = ()) -> Manifest:
+        """A DeviceClass selecting this builder's driver, narrowed by further CEL `selectors`."""
+        expressions = [f'device.driver == "{self.driver}"', *selectors]
+        return {
+            "apiVersion": RESOURCE_API,
+            "kind": "DeviceClass",
+            "metadata": {"name": self.cluster_name("class")},
+            "spec": {"selectors": [{"cel": {"expression": expression}} for expression in expressions]},
+        }
+
+    def resource_slice(self, node: str, devices: int, *, pool: str | None = None, generation: int = 1) -> Manifest:
+        """A ResourceSlice publishing `devices` devices of this driver on `node`, all in one pool."""
+        return {
+            "apiVersion": RESOURCE_API,
+            "kind": "ResourceSlice",
+            "metadata": {"name": self.cluster_name("slice")},
+            "spec": {
+                "driver": self.driver,
+                "nodeName": node,
+                "pool": {"name": pool or node, "generation": generation, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": f"dev-{index}", "attributes": {"index": {"int": index}}} for index in range(devices)
+                ],
+            },
+        }
+
+    def claim_from_spec(self, spec: Manifest, *, prefix: str = "claim") -> Manifest:
+        """A ResourceClaim with the given v1 spec."""
+        return {
+            "apiVersion": RESOURCE_API,
+            "kind": "ResourceClaim",
+            "metadata": {"name": self.name(prefix), "namespace": self.namespace},
+            "spec": spec,
+        }
+
+    def template_from_spec(self, spec: Manifest, *, prefix: str = "template") -> Manifest:
+        """A ResourceClaimTemplate whose generated claims get the given v1 spec."""
+        return {
+            "apiVersion": RESOURCE_API,
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": self.name(prefix), "namespace": self.namespace},
+            "spec": {"spec": spec},
+        }
+
+    def claim(self, device_class: str, *, count: int = 1) -> Manifest:
+        """A ResourceClaim for `count` devices of `device_class`."""
+        return self.claim_from_spec(_single_request(device_class, count))
+
+    def claim_template(self, device_class: str, *, count: int = 1) -> Manifest:
+        """A ResourceClaimTemplate for `count` devices of `device_class`."""
+        return self.template_from_spec(_single_request(device_class, count))
+
+    def pod_with(self, uses: list[ClaimUse], *, node: str | None = None, prefix: str = "pod") -> Manifest:
+        """A pod whose one container uses every claim in `uses`; `node` pins it through a nodeSelector."""
+        references = [
+            {"name": use.name, **({"resourceClaimName": use.claim} if use.claim else {})}
+            | ({"resourceClaimTemplateName": use.template} if use.template else {})
+            for use in uses
+        ]
+        pod: Manifest = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self.name(prefix), "namespace": self.namespace},
+            "spec": {
+                "terminationGracePeriodSeconds": 0,
+                "resourceClaims": references,
+                "containers": [
+                    {
+                        "name": "app",
+                        "image": PAUSE_IMAGE,
+                        "resources": {"claims": [{"name": use.name} for use in uses]},
+                    }
+                ],
+            },
+        }
+        if node:
+            pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        return pod
+
+    def pod(self, *, claim: str | None = None, template: str | None = None, node: str | None = None) -> Manifest:
+        """A pod using one claim ("devices"), referenced by name or generated from a template."""
+        return self.pod_with([ClaimUse("devices", claim=claim, template=template)], node=node)
+
+
+def _single_request(device_class: str, count: int) -> Manifest:
+    return {
+        "devices": {
+            "requests": [
+                {
+                    "name": "req",
+                    "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count},
+                }
+            ]
+        }
+    }
+
+
+RBAC_API = "rbac.authorization.k8s.io/v1"
+
+
+def service_account(name: str, namespace: str) -> Manifest:
+    """A ServiceAccount."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}}
+
+
+def role_binding(name: str, namespace: str, subject: str, *, role_kind: str = "Role") -> Manifest:
+    """Bind the Role (or ClusterRole) `name` to the ServiceAccount `subject` within `namespace`."""
+    return {
+        "apiVersion": RBAC_API,
+        "kind": "RoleBinding",
+        "metadata": {"name": name, "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": namespace}],
+    }
+
+
+def cluster_role_binding(name: str, namespace: str, subject: str) -> Manifest:
+    """Bind the ClusterRole `name` to the ServiceAccount `namespace/subject`, cluster-wide."""
+    return {
+        "apiVersion": RBAC_API,
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": namespace}],
+    }

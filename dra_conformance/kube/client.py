@@ -1,0 +1,47 @@
+"""Constructing clients of the official `kubernetes` package from kubeconfig files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from dra_conformance.errors import UsageError
+
+
+def client_from_kubeconfig(path: Path, context: str | None = None, *, retries: int | None = None) -> client.ApiClient:
+    """Return an ApiClient for `path` (and `context`); a missing or malformed kubeconfig is a usage error.
+
+    `retries` limits urllib3's retries of failed connections (default: urllib3's own, 3).
+    """
+    if not path.is_file():
+        raise UsageError(f"kubeconfig {path}: no such file")
+    try:
+        configuration = client.Configuration()
+        config.load_kube_config(
+            config_file=str(path), context=context, client_configuration=configuration, persist_config=False
+        )
+        configuration.retries = retries
+        return client.ApiClient(configuration)
+    except ConfigException as error:
+        raise UsageError(f"kubeconfig {path}: {_one_line(str(error))}") from None
+    except Exception as error:  # the loader raises bare YAML/KeyError/TypeError on malformed files
+        reason = _one_line(f"{type(error).__name__}: {error}")
+        raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({reason})") from None
+
+
+def _one_line(text: str) -> str:
+    # YAML parser errors span several lines; a usage error is one.
+    return " ".join(text.split())
+
+
+def status_message(error: ApiException) -> str:
+    """The `message` of the API server's Status body (the denial text), or the raw body if it is not JSON."""
+    try:
+        body = json.loads(error.body or "")
+    except (TypeError, ValueError):
+        return str(error.body or error.reason)
+    return str(body.get("message", error.body)) if isinstance(body, dict) else str(body)

@@ -1,0 +1,143 @@
+"""`ResourceTracker`: creates objects for a test and deletes them afterwards, newest first, waiting until gone.
+
+Cleanup collects every error and reports them together, so a failed delete never hides another leftover
+and never masks the test's own failure.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError
+from kubernetes.dynamic.resource import Resource
+
+from dra_conformance.errors import ConformanceError, WaitTimeout
+from dra_conformance.kube import kinds, waits
+
+Manifest = dict[str, Any]
+
+
+class CleanupError(ConformanceError):
+    """One or more tracked objects could not be deleted; the message lists each one."""
+
+
+@dataclass(frozen=True)
+class TrackedObject:
+    """What is needed to delete an object again."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str | None
+
+    @classmethod
+    def of(cls, obj: Manifest) -> TrackedObject:
+        """Identify a manifest or an object read back from the API."""
+        meta = obj["metadata"]
+        return cls(obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace"))
+
+    def __str__(self) -> str:
+        """`kind namespace/name` as an operator would write it."""
+        where = f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return f"{self.kind} {where}"
+
+
+class ResourceTracker:
+    """Creates objects through the dynamic client and deletes them in reverse order on `cleanup`."""
+
+    def __init__(
+        self,
+        dynamic: DynamicClient,
+        *,
+        delete_timeout: float,
+        keep: bool = False,
+        log: Callable[[str], None] = lambda _message: None,
+    ) -> None:
+        """Track objects created through `dynamic`; `keep` leaves them in place for debugging."""
+        self.dynamic = dynamic
+        self.delete_timeout = delete_timeout
+        self.keep = keep
+        self.log = log
+        self._objects: list[TrackedObject] = []
+        self._lock = threading.Lock()
+
+    def resource(self, api_version: str, kind: str) -> Resource:
+        """The dynamic-client resource for a kind."""
+        return kinds.resource(self.dynamic, api_version, kind)
+
+    def create(self, manifest: Manifest) -> Manifest:
+        """Create `manifest`, register it for cleanup, and return the created object as a dict."""
+        resource = self.resource(manifest["apiVersion"], manifest["kind"])
+        namespace = manifest["metadata"].get("namespace") if resource.namespaced else None
+        created = resource.create(body=manifest, namespace=namespace).to_dict()
+        tracked = TrackedObject(manifest["apiVersion"], manifest["kind"], created["metadata"]["name"], namespace)
+        with self._lock:
+            self._objects.append(tracked)
+        self.log(f"created {tracked}")
+        return dict(created)
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Manifest:
+        """Read an object as a dict."""
+        return dict(self.resource(api_version, kind).get(name=name, namespace=namespace).to_dict())
+
+    def delete(self, obj: Manifest | TrackedObject, *, wait: bool = True) -> None:
+        """Delete one object (background propagation), stop tracking it, and by default wait until it is gone."""
+        tracked = obj if isinstance(obj, TrackedObject) else TrackedObject.of(obj)
+        with self._lock:
+            self._objects = [known for known in self._objects if known != tracked]
+        resource = self.resource(tracked.api_version, tracked.kind)
+        try:
+            resource.delete(name=tracked.name, namespace=tracked.namespace, body={"propagationPolicy": "Background"})
+        except NotFoundError:
+            pass
+        if wait:
+            self.wait_gone(tracked)
+
+    def wait_gone(self, tracked: TrackedObject) -> None:
+        """Wait until `tracked` returns NotFound, reporting its finalizers and deletion state if it lingers."""
+        resource = self.resource(tracked.api_version, tracked.kind)
+
+        def probe() -> Manifest | None:
+            try:
+                return dict(resource.get(name=tracked.name, namespace=tracked.namespace).to_dict())
+            except NotFoundError:
+                return None
+
+        def describe(obj: Manifest | None) -> str:
+            if obj is None:
+                return "gone"
+            meta = obj.get("metadata", {})
+            return (
+                f"{tracked} still present (deletionTimestamp={meta.get('deletionTimestamp')}, "
+                f"finalizers={meta.get('finalizers')})"
+            )
+
+        waits.until(
+            probe,
+            lambda obj: obj is None,
+            timeout=self.delete_timeout,
+            what=f"{tracked} deleted",
+            describe=describe,
+        )
+
+    def cleanup(self) -> None:
+        """Delete every tracked object, newest first; raise one CleanupError listing all failures."""
+        with self._lock:
+            objects, self._objects = list(reversed(self._objects)), []
+        if self.keep:
+            for tracked in objects:
+                self.log(f"keeping {tracked} (--keep-resources)")
+            return
+        failures = []
+        for tracked in objects:
+            try:
+                self.delete(tracked)
+            except (ApiException, WaitTimeout) as error:
+                failures.append(f"{tracked}: {error}")
+        if failures:
+            raise CleanupError("cleanup left objects behind:\n  " + "\n  ".join(failures))

@@ -1,0 +1,69 @@
+"""Getting a claim allocated by the real scheduler: claim + pod, then wait until the pod is bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.client import ClaimRef
+
+
+@dataclass(frozen=True)
+class AllocatedClaim:
+    """A claim the scheduler allocated, the pod it is reserved for, and the node both landed on."""
+
+    claim: dict[str, Any]
+    pod: dict[str, Any]
+    node: str
+
+    @property
+    def ref(self) -> ClaimRef:
+        """The claim as NodePrepareResources names it."""
+        return ClaimRef.of(self.claim)
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        """status.allocation.devices.results."""
+        return list(self.claim["status"]["allocation"]["devices"]["results"])
+
+
+def scheduled_condition(pod: client.V1Pod) -> Any:
+    """The pod's PodScheduled condition, or None before the scheduler has looked at it."""
+    return next((c for c in (pod.status.conditions or []) if c.type == "PodScheduled"), None)
+
+
+def describe_pod(pod: client.V1Pod) -> str:
+    """One line on where a pod is and why (for wait and assertion messages)."""
+    scheduled = scheduled_condition(pod)
+    why = f"{scheduled.status}/{scheduled.reason}: {scheduled.message}" if scheduled else "no condition"
+    return f"pod {pod.metadata.name}: phase={pod.status.phase} node={pod.spec.node_name} PodScheduled={why}"
+
+
+def allocate(
+    tracker: ResourceTracker,
+    build: Builder,
+    api_client: client.ApiClient,
+    device_class: str,
+    *,
+    timeout: float,
+    node: str | None = None,
+    count: int = 1,
+) -> AllocatedClaim:
+    """Create a claim and a pod using it (pinned to `node` if given); return them once the pod is bound."""
+    claim = tracker.create(build.claim(device_class, count=count))
+    pod = tracker.create(build.pod(claim=claim["metadata"]["name"], node=node))
+    core = client.CoreV1Api(api_client)
+    bound = waits.until(
+        lambda: core.read_namespaced_pod(pod["metadata"]["name"], build.namespace),
+        lambda p: bool(p.spec.node_name),
+        timeout=timeout,
+        what=f"pod {pod['metadata']['name']} bound to a node",
+        describe=describe_pod,
+    )
+    allocated = tracker.get(RESOURCE_API, "ResourceClaim", claim["metadata"]["name"], build.namespace)
+    return AllocatedClaim(allocated, pod, bound.spec.node_name)

@@ -1,0 +1,152 @@
+"""Talking to a DRA driver's kubelet-plugin sockets the way the kubelet does (the protocol layer)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from dra_wire.kubelet_api import KubeletAPI
+
+# The kubelet gives NodePrepareResources/NodeUnprepareResources 45 s; the suites use the same budget per call.
+KUBELET_CALL_TIMEOUT = 45.0
+# Registration is a local socket round trip; anything slower is a broken plugin.
+REGISTRATION_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A claim as NodePrepareResources names it."""
+
+    namespace: str
+    uid: str
+    name: str
+
+    @classmethod
+    def of(cls, claim: dict[str, Any]) -> ClaimRef:
+        """From a ResourceClaim read from the API."""
+        meta = claim["metadata"]
+        return cls(meta["namespace"], meta["uid"], meta["name"])
+
+
+@dataclass
+class ClaimAnswer:
+    """What a driver answered for one claim."""
+
+    error: str = ""
+    devices: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """One call: per-claim answers and the latency the caller saw."""
+
+    claims: dict[str, ClaimAnswer]
+    latency: float
+
+
+class DriverClient:
+    """A kubelet-side client of one driver on one node: registration socket first, then its endpoint."""
+
+    def __init__(self, api: KubeletAPI, registration_socket: Path) -> None:
+        """Reach the driver whose registration socket is `registration_socket`."""
+        self.api = api
+        self.registration_socket = registration_socket
+        self._channels: list[grpc.Channel] = []
+        self._endpoint: grpc.Channel | None = None
+
+    def close(self) -> None:
+        """Close every channel this client opened."""
+        for channel in self._channels:
+            channel.close()
+        self._channels.clear()
+        self._endpoint = None
+
+    def __enter__(self) -> DriverClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _channel(self, socket: Path | str) -> grpc.Channel:
+        channel = grpc.insecure_channel(f"unix://{socket}")
+        self._channels.append(channel)
+        return channel
+
+    def get_info(self) -> Any:
+        """Registration/GetInfo: the PluginInfo the kubelet validates."""
+        stub = self.api.registration_grpc.RegistrationStub(self._channel(self.registration_socket))
+        return stub.GetInfo(self.api.registration.InfoRequest(), timeout=REGISTRATION_TIMEOUT)
+
+    def endpoint(self) -> grpc.Channel:
+        """A channel to the DRA service socket that GetInfo names.
+
+        GetInfo is asked once per client, as the kubelet asks once per plugin registration.
+        """
+        if self._endpoint is None:
+            self._endpoint = self._channel(self.get_info().endpoint)
+        return self._endpoint
+
+    def _dra(self, version: str) -> tuple[Any, Any]:
+        messages, services = (
+            (self.api.dra_v1, self.api.dra_v1_grpc)
+            if version == "v1"
+            else (self.api.dra_v1beta1, self.api.dra_v1beta1_grpc)
+        )
+        return messages, services.DRAPluginStub(self.endpoint())
+
+    def prepare(
+        self, claims: list[ClaimRef], *, version: str = "v1", timeout: float = KUBELET_CALL_TIMEOUT
+    ) -> CallResult:
+        """NodePrepareResources for `claims`, as the kubelet calls it before starting a pod."""
+        messages, stub = self._dra(version)
+        request = messages.NodePrepareResourcesRequest(
+            claims=[messages.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+        )
+        started = time.monotonic()
+        response = stub.NodePrepareResources(request, timeout=timeout)
+        latency = time.monotonic() - started
+        answers = {
+            uid: ClaimAnswer(
+                error=answer.error,
+                devices=[
+                    {
+                        "requestNames": list(d.request_names),
+                        "poolName": d.pool_name,
+                        "deviceName": d.device_name,
+                        "cdiDeviceIDs": list(d.cdi_device_ids),
+                    }
+                    for d in answer.devices
+                ],
+            )
+            for uid, answer in response.claims.items()
+        }
+        return CallResult(answers, latency)
+
+    def unprepare(
+        self, claims: list[ClaimRef], *, version: str = "v1", timeout: float = KUBELET_CALL_TIMEOUT
+    ) -> CallResult:
+        """NodeUnprepareResources for `claims`, as the kubelet calls it after the pod is gone."""
+        messages, stub = self._dra(version)
+        request = messages.NodeUnprepareResourcesRequest(
+            claims=[messages.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+        )
+        started = time.monotonic()
+        response = stub.NodeUnprepareResources(request, timeout=timeout)
+        latency = time.monotonic() - started
+        return CallResult({uid: ClaimAnswer(error=a.error) for uid, a in response.claims.items()}, latency)
+
+    def first_health_report(self, *, timeout: float = REGISTRATION_TIMEOUT) -> dict[str, str]:
+        """The first DRAResourceHealth/NodeWatchResources message: device name -> HEALTHY/UNHEALTHY/UNKNOWN."""
+        messages, services = self.api.health_v1, self.api.health_v1_grpc
+        stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
+            messages.NodeWatchResourcesRequest(), timeout=timeout
+        )
+        try:
+            first = next(stream)
+        finally:
+            stream.cancel()
+        return {d.device.device_name: messages.HealthStatus.Name(d.health) for d in first.devices}

@@ -1,0 +1,1 @@
+"""The resource Metrics API: reads, availability, the reference adapter, and the verdict."""

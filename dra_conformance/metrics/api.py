@@ -1,0 +1,279 @@
+"""Reading the resource Metrics API (metrics.k8s.io) and judging it: availability, parity, freshness, verdict.
+
+Every read goes through the aggregation layer with a client whose user agent names this suite, so the consumer
+inventory from the audit log can leave the suite's own reads out.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from dra_conformance import __version__
+from dra_conformance.kube import discovery, waits
+
+GROUP = "metrics.k8s.io"
+VERSIONS = ("v1", "v1beta1")
+SUITE_USER_AGENT = f"dra-conformance/{__version__}"
+# Default freshness SLO: a sample older than this must not drive autoscaling.
+FRESHNESS_SLO = 60.0
+# Relative difference of usage values two versions may show for the same object at the same timestamp.
+PARITY_TOLERANCE = 0.05
+REQUEST_TIMEOUT = 10.0
+
+DECISIONS = (
+    "fix the metrics implementation first",
+    "hold autoscaling changes and fix the pipeline",
+    "keep serving both versions",
+    "safe to move consumers to v1",
+)
+
+
+def suite_client(admin: client.ApiClient) -> client.ApiClient:
+    """A copy of the admin client that identifies itself as this suite."""
+    copy = client.ApiClient(admin.configuration)
+    copy.user_agent = SUITE_USER_AGENT
+    return copy
+
+
+def _get(api: client.ApiClient, path: str) -> tuple[int, Any]:
+    serialized = api.param_serialize(
+        method="GET", resource_path=path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+    )
+    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
+    response.read()
+    try:
+        return response.status, json.loads(response.data or b"{}")
+    except ValueError:
+        return response.status, {"raw": response.data.decode(errors="replace")}
+
+
+def served_versions(api: client.ApiClient) -> list[str]:
+    """Versions of metrics.k8s.io that discovery lists (empty if the group is not served at all)."""
+    return discovery.served_versions(api, GROUP, timeout=REQUEST_TIMEOUT)
+
+
+def apiservice_condition(api: client.ApiClient, version: str) -> str:
+    """The `Available` condition of <version>.metrics.k8s.io as "True/Passed", or "missing"."""
+    try:
+        service = client.ApiregistrationV1Api(api).read_api_service(f"{version}.{GROUP}")
+    except ApiException as error:
+        if error.status == 404:
+            return "missing"
+        raise
+    conditions = (service.status.conditions if service.status else None) or []
+    condition = next((c for c in conditions if c.type == "Available"), None)
+    return f"{condition.status}/{condition.reason}" if condition else "no Available condition"
+
+
+def parse_cpu(quantity: str) -> float:
+    """CPU quantity in millicores."""
+    if quantity.endswith("n"):
+        return float(quantity[:-1]) / 1e6
+    if quantity.endswith("u"):
+        return float(quantity[:-1]) / 1e3
+    if quantity.endswith("m"):
+        return float(quantity[:-1])
+    return float(quantity) * 1000
+
+
+_MEMORY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def parse_memory(quantity: str) -> float:
+    """Memory quantity in bytes."""
+    for suffix in sorted(_MEMORY_SUFFIXES, key=len, reverse=True):
+        if quantity.endswith(suffix):
+            return float(quantity[: -len(suffix)]) * _MEMORY_SUFFIXES[suffix]
+    return float(quantity)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One NodeMetrics or PodMetrics sample (pods summed over containers)."""
+
+    kind: str
+    key: str
+    timestamp: datetime.datetime
+    window: str
+    cpu_millicores: float
+    memory_bytes: float
+
+
+def _sample(kind: str, item: dict[str, Any]) -> Sample:
+    meta = item["metadata"]
+    usages = [item["usage"]] if kind == "node" else [c["usage"] for c in item.get("containers", [])]
+    return Sample(
+        kind,
+        meta["name"] if kind == "node" else f"{meta['namespace']}/{meta['name']}",
+        datetime.datetime.fromisoformat(item["timestamp"].replace("Z", "+00:00")),
+        item.get("window", ""),
+        sum(parse_cpu(u.get("cpu", "0")) for u in usages),
+        sum(parse_memory(u.get("memory", "0")) for u in usages),
+    )
+
+
+def samples(api: client.ApiClient, version: str) -> dict[str, Sample]:
+    """Every node and pod sample one version serves, by "node/<name>" and "pod/<ns>/<name>"."""
+    found: dict[str, Sample] = {}
+    for kind, path in (("node", "nodes"), ("pod", "pods")):
+        status, body = _get(api, f"/apis/{GROUP}/{version}/{path}")
+        if status != 200:
+            raise ApiException(status=status, reason=f"GET {GROUP}/{version}/{path}: {body.get('message', body)}")
+        for item in body.get("items", []):
+            sample = _sample(kind, item)
+            found[f"{kind}/{sample.key}"] = sample
+    return found
+
+
+def get_status(api: client.ApiClient, path: str) -> int:
+    """HTTP status of a GET (for checks that a removed version really answers 404)."""
+    return _get(api, path)[0]
+
+
+def parity_differences(first: dict[str, Sample], second: dict[str, Sample], tolerance: float) -> list[str]:
+    """Where two versions disagree: objects only one has, timestamps, windows, or usage beyond `tolerance`."""
+    problems = [f"only in the first: {key}" for key in sorted(set(first) - set(second))]
+    problems += [f"only in the second: {key}" for key in sorted(set(second) - set(first))]
+    for key in sorted(set(first) & set(second)):
+        a, b = first[key], second[key]
+        if a.timestamp != b.timestamp or a.window != b.window:
+            problems.append(f"{key}: timestamp/window {a.timestamp}/{a.window} vs {b.timestamp}/{b.window}")
+        for what, x, y in (("cpu", a.cpu_millicores, b.cpu_millicores), ("memory", a.memory_bytes, b.memory_bytes)):
+            if abs(x - y) > tolerance * max(abs(x), abs(y), 1e-9):
+                problems.append(f"{key}: {what} {x:g} vs {y:g}")
+    return problems
+
+
+def lag_seconds(found: Iterable[Sample], now: datetime.datetime) -> list[float]:
+    """How old each sample is."""
+    return [(now - sample.timestamp).total_seconds() for sample in found]
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile (0 for an empty list)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
+@dataclass
+class Evidence:
+    """What the verdict is decided from."""
+
+    available: dict[str, str] = field(default_factory=dict)
+    lag_p50: float | None = None
+    lag_p95: float | None = None
+    slo: float = FRESHNESS_SLO
+    new_sample_seen: bool | None = None
+    v1beta1_only_consumers: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        """JSON for the report."""
+        return json.dumps(self.__dict__, indent=2)
+
+
+def verdict(evidence: Evidence) -> list[str]:
+    """The operator's decisions that apply, most urgent first (the last row only when nothing else applies)."""
+    decisions = []
+    if not evidence.available.get("v1", "").startswith("True"):
+        decisions.append(DECISIONS[0])
+    stale = evidence.lag_p95 is not None and evidence.lag_p95 > evidence.slo
+    if stale or evidence.new_sample_seen is False:
+        decisions.append(DECISIONS[1])
+    if evidence.v1beta1_only_consumers:
+        decisions.append(DECISIONS[2])
+    return decisions or [DECISIONS[3]]
+
+
+def consumer_inventory(
+    audit_log: Path, *, exclude_agents: tuple[str, ...] = (SUITE_USER_AGENT,)
+) -> dict[str, list[str]]:
+    """Who read metrics.k8s.io resources successfully (not discovery) and in which versions: consumer -> versions."""
+    consumers: dict[str, set[str]] = {}
+    for line in audit_log.read_text(errors="replace").splitlines():
+        if GROUP not in line:  # cheap pre-filter; most of the log is about other groups
+            continue
+        event = json.loads(line)
+        reference = event.get("objectRef") or {}
+        if reference.get("apiGroup") != GROUP or not reference.get("resource"):
+            continue
+        if not 200 <= int((event.get("responseStatus") or {}).get("code", 0)) < 300:
+            continue  # a denied or failed request is not consumption
+        agent = str(event.get("userAgent", "")).split(" ", 1)[0]
+        if agent.startswith(exclude_agents):
+            continue
+        consumer = f"{event['user']['username']} ({agent.split('/', 1)[0] if agent else 'no user agent'})"
+        consumers.setdefault(consumer, set()).add(reference.get("apiVersion", "?"))
+    return {consumer: sorted(versions) for consumer, versions in sorted(consumers.items())}
+
+
+def v1beta1_only(inventory: dict[str, list[str]]) -> list[str]:
+    """Consumers that read only v1beta1."""
+    return [consumer for consumer, versions in inventory.items() if versions == ["v1beta1"]]
+
+
+def summarize_lag(values: list[float]) -> tuple[float, float]:
+    """(p50, p95) of lags."""
+    return (statistics.median(values) if values else 0.0), percentile(values, 0.95)
+
+
+def wait_answering(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
+    """Wait until every version answers a NodeMetrics list through the aggregator.
+
+    The aggregator's proxy follows an APIService's Available condition through an informer, so right after the
+    condition turns True it can still answer 503 for a moment.
+    """
+    paths = {version: f"/apis/{GROUP}/{version}/nodes" for version in versions}
+    waits.until(
+        lambda: {v: get_status(api, p) for v, p in paths.items()},
+        lambda codes: set(codes.values()) == {200},
+        timeout=timeout,
+        what=f"{GROUP} {sorted(paths)} answering through the aggregator",
+        describe=str,
+    )
+
+
+AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def aggregated_discovery_versions(api: client.ApiClient) -> list[str]:
+    """Versions of metrics.k8s.io that aggregated discovery (what kubectl and controllers read) lists as Current."""
+    serialized = api.param_serialize(
+        method="GET",
+        resource_path="/apis",
+        header_params={"Accept": AGGREGATED_DISCOVERY},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
+    response.read()
+    document = json.loads(response.data)
+    for group in document.get("items", []):
+        if group["metadata"]["name"] == GROUP:
+            return [v["version"] for v in group.get("versions", []) if v.get("freshness", "Current") == "Current"]
+    return []
+
+
+def wait_discovered(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
+    """Wait until aggregated discovery lists every version as Current again.
+
+    Discovery is refreshed asynchronously after an APIService recovers; a consumer that looks earlier picks an
+    older version.
+    """
+    wanted = set(versions)
+    waits.until(
+        lambda: aggregated_discovery_versions(api),
+        lambda listed: wanted <= set(listed),
+        timeout=timeout,
+        what=f"aggregated discovery listing {GROUP} {sorted(wanted)}",
+        describe=str,
+    )

@@ -1,0 +1,15 @@
+"""The pytest plugin of dra-conformance, registered through the `pytest11` entry point `dra_conformance`.
+
+Pytest wiring only: options, hooks and fixtures, one module per contract. The work is done by the engine's
+contract packages (kube, kubelet, driver, scenarios, rbac, metrics, report, backends).
+"""
+
+pytest_plugins = [
+    "dra_conformance.plugin.options",
+    "dra_conformance.plugin.session",
+    "dra_conformance.plugin.cluster_fixtures",
+    "dra_conformance.plugin.driver_fixtures",
+    "dra_conformance.plugin.scenario_fixtures",
+    "dra_conformance.plugin.rbac_fixtures",
+    "dra_conformance.plugin.metrics_fixtures",
+]

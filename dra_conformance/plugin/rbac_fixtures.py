@@ -1,0 +1,114 @@
+"""Pytest wiring of the authorization matrix.
+
+One test per (row, served version), a shared environment per worker, and a summary of every cell with its
+denial text at the end of the run.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from dra_conformance import paths
+from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.errors import FixtureError
+from dra_conformance.kube.leaks import audit_namespace
+from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.rbac.environment import RbacEnvironment, served_resource_versions
+from dra_conformance.rbac.matrix import VERSIONED_ACTIONS, Row, load_rows
+from dra_conformance.timeouts import Timeouts
+
+ROWS_KEY = pytest.StashKey[list[Row]]()
+# Every version resource.k8s.io has had in 1.3x; cells of versions a cluster does not serve are skipped.
+RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The matrix file and the driver identity the audit checks."""
+    group = parser.getgroup("dra-conformance")
+    group.addoption(
+        "--rbac-matrix", type=Path, default=None, help="authorization matrix (default fixtures/rbac/matrix.yaml)"
+    )
+    group.addoption(
+        "--driver-service-account",
+        default=None,
+        metavar="NAMESPACE/NAME",
+        help="ServiceAccount of the driver whose RBAC the least-privilege audit checks",
+    )
+    group.addoption("--driver-name", default=None, help="name of the driver under test (for RBAC resourceNames)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Validate the matrix once; a bad row stops the run with one line."""
+    path = config.getoption("--rbac-matrix") or paths.rbac_matrix()
+    try:
+        config.stash[ROWS_KEY] = load_rows(path)
+    except FixtureError as error:
+        raise pytest.UsageError(str(error)) from None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize `cell` as (row, version) with ids identity/action/target/version."""
+    if "cell" not in metafunc.fixturenames:
+        return
+    cells = [
+        (row, version)
+        for row in metafunc.config.stash[ROWS_KEY]
+        for version in (RESOURCE_VERSIONS if row.action in VERSIONED_ACTIONS else (None,))
+    ]
+    metafunc.parametrize("cell", cells, ids=[row.cell_id(version) for row, version in cells])
+
+
+@pytest.fixture(scope="session")
+def served_versions(api_client: client.ApiClient) -> list[str]:
+    """Served versions of resource.k8s.io."""
+    return served_resource_versions(api_client)
+
+
+@pytest.fixture(scope="session")
+def rbac_environment(
+    api_client: client.ApiClient,
+    dynamic_client: DynamicClient,
+    cluster: ClusterInfo,
+    timeouts: Timeouts,
+    namespace_reaper: NamespaceReaper,
+    run_id: str,
+) -> Iterator[RbacEnvironment]:
+    """Identities and targets shared by this worker's matrix cells; removed (and audited) afterwards."""
+    if len(cluster.nodes) < 2:
+        pytest.skip("the authorization matrix needs two nodes")
+    suffix = secrets.token_hex(3)
+    namespaces = (f"rbac-{suffix}", f"rbac-tenant-{suffix}")
+    for name in namespaces:
+        create_namespace(api_client, name, run_id, timeouts.namespace_ready)
+    tracker = ResourceTracker(dynamic_client, delete_timeout=timeouts.delete)
+    environment = None
+    try:
+        environment = RbacEnvironment(api_client, tracker, cluster, namespaces, timeouts)
+        yield environment
+        persisted = environment.persisted_writes()
+        assert not persisted, f"matrix writes must be dry-runs, but these claims changed: {persisted}"
+    finally:
+        if environment is not None:
+            environment.close()
+        tracker.cleanup()
+        for name in namespaces:
+            audit_namespace(dynamic_client, name, timeouts.delete)
+            namespace_reaper.delete(name)
+
+
+def driver_service_account_option(config: pytest.Config, cluster: ClusterInfo) -> tuple[str, str, str] | None:
+    """(namespace, ServiceAccount, driver name) of the driver whose RBAC is audited, or None if unknown."""
+    option = config.getoption("--driver-service-account")
+    if option:
+        namespace, _, name = option.partition("/")
+        return namespace, name, config.getoption("--driver-name") or ""
+    if "fake-driver" in cluster.capabilities and cluster.drivers:
+        return "fake-dra", "fake-dra", cluster.drivers[0].driver
+    return None

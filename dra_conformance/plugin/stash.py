@@ -1,0 +1,25 @@
+"""Per-process state of the plugin, kept in `config.stash` (never in module globals or the environment)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dra_conformance.config import SuiteConfig
+
+RUN_ID = pytest.StashKey[str]()
+# The process that owns a cluster this run starts: the controller (xdist) or the only process.
+OWNER_PID = pytest.StashKey[int]()
+SUITE_CONFIG = pytest.StashKey[SuiteConfig]()
+RUN_DIR = pytest.StashKey[Path]()
+
+
+def worker_name(config: pytest.Config) -> str:
+    """The xdist worker id ("gw0", ...), or "main" without xdist."""
+    return str(getattr(config, "workerinput", {}).get("workerid", "main"))
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """True in an xdist worker; the controller (or a run without xdist) owns the run-wide steps."""
+    return hasattr(config, "workerinput")

@@ -1,0 +1,1 @@
+"""The authorization matrix, its environment of real identities, and the least-privilege audit."""

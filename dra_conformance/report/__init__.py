@@ -1,0 +1,1 @@
+"""The run report: records every part of a run adds, and the one writer of reports/<run-id>/."""

@@ -1,0 +1,1 @@
+"""The scenario catalog (fixtures/scenarios) and the runner that deploys a scenario."""
