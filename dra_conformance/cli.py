@@ -13,12 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from dra_conformance import paths
-from dra_conformance.backends.local.backend import LocalBackend
-from dra_conformance.backends.local.build import Builder, echo_stderr
-from dra_conformance.backends.registry import BACKENDS, local_cluster_config, make_backend
+from dra_conformance.backends.registry import BACKENDS, build_local_binaries, make_backend
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
 from dra_wire import kubelet_api
+from dra_wire.cache import default_cache_dir
 from dra_wire.kubelet_api import BindingsError
 
 EXIT_OK = 0
@@ -72,17 +71,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _build(args: argparse.Namespace) -> int:
-    config = local_cluster_config(SuiteConfig(cache_dir=args.cache_dir), owner_pid=None)
-    binaries = Builder(config.assets, config.cache_dir, timeout=config.timeouts.build, echo=echo_stderr).ensure_all()
-    for name, path in sorted(vars(binaries).items()):
+    for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir)).items():
         print(f"{name}: {path}")
-    print(f"kubelet plugin API bindings: {kubelet_api.generate(config.cache_dir)}")
+    print(f"kubelet plugin API bindings: {kubelet_api.generate(args.cache_dir or default_cache_dir())}")
     return EXIT_OK
 
 
 def _cluster(args: argparse.Namespace) -> int:
     config = SuiteConfig(nodes=args.nodes, state_dir=args.state_dir, cache_dir=args.cache_dir, metrics=args.metrics)
-    backend = LocalBackend(local_cluster_config(config, owner_pid=None))
+    backend = make_backend(config)
     if args.action == "up":
         started = backend.start()
         print(f"local cluster running: {started.server}, nodes {', '.join(started.nodes)}")

@@ -1,6 +1,7 @@
 """Named deadlines, in seconds, each with the reason for its size.
 
-A `Timeouts` instance travels as a fixture; users override fields with `--timeout-<name>=<seconds>`.
+A `Timeouts` instance travels as a fixture; users override a field with `--dra-timeout-<name with dashes>=<seconds>`
+(e.g. `--dra-timeout-pod-scheduled=120` for `pod_scheduled`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from dra_conformance.driver.endpoint import DriverEndpoint
 
@@ -29,6 +29,45 @@ class ClusterInfo:
     drivers: tuple[DriverEndpoint, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-safe form, handed from the controller to xdist workers so they need not attach again."""
+        return {
+            "backend": self.backend,
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.server,
+            "nodes": list(self.nodes),
+            "capabilities": sorted(self.capabilities),
+            "pki_dir": _optional_str(self.pki_dir),
+            "audit_log": _optional_str(self.audit_log),
+            "log_dir": _optional_str(self.log_dir),
+            "drivers": [[e.driver, e.node, str(e.kubelet_root)] for e in self.drivers],
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterInfo:
+        """The inverse of `to_json`."""
+        return cls(
+            backend=data["backend"],
+            kubeconfig=Path(data["kubeconfig"]),
+            server=data["server"],
+            nodes=tuple(data["nodes"]),
+            capabilities=frozenset(data["capabilities"]),
+            pki_dir=_optional_path(data["pki_dir"]),
+            audit_log=_optional_path(data["audit_log"]),
+            log_dir=_optional_path(data["log_dir"]),
+            drivers=tuple(DriverEndpoint(driver, node, Path(root)) for driver, node, root in data["drivers"]),
+            details=dict(data["details"]),
+        )
+
+
+def _optional_str(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+def _optional_path(text: str | None) -> Path | None:
+    return None if text is None else Path(text)
+
 
 class ClusterBackend(Protocol):
     """A way to obtain a cluster; implementations live beside this module and are picked by name."""
@@ -36,7 +75,11 @@ class ClusterBackend(Protocol):
     name: str
 
     def start(self) -> ClusterInfo:
-        """Bring the cluster up (or attach to a running one) and return how to reach it."""
+        """Bring the cluster up (or attach to a running one) and return how to reach it.
+
+        A cluster this returns has passed the preflight (`kube.preflight`); an unusable one raises a one-line
+        `BackendError`.
+        """
         ...
 
     def info(self) -> ClusterInfo | None:

@@ -12,9 +12,10 @@ from urllib3.exceptions import HTTPError
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.kube.preflight import check_cluster
 
-# A reachable API server answers /version in milliseconds; 10 s covers a slow VPN to a staging cluster.
-REACHABILITY_TIMEOUT = 10.0
+# A usable API server lists nodes in milliseconds; 10 s covers a slow VPN to a staging cluster.
+REQUEST_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -38,21 +39,21 @@ class ExistingBackend:
         self.config = config
 
     def start(self) -> ClusterInfo:
-        """Check the cluster answers and describe it; fails with one line when it does not."""
+        """Run the preflight, then describe the cluster; an unusable cluster is one `PreflightError` line."""
+        check_cluster(self.config.kubeconfig, self.config.context)
         info = self.info()
         assert info is not None
         return info
 
     def info(self) -> ClusterInfo | None:
-        """Describe the cluster (nodes and server); raise BackendError if it cannot be reached."""
-        with client_from_kubeconfig(self.config.kubeconfig, self.config.context) as api_client:
+        """Describe the cluster (server and nodes); raise BackendError if it cannot be read."""
+        with client_from_kubeconfig(self.config.kubeconfig, self.config.context, retries=0) as api_client:
             server = str(api_client.configuration.host)
             try:
-                client.VersionApi(api_client).get_code(_request_timeout=REACHABILITY_TIMEOUT)
-                nodes = client.CoreV1Api(api_client).list_node(_request_timeout=REACHABILITY_TIMEOUT)
+                nodes = client.CoreV1Api(api_client).list_node(_request_timeout=REQUEST_TIMEOUT)
             except (ApiException, HTTPError, OSError) as error:
                 reason = getattr(error, "reason", None) or str(error).splitlines()[0]
-                raise BackendError(f"existing cluster at {server} is not usable: {reason}") from None
+                raise BackendError(f"existing cluster at {server}: list nodes: {reason}") from None
         capabilities = {"audit-log"} if self.config.audit_log else set()
         return ClusterInfo(
             backend=self.name,

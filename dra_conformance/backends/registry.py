@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
+from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
 
@@ -46,3 +48,10 @@ def make_backend(config: SuiteConfig, *, owner_pid: int | None = None) -> Cluste
     if factory is None:
         raise UsageError(f"unknown cluster backend {config.backend!r}; choose one of {', '.join(BACKENDS)}")
     return factory(config, owner_pid)
+
+
+def build_local_binaries(config: SuiteConfig) -> dict[str, Path]:
+    """Build (or find in the cache) the pinned binaries the local backend runs: component name -> path."""
+    local = local_cluster_config(config, owner_pid=None)
+    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
+    return dict(sorted(vars(builder.ensure_all()).items()))

@@ -9,6 +9,7 @@ from kubernetes import client
 
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.pods import describe_pod
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import ClaimRef
 
@@ -30,18 +31,6 @@ class AllocatedClaim:
     def results(self) -> list[dict[str, Any]]:
         """status.allocation.devices.results."""
         return list(self.claim["status"]["allocation"]["devices"]["results"])
-
-
-def scheduled_condition(pod: client.V1Pod) -> Any:
-    """The pod's PodScheduled condition, or None before the scheduler has looked at it."""
-    return next((c for c in (pod.status.conditions or []) if c.type == "PodScheduled"), None)
-
-
-def describe_pod(pod: client.V1Pod) -> str:
-    """One line on where a pod is and why (for wait and assertion messages)."""
-    scheduled = scheduled_condition(pod)
-    why = f"{scheduled.status}/{scheduled.reason}: {scheduled.message}" if scheduled else "no condition"
-    return f"pod {pod.metadata.name}: phase={pod.status.phase} node={pod.spec.node_name} PodScheduled={why}"
 
 
 def allocate(

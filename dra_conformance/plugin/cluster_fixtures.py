@@ -56,7 +56,9 @@ def timeouts(suite_config: SuiteConfig) -> Timeouts:
 
 @pytest.fixture(scope="session")
 def cluster(pytestconfig: pytest.Config) -> ClusterInfo:
-    """The cluster under test: started (local) or attached (existing) once per run."""
+    """The cluster under test: the one the controller checked, else started (local) once per run."""
+    if stash.CLUSTER in pytestconfig.stash:
+        return pytestconfig.stash[stash.CLUSTER]
     try:
         return backend_of(pytestconfig).start()
     except ConformanceError as error:

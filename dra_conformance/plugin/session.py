@@ -2,9 +2,11 @@
 
 One cluster per run, shared by all xdist workers: the controller (or the only process) owns it. When the command
 line names the cluster (`--cluster`, as `dra-conformance run` always does), the controller starts or attaches to
-it and runs the preflight before any worker starts; otherwise the first test that needs it starts it, under a
-file lock. The supervisor stops a local cluster when its owner exits, and the controller stops it at session end
-unless `--keep-cluster` is given.
+it while pytest configures, before collection and before any worker starts; the backend's start includes the
+preflight, so an unusable cluster ends the run in one line with exit code 2 and nothing written. The workers get
+the cluster's description and never repeat the check. Without `--cluster`, the first test that needs the cluster
+starts the local one, under a file lock. The supervisor stops a local cluster when its owner exits, and the
+controller stops it at session end unless `--keep-cluster` is given.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from typing import Any
 
 import pytest
 
-from dra_conformance.backends.base import ClusterBackend
+from dra_conformance.backends.base import ClusterBackend, ClusterInfo
 from dra_conformance.backends.registry import make_backend
 from dra_conformance.errors import ConformanceError
-from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
 from dra_conformance.kubelet.latency import summarize_latencies
 from dra_conformance.metrics.verdict import RECORD_KIND as VERDICT_RECORDS
@@ -32,7 +33,7 @@ from dra_conformance.rbac.matrix import RECORD_KIND as MATRIX_RECORDS
 from dra_conformance.rbac.matrix import summarize_cells
 from dra_conformance.report.writer import Summarizer, write_report
 
-# Preflight failed: the cluster cannot run the suites (the same code as an interrupted run).
+# The named cluster failed its preflight: it cannot run the suites (pytest's code for an interrupted run).
 EXIT_CLUSTER_UNUSABLE = 2
 # Record kind -> summarizer, in the order the sections are printed at the end of the run.
 SUMMARIZERS: dict[str, Summarizer] = {
@@ -65,10 +66,15 @@ def pytest_configure(config: pytest.Config) -> None:
     reports = config.getoption("--reports-dir") or Path(str(config.rootpath)) / "reports"
     run_dir = reports / run_id
     config.stash[stash.RUN_DIR] = run_dir
-    if config.getoption("collectonly"):
-        return  # listing tests writes no reports and starts nothing
-    if workerinput is None:
+    if _starts_nothing(config):
+        return  # listing tests or options writes no reports and starts nothing
+    if workerinput is not None:
+        if workerinput.get("dra_cluster") is not None:
+            config.stash[stash.CLUSTER] = ClusterInfo.from_json(workerinput["dra_cluster"])
+    else:
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        if cluster_named(config):
+            _preflight(config)
         run_dir.mkdir(parents=True, exist_ok=True)
         if not config.option.xmlpath:
             config.option.xmlpath = str(run_dir / "junit.xml")
@@ -76,31 +82,34 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.allure_report_dir = str(run_dir / "allure-results")
 
 
+def _starts_nothing(config: pytest.Config) -> bool:
+    options = config.option
+    return bool(
+        options.collectonly or options.help or options.version or options.showfixtures or options.show_fixtures_per_test
+    )
+
+
+def _preflight(config: pytest.Config) -> None:
+    try:
+        config.stash[stash.CLUSTER] = backend_of(config).start()
+    except ConformanceError as error:
+        pytest.exit(f"dra-conformance: {error}", returncode=EXIT_CLUSTER_UNUSABLE)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Hand the controller's run id and pid to each xdist worker (the pid owns the cluster)."""
-    node.workerinput["dra_run_id"] = node.config.stash[stash.RUN_ID]
-    node.workerinput["dra_owner_pid"] = node.config.stash[stash.OWNER_PID]
+    """Hand the controller's run id, pid (the cluster's owner) and checked cluster to each xdist worker."""
+    config = node.config
+    node.workerinput["dra_run_id"] = config.stash[stash.RUN_ID]
+    node.workerinput["dra_owner_pid"] = config.stash[stash.OWNER_PID]
+    cluster = config.stash.get(stash.CLUSTER, None)
+    node.workerinput["dra_cluster"] = None if cluster is None else cluster.to_json()
 
 
 def backend_of(config: pytest.Config) -> ClusterBackend:
     """The run's cluster backend; a local cluster started through it belongs to the run's owner process."""
     suite = config.stash[stash.SUITE_CONFIG]
     return make_backend(suite, owner_pid=None if suite.keep_cluster else config.stash[stash.OWNER_PID])
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Preflight, in the controller only, when the cluster is named: an unusable cluster ends the run in one line."""
-    config = session.config
-    if stash.is_worker(config) or config.getoption("collectonly") or not cluster_named(config):
-        return
-    suite = config.stash[stash.SUITE_CONFIG]
-    try:
-        info = backend_of(config).start()
-        check_cluster(info.kubeconfig, suite.context if info.backend == "existing" else None)
-    except ConformanceError as error:
-        pytest.exit(f"dra-conformance: {error}", returncode=EXIT_CLUSTER_UNUSABLE)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.config import SuiteConfig
 
 RUN_ID = pytest.StashKey[str]()
@@ -13,6 +14,8 @@ RUN_ID = pytest.StashKey[str]()
 OWNER_PID = pytest.StashKey[int]()
 SUITE_CONFIG = pytest.StashKey[SuiteConfig]()
 RUN_DIR = pytest.StashKey[Path]()
+# The cluster the controller started or attached to and checked (absent until a test needs it, without --cluster).
+CLUSTER = pytest.StashKey[ClusterInfo]()
 
 
 def worker_name(config: pytest.Config) -> str:

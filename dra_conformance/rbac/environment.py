@@ -17,6 +17,7 @@ from dra_conformance.driver.identity import DriverIdentity
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import builders, discovery
 from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
@@ -171,7 +172,7 @@ class RbacEnvironment:
             meta = claim.claim["metadata"]
             now = self.tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"])
             status = now.get("status") or {}
-            if status.get("devices") or status.get("allocation") != claim.claim["status"].get("allocation"):
+            if device_statuses(now) or status.get("allocation") != claim.claim["status"].get("allocation"):
                 changed.append(f"{target}: {status}")
         return changed
 

@@ -3,6 +3,8 @@
 Objects are written once, in resource.k8s.io/v1 form, with logical names (`gpu`, `shared`); builders give them
 unique names, the test's namespace and the driver name. `{driver}` in any string becomes the driver name (CEL
 attribute domains need it). An unknown key or a bad value is a FixtureError naming the file and the key path.
+A `fault` is checked against the reference driver's own schema (fake_dra.faults.FAULT_SCHEMA): the driver owns
+the fault vocabulary, so a typo in a fault fails here rather than when the scenario switches it on.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import jsonschema
 import yaml
 
 from dra_conformance.errors import FixtureError
+from fake_dra.faults import FAULT_SCHEMA
 
 _STRING_LIST = {"type": "array", "items": {"type": "string"}}
 _SELECTORS = {
@@ -151,7 +154,7 @@ SCHEMA: dict[str, Any] = {
                             "devices": {"type": "integer", "minimum": 1, "maximum": 32},
                         },
                     },
-                    "fault": {"type": "object"},
+                    "fault": FAULT_SCHEMA,
                     "prepareDeadline": {"type": "number", "exclusiveMinimum": 0},
                     "recover": {"type": "boolean"},
                     "adminNamespace": {"type": "boolean"},

@@ -16,8 +16,9 @@ from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse
+from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.pods import describe_pod, scheduled_condition, scheduling_state
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import describe_pod, scheduled_condition
 from dra_conformance.kubelet.client import ClaimRef
 from dra_conformance.scenarios.catalog import Scenario
 from dra_conformance.timeouts import Timeouts
@@ -171,12 +172,8 @@ class ScenarioRun:
             )
         except WaitTimeout:
             pod = self.read_pod(logical)  # the suite asserts on what was observed, with that state in the message
-        condition = scheduled_condition(pod)
         self.outcomes[logical] = PodOutcome(
-            pod.metadata.name,
-            pod.metadata.uid,
-            pod.spec.node_name,
-            f"{condition.status}/{condition.reason}: {condition.message}" if condition else "no PodScheduled condition",
+            pod.metadata.name, pod.metadata.uid, pod.spec.node_name, scheduling_state(pod)
         )
         self.record.pods[logical] = {
             "name": pod.metadata.name,
@@ -197,12 +194,13 @@ class ScenarioRun:
             if name:
                 claim = self.tracker.get(RESOURCE_API, "ResourceClaim", name, self.namespace)
                 result[reference.name] = claim
+                status = claim.get("status") or {}
                 self.record.claims[name] = {
                     "uid": claim["metadata"]["uid"],
                     "pod": logical,
-                    "allocation": (claim.get("status") or {}).get("allocation"),
-                    "reservedFor": (claim.get("status") or {}).get("reservedFor"),
-                    "devices": (claim.get("status") or {}).get("devices"),
+                    "allocation": status.get("allocation"),
+                    "reservedFor": status.get("reservedFor"),
+                    "devices": device_statuses(claim),
                 }
         return result
 

@@ -13,6 +13,8 @@ from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.pods import pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.kubelet.role import KubeletRole
@@ -27,10 +29,6 @@ def _pool_generation(api_client: client.ApiClient, driver: str, node: str) -> in
     )
     assert slices, f"no ResourceSlice of {driver} on {node}"
     return int(max(s.spec.pool.generation for s in slices))
-
-
-def _ready(pod: client.V1Pod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
 
 
 def test_unprepare_after_a_driver_restart_works(
@@ -59,8 +57,8 @@ def test_unprepare_after_a_driver_restart_works(
     answer = kubelet.unprepare(process.endpoint, [claim.ref]).claims[claim.ref.uid]
     assert not answer.error, f"unprepare after restart: {answer.error}"
     meta = claim.claim["metadata"]
-    status = tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]).get("status") or {}
-    assert not status.get("devices"), f"status.devices left after unprepare across a restart: {status['devices']}"
+    left = device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
+    assert not left, f"status.devices left after unprepare across a restart: {left}"
 
 
 def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
@@ -83,14 +81,14 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
     def read() -> client.V1Pod:
         return core.read_namespaced_pod(pod_name, namespace)
 
-    assert not _ready(read()), f"pod Ready before its claim was prepared: {read().status.conditions}"
+    assert not pod_ready(read()), f"pod Ready before its claim was prepared: {read().status.conditions}"
 
     answer = kubelet.prepare(driver_under_test.endpoints[claim.node], [claim.ref]).claims[claim.ref.uid]
     assert not answer.error, answer.error
     kubelet.start_containers(namespace, pod_name)
     waits.until(
         read,
-        _ready,
+        pod_ready,
         timeout=timeouts.pod_ready,
         what=f"pod {pod_name} Ready after prepare",
         describe=lambda p: p.status.conditions,

@@ -16,6 +16,7 @@ from kubernetes import client
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.claims import device_condition, device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.kubelet.client import ClaimRef, DriverClient
@@ -45,10 +46,8 @@ def allocated(
 
 
 def _device_status(tracker: ResourceTracker, claim: AllocatedClaim) -> list[dict[str, Any]]:
-    current = tracker.get(
-        RESOURCE_API, "ResourceClaim", claim.claim["metadata"]["name"], claim.claim["metadata"]["namespace"]
-    )
-    return list((current.get("status") or {}).get("devices") or [])
+    meta = claim.claim["metadata"]
+    return device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
 
 
 def test_registration_info_names_the_driver_and_a_supported_version(
@@ -98,8 +97,8 @@ def test_prepare_writes_status_devices_and_unprepare_removes_them(
     expected = sorted((r["driver"], r["pool"], r["device"]) for r in allocated.results)
     assert sorted((e["driver"], e["pool"], e["device"]) for e in entries) == expected, entries
     for entry in entries:
-        ready = [c for c in entry.get("conditions") or [] if c["type"] == "Ready"]
-        assert ready and ready[0]["status"] == "True", f"Ready condition of {entry['device']}: {entry}"
+        ready = device_condition(entry, "Ready")
+        assert ready is not None and ready["status"] == "True", f"Ready condition of {entry['device']}: {entry}"
 
     assert not kubelet.unprepare(endpoint, [allocated.ref]).claims[allocated.ref.uid].error
     assert _device_status(tracker, allocated) == [], "status.devices left after unprepare"

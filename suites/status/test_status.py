@@ -17,6 +17,8 @@ import pytest
 
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
+from dra_conformance.kube.claims import device_condition, device_statuses
+from dra_conformance.kube.pods import pod_ready
 from dra_conformance.kubelet.client import KUBELET_CALL_TIMEOUT, ClaimAnswer
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.scenarios.catalog import Scenario
@@ -24,12 +26,11 @@ from dra_conformance.scenarios.runner import ScenarioRun
 
 
 def _ready(run: ScenarioRun, pod: str) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in run.read_pod(pod).status.conditions or [])
+    return pod_ready(run.read_pod(pod))
 
 
 def _status_devices(run: ScenarioRun, claim: dict[str, Any]) -> list[dict[str, Any]]:
-    current = run.tracker.get(RESOURCE_API, "ResourceClaim", claim["metadata"]["name"], run.namespace)
-    return list((current.get("status") or {}).get("devices") or [])
+    return device_statuses(run.tracker.get(RESOURCE_API, "ResourceClaim", claim["metadata"]["name"], run.namespace))
 
 
 def _prepare(
@@ -58,8 +59,10 @@ def _check_status_entries(run: ScenarioRun, use: str, claim: dict[str, Any], exp
     for entry in entries:
         assert entry["driver"] == run.driver.name, f"{where}: entry of another driver: {entry}"
         assert (entry["pool"], entry["device"]) in allocated, f"{where}: entry for an unallocated device: {entry}"
-        ready = [c for c in entry.get("conditions") or [] if c["type"] == "Ready"]
-        assert ready and ready[0]["status"] == "True", f"{where}: Ready condition of {entry['device']}: {entry}"
+        ready = device_condition(entry, "Ready")
+        assert ready is not None and ready["status"] == "True", (
+            f"{where}: Ready condition of {entry['device']}: {entry}"
+        )
         if expected.get("networkData"):
             network = entry.get("networkData") or {}
             assert network.get("interfaceName") and network.get("hardwareAddress"), f"{where}: networkData {network}"

@@ -12,8 +12,8 @@ from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.client import status_message
 from dra_conformance.kube.identities import anonymous_client, request_token, token_client
+from dra_conformance.kube.pods import describe_pod, scheduled_condition
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import describe_pod, scheduled_condition
 from dra_conformance.timeouts import Timeouts
 
 

@@ -16,8 +16,10 @@ from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.errors import DriverError
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.pods import describe_pod
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import AllocatedClaim, allocate, describe_pod
+from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.timeouts import Timeouts
@@ -60,7 +62,7 @@ class Setup:
     def device_status(self, claim: AllocatedClaim) -> list[dict[str, Any]]:
         meta = claim.claim["metadata"]
         current = self.tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"])
-        return list((current.get("status") or {}).get("devices") or [])
+        return device_statuses(current)
 
 
 @pytest.fixture

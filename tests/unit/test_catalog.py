@@ -70,8 +70,21 @@ def test_the_shipped_catalog_is_valid_and_covers_every_family() -> None:
         ("expect.pods.app.schedulled", True, "scenarios[0].expect.pods.app.schedulled: unknown key"),
         ("driver", {"profile": "fpga"}, "scenarios[0].driver.profile: 'fpga' is not one of"),
         ("id", "Has Spaces", "scenarios[0].id: 'Has Spaces' does not match"),
+        ("fault", {"mode": "slow-prepare", "dealy": 2}, "scenarios[0].fault.dealy: unknown key"),
+        ("fault", {"mode": "slow-prepair", "delay": 2}, "scenarios[0].fault.mode: 'slow-prepair' is not one of"),
+        ("fault", {"mode": "slow-prepare"}, "scenarios[0].fault: 'delay' is a required property"),
     ],
-    ids=["unknown-key", "zero-count", "bad-allocation-mode", "typo-in-expectation", "unknown-profile", "bad-id"],
+    ids=[
+        "unknown-key",
+        "zero-count",
+        "bad-allocation-mode",
+        "typo-in-expectation",
+        "unknown-profile",
+        "bad-id",
+        "unknown-fault-key",
+        "unknown-fault-mode",
+        "slow-fault-without-delay",
+    ],
 )
 def test_invalid_scenario_names_file_and_key_path(tmp_path: Path, change: str, value: object, expected: str) -> None:
     path = _write(tmp_path, _broken(change, value))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from fake_dra import cdi, devices
 from fake_dra.config import DriverConfig
 from fake_dra.core import allocated_node
-from fake_dra.faults import Fault, FaultError, FaultSet
+from fake_dra.faults import FAULT_SCHEMA, MODES, Fault, FaultError, FaultSet
 from fake_dra.recorder import CallLog
 
 # A thread waiting on a condition must be released within this long after the fault is cleared.
@@ -33,12 +34,14 @@ def _config(tmp_path: Path, **overrides: object) -> DriverConfig:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ({"mode": "melt"}, "unknown fault mode 'melt'"),
-        ({"mode": "slow-prepare"}, "mode slow-prepare needs a positive delay"),
-        ({"mode": "slow-prepare", "delay": -1}, "delay must be a non-negative number"),
-        ({"mode": "reduced-capacity"}, "mode reduced-capacity needs devices"),
-        ({"mode": "crash", "when": "now"}, "unknown fault field(s): when"),
-        (["crash"], "a fault is an object, got list"),
+        ({"mode": "melt"}, "mode: 'melt' is not one of"),
+        ({"mode": "slow-prepare"}, "fault: 'delay' is a required property"),
+        ({"mode": "slow-prepare", "delay": -1}, "delay: -1 is less than"),
+        ({"mode": "reduced-capacity"}, "fault: 'devices' is a required property"),
+        ({"mode": "crash", "when": "now"}, "('when' was unexpected)"),
+        (["crash"], "fault: ['crash'] is not of type 'object'"),
+        ({"mode": "unavailable", "device": 0}, "device: 0 is not of type 'string'"),
+        ({"mode": "reduced-capacity", "devices": True}, "devices: True is not of type 'integer'"),
     ],
     ids=[
         "unknown-mode",
@@ -47,12 +50,19 @@ def _config(tmp_path: Path, **overrides: object) -> DriverConfig:
         "capacity-without-count",
         "unknown-field",
         "not-object",
+        "device-not-a-string",
+        "boolean-count",
     ],
 )
 def test_invalid_fault_is_rejected_with_the_offending_field(raw: object, expected: str) -> None:
     with pytest.raises(FaultError) as rejected:
         Fault.parse(raw)
     assert expected in str(rejected.value) and "\n" not in str(rejected.value), str(rejected.value)
+
+
+def test_fault_schema_names_exactly_the_fields_and_modes_of_a_fault() -> None:
+    assert set(FAULT_SCHEMA["properties"]) == {f.name for f in dataclasses.fields(Fault)}
+    assert set(FAULT_SCHEMA["properties"]["mode"]["enum"]) == set(MODES)
 
 
 def test_claim_scoped_fault_applies_to_that_claim_only() -> None:

@@ -1,20 +1,26 @@
-"""The fake driver's image and in-cluster manifests agree with its CLI, its RBAC and the pinned kubelet API."""
+"""The fake driver's image and in-cluster manifests agree with its CLI, its RBAC and the pinned kubelet API.
+
+The image holds the driver and dra_wire only, nothing of the engine.
+"""
 
 from __future__ import annotations
 
 import json
 import re
+import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
 
-from dra_conformance import versions
-from dra_wire.kubelet_api import KUBELET_MODULE
+from dra_wire.kubelet_api import KUBELET_API_VERSION, KUBELET_MODULE
 from fake_dra.__main__ import parse_args
 from fake_dra.config import DriverConfig
 
-DRIVER_DIR = Path(__file__).resolve().parents[2] / "drivers" / "fake-dra"
+REPO = Path(__file__).resolve().parents[2]
+DRIVER_DIR = REPO / "drivers" / "fake-dra"
+# What the image may hold, relative to the build context (the repository root): the driver and dra_wire.
+IMAGE_SOURCES = (PurePosixPath("drivers/dra-wire"), PurePosixPath("drivers/fake-dra"))
 DEPLOY = DRIVER_DIR / "deploy"
 DRIVER_NAME = "gpu.fake-dra.example.com"
 NODE = "node-a"
@@ -148,7 +154,7 @@ def test_dockerfile_downloads_the_pinned_kubelet_module() -> None:
     assert len(golang) == 1, "expected one golang stage"
     runs = " ".join(rest for keyword, rest in golang[0] if keyword == "RUN")
     assert "go mod download" in runs
-    assert re.findall(rf"{re.escape(KUBELET_MODULE)}@(v[\w.\-]+)", runs) == [versions.KUBELET_API]
+    assert re.findall(rf"{re.escape(KUBELET_MODULE)}@(v[\w.\-]+)", runs) == [KUBELET_API_VERSION]
 
 
 def test_dockerfile_generates_the_bindings_from_the_copied_protos_where_load_finds_them() -> None:
@@ -161,7 +167,37 @@ def test_dockerfile_generates_the_bindings_from_the_copied_protos_where_load_fin
     assert source, generated[0]
     assert PurePosixPath(copied[0]) == PurePosixPath(source.group(1)) / "pkg" / "apis"
     # load() at runtime uses default_cache_dir(), which only matches the build if the environment is the same.
+    assert "from dra_wire.cache import default_cache_dir" in generated[0]
+    assert "from dra_wire.kubelet_api import generate" in generated[0]
     assert "cache_dir=default_cache_dir()" in generated[0]
     environment = [i for i, (keyword, rest) in enumerate(steps) if keyword == "ENV" and "XDG_CACHE_HOME=" in rest]
     assert environment, "XDG_CACHE_HOME is not set, so the cache would depend on $HOME"
     assert environment[0] < steps.index(("RUN", generated[0]))
+
+
+def test_dockerfile_has_nothing_of_the_engine() -> None:
+    assert "dra_conformance" not in (DRIVER_DIR / "Dockerfile").read_text()
+
+
+def test_dockerfile_copies_and_installs_only_the_driver_and_dra_wire() -> None:
+    steps = _dockerfile_stages()[-1][1]
+    copied: list[PurePosixPath] = []
+    for keyword, rest in steps:
+        if keyword == "COPY" and not rest.startswith("--from="):
+            copied += [PurePosixPath(source) for source in rest.split()[:-1]]
+    assert sorted(copied) == sorted(IMAGE_SOURCES), copied
+    for source in copied:
+        assert (REPO / source / "pyproject.toml").is_file(), f"{source} is not a distribution in the build context"
+    installs = " ".join(rest for keyword, rest in steps if keyword == "RUN" and "pip install" in rest)
+    for source in IMAGE_SOURCES:
+        assert f"/src/{source}" in installs, f"{source} is copied but not installed"
+    # fake-dra's dependency on dra-wire must come from the local copy, not an index.
+    assert "--no-deps" not in installs
+
+
+def test_reference_programs_depend_on_dra_wire_not_on_the_engine() -> None:
+    for program in ("fake-dra", "fake-metrics"):
+        project = tomllib.loads((REPO / "drivers" / program / "pyproject.toml").read_text())["project"]
+        names = {re.split(r"[<>=!~\[;\s]", requirement, maxsplit=1)[0] for requirement in project["dependencies"]}
+        assert "dra-wire" in names, program
+        assert "dra-conformance" not in names, program

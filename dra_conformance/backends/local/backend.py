@@ -31,6 +31,7 @@ from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.errors import BackendError, DriverError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.timeouts import Timeouts
 from dra_wire.cache import default_cache_dir
@@ -193,6 +194,8 @@ class LocalBackend:
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)
                     timings.lap("metrics_available")
+                check_cluster(self.layout.kubeconfig)  # the same preflight any cluster passes
+                timings.lap("preflight")
             except (ApiException, HTTPError) as error:
                 reason = self._reason()
                 self._stop_locked()

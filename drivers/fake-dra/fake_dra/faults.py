@@ -2,7 +2,8 @@
 
 A fault is a dict like {"mode": "slow-prepare", "delay": 2.5, "claim": "<uid>"}; `device` and `claim` narrow it,
 absent means every device or claim. Setting the list replaces every fault; an empty list restores normal
-behaviour.
+behaviour. FAULT_SCHEMA is the vocabulary as JSON Schema: the control socket validates with it, and so does the
+scenario catalog, which writes faults down ahead of time.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import jsonschema
 
 MODES = {
     "unavailable": "device reported UNHEALTHY in the health stream and tainted NoSchedule in the slice",
@@ -27,7 +30,34 @@ MODES = {
 }
 # Faults that change what the slice or the health stream says, so setting them republishes.
 SLICE_MODES = {"unavailable", "reduced-capacity"}
+SLOW_MODES = {"slow-prepare", "slow-unprepare"}
 CRASH_EXIT_CODE = 3
+
+# One fault entry (JSON Schema 2020-12).
+FAULT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["mode"],
+    "properties": {
+        "mode": {"enum": sorted(MODES)},
+        "device": {"type": "string"},
+        "claim": {"type": "string"},
+        "delay": {"type": "number", "minimum": 0},
+        "devices": {"type": "integer", "minimum": 0},
+        "message": {"type": "string"},
+    },
+    "allOf": [
+        {
+            "if": {"required": ["mode"], "properties": {"mode": {"enum": sorted(SLOW_MODES)}}},
+            "then": {"required": ["delay"], "properties": {"delay": {"exclusiveMinimum": 0}}},
+        },
+        {
+            "if": {"required": ["mode"], "properties": {"mode": {"const": "reduced-capacity"}}},
+            "then": {"required": ["devices"]},
+        },
+    ],
+}
+_VALIDATOR = jsonschema.Draft202012Validator(FAULT_SCHEMA)
 
 
 class FaultError(ValueError):
@@ -47,31 +77,15 @@ class Fault:
 
     @classmethod
     def parse(cls, raw: Any) -> Fault:
-        """Validate a JSON fault description."""
-        if not isinstance(raw, dict):
-            raise FaultError(f"a fault is an object, got {type(raw).__name__}")
-        unknown = sorted(set(raw) - {"mode", "device", "claim", "delay", "devices", "message"})
-        if unknown:
-            raise FaultError(f"unknown fault field(s): {', '.join(unknown)}")
-        mode = raw.get("mode")
-        if mode not in MODES:
-            raise FaultError(f"unknown fault mode {mode!r}; known: {', '.join(sorted(MODES))}")
-        delay = raw.get("delay", 0.0)
-        if not isinstance(delay, int | float) or delay < 0:
-            raise FaultError(f"delay must be a non-negative number, got {delay!r}")
-        if mode.startswith("slow-") and delay <= 0:
-            raise FaultError(f"mode {mode} needs a positive delay")
-        devices = raw.get("devices")
-        if mode == "reduced-capacity" and (not isinstance(devices, int) or devices < 0):
-            raise FaultError("mode reduced-capacity needs devices (a count >= 0)")
-        return cls(
-            mode=mode,
-            device=raw.get("device"),
-            claim=raw.get("claim"),
-            delay=float(delay),
-            devices=devices,
-            message=str(raw.get("message", "injected fault")),
-        )
+        """Validate a JSON fault description against FAULT_SCHEMA; the FaultError names the field."""
+        error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(raw))
+        if error is not None:
+            where = ".".join(str(part) for part in error.absolute_path)
+            raise FaultError(f"{where or 'fault'}: {error.message}")
+        fields = {**raw, "delay": float(raw.get("delay", 0.0))}
+        if "devices" in raw:
+            fields["devices"] = int(raw["devices"])
+        return cls(**fields)
 
     def to_json(self) -> dict[str, Any]:
         """The fault as JSON, without unset fields."""
