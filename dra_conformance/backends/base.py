@@ -3,25 +3,42 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
 from dra_conformance.driver.endpoint import DriverEndpoint
 
 
+class BackendCapability(StrEnum):
+    """What a backend can offer beyond a kubeconfig; checks that need one are not applicable without it."""
+
+    # The backend holds the cluster CA and can mint `system:node:<name>` client certificates.
+    NODE_CLIENT_CERTS = "node-client-certs"
+    # The kube-apiserver audit log is readable from this machine.
+    AUDIT_LOG = "audit-log"
+    # Nodes are kwok's fake nodes: no kubelet, the test plays the kubelet's role.
+    KWOK_NODES = "kwok-nodes"
+    # The cluster's processes run on this machine, under a state directory (`details["state_dir"]`).
+    LOCAL_PROCESSES = "local-processes"
+    # The reference DRA driver runs on every node and the backend can start private instances of it.
+    REFERENCE_DRIVER = "reference-driver"
+    # The reference Metrics API adapter serves metrics.k8s.io, with switchable faults.
+    REFERENCE_METRICS_ADAPTER = "reference-metrics-adapter"
+
+
 @dataclass(frozen=True)
 class ClusterInfo:
     """What the suites know about a running cluster.
 
-    `capabilities` names optional powers the suites may skip on, e.g. `node-client-certs` (the backend holds
-    the cluster CA and can mint `system:node:<name>` certificates) or `audit-log`.
+    `capabilities` are the optional powers of the backend (see `BackendCapability`).
     """
 
     backend: str
     kubeconfig: Path
     server: str
     nodes: tuple[str, ...] = ()
-    capabilities: frozenset[str] = frozenset()
+    capabilities: frozenset[BackendCapability] = frozenset()
     pki_dir: Path | None = None
     audit_log: Path | None = None
     log_dir: Path | None = None
@@ -52,7 +69,7 @@ class ClusterInfo:
             kubeconfig=Path(data["kubeconfig"]),
             server=data["server"],
             nodes=tuple(data["nodes"]),
-            capabilities=frozenset(data["capabilities"]),
+            capabilities=frozenset(BackendCapability(name) for name in data["capabilities"]),
             pki_dir=_optional_path(data["pki_dir"]),
             audit_log=_optional_path(data["audit_log"]),
             log_dir=_optional_path(data["log_dir"]),

@@ -9,7 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import check_cluster
@@ -54,7 +54,7 @@ class ExistingBackend:
             except (ApiException, HTTPError, OSError) as error:
                 reason = getattr(error, "reason", None) or str(error).splitlines()[0]
                 raise BackendError(f"existing cluster at {server}: list nodes: {reason}") from None
-        capabilities = {"audit-log"} if self.config.audit_log else set()
+        capabilities = {BackendCapability.AUDIT_LOG} if self.config.audit_log else set()
         return ClusterInfo(
             backend=self.name,
             kubeconfig=self.config.kubeconfig,

@@ -98,17 +98,21 @@ class DriverClient:
         )
         return messages, services.DRAPluginStub(self.endpoint())
 
+    def _call(self, method: str, claims: list[ClaimRef], version: str, timeout: float) -> tuple[Any, float]:
+        """Call `method` (NodePrepareResources or NodeUnprepareResources) for `claims`; returns (response, latency)."""
+        messages, stub = self._dra(version)
+        request = getattr(messages, f"{method}Request")(
+            claims=[messages.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+        )
+        started = time.monotonic()
+        response = getattr(stub, method)(request, timeout=timeout)
+        return response, time.monotonic() - started
+
     def prepare(
         self, claims: list[ClaimRef], *, version: str = "v1", timeout: float = KUBELET_CALL_TIMEOUT
     ) -> CallResult:
         """NodePrepareResources for `claims`, as the kubelet calls it before starting a pod."""
-        messages, stub = self._dra(version)
-        request = messages.NodePrepareResourcesRequest(
-            claims=[messages.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-        )
-        started = time.monotonic()
-        response = stub.NodePrepareResources(request, timeout=timeout)
-        latency = time.monotonic() - started
+        response, latency = self._call("NodePrepareResources", claims, version, timeout)
         answers = {
             uid: ClaimAnswer(
                 error=answer.error,
@@ -130,13 +134,7 @@ class DriverClient:
         self, claims: list[ClaimRef], *, version: str = "v1", timeout: float = KUBELET_CALL_TIMEOUT
     ) -> CallResult:
         """NodeUnprepareResources for `claims`, as the kubelet calls it after the pod is gone."""
-        messages, stub = self._dra(version)
-        request = messages.NodeUnprepareResourcesRequest(
-            claims=[messages.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-        )
-        started = time.monotonic()
-        response = stub.NodeUnprepareResources(request, timeout=timeout)
-        latency = time.monotonic() - started
+        response, latency = self._call("NodeUnprepareResources", claims, version, timeout)
         return CallResult({uid: ClaimAnswer(error=a.error) for uid, a in response.claims.items()}, latency)
 
     def first_health_report(self, *, timeout: float = REGISTRATION_TIMEOUT) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
 from dra_conformance.errors import BackendError
@@ -86,7 +86,7 @@ def private_driver(
     timeouts: Timeouts,
 ) -> Iterator[Callable[..., PrivateDriver]]:
     """Starts reference driver instances only this test uses (see `PrivateDrivers`); local backend only."""
-    if "fake-driver" not in cluster.capabilities:
+    if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
         pytest.skip(f"backend {cluster.backend} cannot run private fake driver instances")
     drivers = PrivateDrivers(dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts)
     yield drivers.start

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics.adapter import MetricsAdapter
 from dra_conformance.timeouts import Timeouts
@@ -43,7 +43,7 @@ def metrics_adapter(
     cluster: ClusterInfo, metrics_client: client.ApiClient, timeouts: Timeouts
 ) -> Iterator[MetricsAdapter]:
     """The local backend's reference metrics adapter, restored to healthy after the test."""
-    if "fake-metrics" not in cluster.capabilities:
+    if BackendCapability.REFERENCE_METRICS_ADAPTER not in cluster.capabilities:
         pytest.skip(f"backend {cluster.backend} does not run the reference metrics adapter")
     adapter = MetricsAdapter(Path(cluster.details["metrics.control_socket"]), metrics_client, timeouts)
     yield adapter

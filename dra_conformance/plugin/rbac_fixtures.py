@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.errors import FixtureError
 from dra_conformance.kube.leaks import audit_namespace
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
@@ -109,6 +109,6 @@ def driver_service_account_option(config: pytest.Config, cluster: ClusterInfo) -
     if option:
         namespace, _, name = option.partition("/")
         return namespace, name, config.getoption("--driver-name") or ""
-    if "fake-driver" in cluster.capabilities and cluster.drivers:
+    if BackendCapability.REFERENCE_DRIVER in cluster.capabilities and cluster.drivers:
         return "fake-dra", "fake-dra", cluster.drivers[0].driver
     return None

@@ -17,7 +17,7 @@ from dra_conformance.driver.identity import DriverIdentity
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import builders, discovery
 from dra_conformance.kube.builders import RESOURCE_API, Builder
-from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.claims import device_statuses, ready_device_status
 from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
@@ -275,20 +275,9 @@ class RbacEnvironment:
 
     @staticmethod
     def _status_entry(driver: str, result: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "driver": driver,
-            "pool": result["pool"],
-            "device": result["device"],
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "Probe",
-                    "message": "authorization matrix",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-            ],
-        }
+        return ready_device_status(
+            driver, result["pool"], result["device"], reason="Probe", message="authorization matrix"
+        )
 
     def _slice_write(self, api: client.ApiClient, row: Row, version: str, node: str) -> CellResult:
         base = f"/apis/resource.k8s.io/{version}/resourceslices"

@@ -20,6 +20,18 @@ import yaml
 from dra_conformance.errors import FixtureError
 from fake_dra.faults import FAULT_SCHEMA
 
+
+def _named_one_of(alternatives: dict[str, Any]) -> dict[str, Any]:
+    """Schema of an entry with a `name` and exactly one of `alternatives` (key -> schema)."""
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name"],
+        "properties": {"name": {"type": "string"}, **alternatives},
+        "oneOf": [{"required": [key]} for key in alternatives],
+    }
+
+
 _STRING_LIST = {"type": "array", "items": {"type": "string"}}
 _SELECTORS = {
     "type": "array",
@@ -77,17 +89,9 @@ _CLAIM_SPEC = {
                 "requests": {
                     "type": "array",
                     "minItems": 1,
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["name"],
-                        "properties": {
-                            "name": {"type": "string"},
-                            "exactly": _EXACT,
-                            "firstAvailable": {"type": "array", "minItems": 1, "items": _SUBREQUEST},
-                        },
-                        "oneOf": [{"required": ["exactly"]}, {"required": ["firstAvailable"]}],
-                    },
+                    "items": _named_one_of(
+                        {"exactly": _EXACT, "firstAvailable": {"type": "array", "minItems": 1, "items": _SUBREQUEST}}
+                    ),
                 },
                 "constraints": {
                     "type": "array",
@@ -180,17 +184,9 @@ SCHEMA: dict[str, Any] = {
                                 "name": {"type": "string"},
                                 "claims": {
                                     "type": "array",
-                                    "items": {
-                                        "type": "object",
-                                        "additionalProperties": False,
-                                        "required": ["name"],
-                                        "properties": {
-                                            "name": {"type": "string"},
-                                            "claim": {"type": "string"},
-                                            "template": {"type": "string"},
-                                        },
-                                        "oneOf": [{"required": ["claim"]}, {"required": ["template"]}],
-                                    },
+                                    "items": _named_one_of(
+                                        {"claim": {"type": "string"}, "template": {"type": "string"}}
+                                    ),
                                 },
                             },
                         },

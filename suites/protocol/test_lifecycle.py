@@ -8,7 +8,7 @@ import allure
 import pytest
 from kubernetes import client
 
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.kube import waits
@@ -70,7 +70,7 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
     kubelet: KubeletRole,
     timeouts: Timeouts,
 ) -> None:
-    if "kwok-nodes" not in cluster.capabilities:
+    if BackendCapability.KWOK_NODES not in cluster.capabilities:
         pytest.skip("on real nodes the kubelet prepares claims itself; this checks the fake-node stand-in")
     build = Builder(namespace=namespace, driver=driver_under_test.name)
     device_class = tracker.create(build.device_class())["metadata"]["name"]

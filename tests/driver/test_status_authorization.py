@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.driver.identity import DriverIdentity
 from dra_conformance.kube.builders import Builder
+from dra_conformance.kube.claims import ready_device_status
 from dra_conformance.kube.client import status_message
 from dra_conformance.kube.identities import token_client
 from dra_conformance.kube.tracker import ResourceTracker
@@ -32,20 +33,7 @@ def _apply_device_status(api: client.ApiClient, claim: AllocatedClaim, driver: s
         "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
         "status": {
             "devices": [
-                {
-                    "driver": driver,
-                    "pool": result["pool"],
-                    "device": result["device"],
-                    "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "True",
-                            "reason": "Prepared",
-                            "message": "test",
-                            "lastTransitionTime": "2026-01-01T00:00:00Z",
-                        }
-                    ],
-                }
+                ready_device_status(driver, result["pool"], result["device"], reason="Prepared", message="test")
             ]
         },
     }

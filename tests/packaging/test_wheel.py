@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.backends.registry import build_local_binaries
 from dra_conformance.config import SuiteConfig
 
@@ -108,7 +108,7 @@ def test_installed_cli_finds_the_cached_binaries_from_the_modules_it_ships(
 
 
 def test_bundled_suite_runs_from_an_empty_directory(installed: Installed, cluster: ClusterInfo, tmp_path: Path) -> None:
-    if "local-processes" not in cluster.capabilities:
+    if BackendCapability.LOCAL_PROCESSES not in cluster.capabilities:
         pytest.skip(f"attaches to the local cluster's state directory; backend {cluster.backend} has none")
     result = _run(
         [
@@ -133,7 +133,7 @@ def test_bundled_suite_runs_from_an_empty_directory(installed: Installed, cluste
 def test_vendor_repository_uses_our_fixtures(
     installed: Installed, cluster: ClusterInfo, tmp_path: Path, load: str
 ) -> None:
-    if "local-processes" not in cluster.capabilities:
+    if BackendCapability.LOCAL_PROCESSES not in cluster.capabilities:
         pytest.skip(f"attaches to the local cluster's state directory; backend {cluster.backend} has none")
     (tmp_path / "test_vendor.py").write_text(VENDOR_TEST)
     flags = ["-p", "dra_conformance"] if load.startswith("-p") else []

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.backends.local import control_plane, drivers, metrics
 from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -135,10 +135,14 @@ class LocalBackend:
             server=str(state["server"]),
             nodes=tuple(recorded["nodes"]),
             capabilities=frozenset(
-                {"node-client-certs", "audit-log", "kwok-nodes", "local-processes"}
-                | ({"fake-driver"} if recorded.get("drivers") else set())
-                | ({f"metrics:{recorded.get('metrics')}"} if recorded.get("metrics") else set())
-                | ({"fake-metrics"} if recorded.get("metrics") == "fake" else set())
+                {
+                    BackendCapability.NODE_CLIENT_CERTS,
+                    BackendCapability.AUDIT_LOG,
+                    BackendCapability.KWOK_NODES,
+                    BackendCapability.LOCAL_PROCESSES,
+                }
+                | ({BackendCapability.REFERENCE_DRIVER} if recorded.get("drivers") else set())
+                | ({BackendCapability.REFERENCE_METRICS_ADAPTER} if recorded.get("metrics") == "fake" else set())
             ),
             drivers=tuple(
                 DriverEndpoint(d["driver"], d["node"], Path(d["kubelet_root"])) for d in recorded.get("drivers", [])
@@ -149,6 +153,7 @@ class LocalBackend:
             details={
                 "supervisor_pid": str(state["supervisor_pid"]),
                 "metrics.control_socket": str(self.metrics_control_socket),
+                "metrics": str(recorded.get("metrics") or "none"),
                 "state_dir": str(self.layout.root),
                 **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
                 **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
