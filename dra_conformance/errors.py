@@ -36,6 +36,22 @@ class FixtureError(UsageError):
     """A scenario fixture or matrix file is invalid (the message names the file and the key path)."""
 
 
+class ProfileError(UsageError):
+    """A driver profile is invalid; one line: `<file>:<line>: <key path>: <problem>`."""
+
+    def __init__(self, file: str, line: int, key_path: str, problem: str) -> None:
+        """Locate the problem: the profile file, the line of the offending key or value, and its key path."""
+        super().__init__(f"{file}:{line}: {key_path}: {problem}")
+        self.file = file
+        self.line = line
+        self.key_path = key_path
+        self.problem = problem
+
+    def __reduce__(self) -> tuple[type[ProfileError], tuple[str, int, str, str]]:
+        """Pickle with the constructor's arguments (the default passes only the message)."""
+        return ProfileError, (self.file, self.line, self.key_path, self.problem)
+
+
 class WaitTimeout(ConformanceError):
     """A condition was not met before its named deadline; carries what was awaited and the last state seen."""
 

@@ -18,6 +18,7 @@ import jsonschema
 import yaml
 
 from dra_conformance.errors import FixtureError
+from dra_conformance.schema_errors import format_key_path, schema_problem
 from fake_dra.faults import FAULT_SCHEMA
 
 
@@ -235,26 +236,6 @@ class Scenario:
         return self.expect_pods.get(pod, {})
 
 
-def _key_path(error: jsonschema.ValidationError) -> str:
-    parts = ""
-    for step in error.absolute_path:
-        parts += f"[{step}]" if isinstance(step, int) else f".{step}"
-    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
-        schema = error.schema if isinstance(error.schema, dict) else {}
-        allowed = set(schema.get("properties", {}))
-        unknown = sorted(set(error.instance) - allowed)
-        return f"{parts}.{unknown[0]}".lstrip(".") if unknown else parts.lstrip(".")
-    return parts.lstrip(".") or "(top level)"
-
-
-def _message(error: jsonschema.ValidationError) -> str:
-    if error.validator == "additionalProperties":
-        return "unknown key"
-    if error.validator == "oneOf":
-        return "needs exactly one of the alternatives (e.g. `exactly` or `firstAvailable`, `claim` or `template`)"
-    return " ".join(error.message.split())
-
-
 def _check_references(path: Path, index: int, raw: dict[str, Any]) -> None:
     """Cross-references the schema cannot express: names used must be defined."""
     where = f"{path}: scenarios[{index}]"
@@ -293,7 +274,8 @@ def load_file(path: Path) -> list[Scenario]:
     errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         first = errors[0]
-        raise FixtureError(f"{path}: {_key_path(first)}: {_message(first)}")
+        steps, problem = schema_problem(first)
+        raise FixtureError(f"{path}: {format_key_path(steps)}: {problem}")
     scenarios = []
     for index, item in enumerate(raw["scenarios"]):
         _check_references(path, index, item)

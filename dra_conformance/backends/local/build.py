@@ -64,6 +64,8 @@ COMPONENTS: tuple[Component, ...] = (
         versions.METRICS_SERVER,
         "-s -w",
     ),
+    # Upstream's DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), from the pinned Kubernetes release.
+    Component("dra_test_driver", "dra-test-driver", ".", versions.KUBERNETES, _kube_ldflags()),
 )
 
 
@@ -83,6 +85,7 @@ class Binaries:
     kwok: Path
     kube: Path
     metrics_server: Path
+    dra_test_driver: Path
 
 
 class Builder:

@@ -1,0 +1,477 @@
+"""Driver profiles: one YAML file per DRA driver, written by its vendor, validated against profile.schema.json.
+
+A profile says how the local backend runs the driver (`run`; absent when it is installed in the cluster), who the
+driver is (`identity`), what it publishes (`deviceClasses`, `devices`), what it claims to do (`capabilities`), how
+much more time it needs (`timeouts`) and whether defensive findings fail (`strictness`). The JSON Schema ships
+next to this module and documents every field for vendors; what a schema cannot say (RBAC files exist, selectors
+only on classes the suite creates, unique class names, no duplicate YAML keys) is checked here.
+
+Every problem is a ProfileError of one line, `<file>:<line>: <key path>: <problem>`, the line taken from the YAML
+node marks of the offending key or value. Strings marked as templates in the schema may hold placeholders
+(`{node}`, `{bin:dra_test_driver}`, ...; see PLACEHOLDERS); `render` fills them in.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from dra_conformance.errors import ProfileError, UsageError
+from dra_conformance.schema_errors import TOP_LEVEL, KeyPath, format_key_path, schema_problem
+from dra_conformance.timeouts import Timeouts
+
+SCHEMA_FILE = "profile.schema.json"
+# The schema's `format` of strings that may hold placeholders.
+TEMPLATE_FORMAT = "placeholder-template"
+# The placeholders a template may use; the schema's `template` definition says what each one stands for.
+PLACEHOLDERS = frozenset(
+    {
+        "driver",
+        "node",
+        "kubeconfig",
+        "registrar_dir",
+        "plugins_dir",
+        "cdi_dir",
+        "socket_path",
+        "data_dir",
+        "kubelet_root",
+        "python",
+    }
+)
+# `{bin:<component>}`: the path of a pinned binary the engine builds, by its builder's component name.
+BINARY_PLACEHOLDER = "bin"
+# `{name}` or `{name:argument}`; other braces (CEL map literals, JSON) are not placeholders.
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z0-9_.-]*))?\}")
+_COMPONENT = re.compile(r"[a-z][a-z0-9_]*")
+# Hex digits of the profile's sha256 shown in reports.
+HASH_LENGTH = 12
+
+
+class Capability(StrEnum):
+    """What a driver may claim to do; the values are the keys of the profile's `capabilities`."""
+
+    STATUS_DEVICES = "statusDevices"
+    NETWORK_DATA = "networkData"
+    HEALTH_STREAM = "healthStream"
+    ADMIN_ACCESS = "adminAccess"
+    PARTITIONABLE_DEVICES = "partitionableDevices"
+    CONSUMABLE_CAPACITY = "consumableCapacity"
+    BINDING_CONDITIONS = "bindingConditions"
+    EXTENDED_RESOURCE_MAPPING = "extendedResourceMapping"
+    REFERENCE_FAULTS = "referenceFaults"
+
+
+class Strictness(StrEnum):
+    """Whether findings beyond the Kubernetes contract (defensive checks) are advisories or failures."""
+
+    CONTRACT = "contract"
+    STRICT = "strict"
+
+
+class AttributeType(StrEnum):
+    """The type of a device attribute, as a ResourceSlice writes its value."""
+
+    STRING = "string"
+    INT = "int"
+    BOOL = "bool"
+    VERSION = "version"
+
+
+# --- placeholders -------------------------------------------------------------------------------------------------
+
+
+def _is_known(placeholder: re.Match[str]) -> bool:
+    name, argument = placeholder.group(1), placeholder.group(2)
+    if argument is None:
+        return name in PLACEHOLDERS
+    return name == BINARY_PLACEHOLDER and _COMPONENT.fullmatch(argument) is not None
+
+
+def _unknown(placeholder: str) -> str:
+    known = [*(f"{{{name}}}" for name in sorted(PLACEHOLDERS)), f"{{{BINARY_PLACEHOLDER}:<component>}}"]
+    return f"unknown placeholder {placeholder}; known: {', '.join(known)}"
+
+
+def unknown_placeholders(template: str) -> list[str]:
+    """The placeholders in `template` that are not allowed (e.g. `{nodename}`), in order."""
+    return [match.group(0) for match in _PLACEHOLDER.finditer(template) if not _is_known(match)]
+
+
+def render(template: str, values: Mapping[str, str]) -> str:
+    """Fill in the placeholders of `template`; `values` maps placeholder names (`node`, `bin:kube`) to text."""
+
+    def value(placeholder: re.Match[str]) -> str:
+        if not _is_known(placeholder):
+            raise UsageError(f"{template!r}: {_unknown(placeholder.group(0))}")
+        name = placeholder.group(0)[1:-1]
+        if name not in values:
+            raise UsageError(f"{template!r}: no value for placeholder {placeholder.group(0)}")
+        return values[name]
+
+    return _PLACEHOLDER.sub(value, template)
+
+
+class _UnknownPlaceholder(ValueError):
+    """A template names a placeholder that does not exist (the schema's format check)."""
+
+
+def _check_template(instance: object) -> bool:
+    unknown = unknown_placeholders(instance) if isinstance(instance, str) else []
+    if unknown:
+        raise _UnknownPlaceholder(_unknown(unknown[0]))
+    return True
+
+
+# --- the model ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessTemplate:
+    """The command line and environment of one driver process, before placeholders are filled in."""
+
+    command: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def argv(self, values: Mapping[str, str]) -> list[str]:
+        """The rendered command line: command, then args."""
+        return [render(word, values) for word in (*self.command, *self.args)]
+
+    def environment(self, values: Mapping[str, str]) -> dict[str, str]:
+        """The rendered variables to add to the environment."""
+        return {name: render(value, values) for name, value in self.env.items()}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """How the local backend runs the driver: one process per fake node."""
+
+    process: ProcessTemplate
+    create_dirs: tuple[str, ...] = ()
+    # Other builds by name (`previous`), complete: what a version does not set comes from `process`.
+    versions: Mapping[str, ProcessTemplate] = field(default_factory=dict)
+
+    def directories(self, values: Mapping[str, str]) -> list[Path]:
+        """The rendered directories to create before each start."""
+        return [Path(render(directory, values)) for directory in self.create_dirs]
+
+
+@dataclass(frozen=True)
+class ServiceAccountRef:
+    """The ServiceAccount the driver's kubelet plugin runs as."""
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the driver is in the cluster."""
+
+    service_account: ServiceAccountRef
+    # Manifests to install and audit, resolved against the profile's directory.
+    rbac: tuple[Path, ...] = ()
+    # The token is bound to a pod on the node (carries the node-name claim), as a DaemonSet pod's is.
+    node_bound_token: bool = True
+
+
+@dataclass(frozen=True)
+class DeviceClassSpec:
+    """A DeviceClass the suite's claims use: created by the suite, or expected to exist."""
+
+    name: str
+    create: bool
+    # CEL expressions (templates) of a class the suite creates; empty for a class that must exist.
+    selectors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceExpectations:
+    """What the driver publishes on each node."""
+
+    per_node: int
+    from_slices: bool = True
+    attributes: Mapping[str, AttributeType] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TimeoutScaling:
+    """Factors for the named deadlines: `per_name` for one deadline, else `multiplier`."""
+
+    multiplier: float = 1.0
+    per_name: Mapping[str, float] = field(default_factory=dict)
+
+    def factor(self, name: str) -> float:
+        """The factor of the deadline `name`."""
+        return self.per_name.get(name, self.multiplier)
+
+    def apply(self, base: Timeouts) -> Timeouts:
+        """`base` with every deadline scaled."""
+        return base.override(**{name: getattr(base, name) * self.factor(name) for name in Timeouts.names()})
+
+
+@dataclass(frozen=True)
+class DriverProfile:
+    """A validated driver profile."""
+
+    source: Path
+    # Short sha256 of the file's bytes, for reports.
+    digest: str
+    driver: str
+    identity: Identity
+    device_classes: tuple[DeviceClassSpec, ...]
+    devices: DeviceExpectations
+    capabilities: frozenset[Capability]
+    version: str | None = None
+    # None: the driver is installed in the cluster, nothing to run.
+    run: RunSpec | None = None
+    timeouts: TimeoutScaling = field(default_factory=TimeoutScaling)
+    strictness: Strictness = Strictness.CONTRACT
+
+    def declares(self, capability: Capability) -> bool:
+        """Whether the profile claims `capability` (one not delivered then fails)."""
+        return capability in self.capabilities
+
+
+# --- the schema ---------------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The profile's JSON Schema (2020-12), shipped as package data."""
+    text = resources.files("dra_conformance.driver").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    formats = jsonschema.FormatChecker(formats=())
+    formats.checks(TEMPLATE_FORMAT, raises=_UnknownPlaceholder)(_check_template)
+    return jsonschema.Draft202012Validator(schema(), format_checker=formats)
+
+
+# --- locating problems --------------------------------------------------------------------------------------------
+
+
+def _child(node: yaml.Node, step: str | int) -> tuple[yaml.Mark, yaml.Node] | None:
+    """Where `step` below `node` starts (a mapping entry's key, a sequence item) and the node it leads to."""
+    if isinstance(node, yaml.MappingNode):
+        return next(((key.start_mark, value) for key, value in node.value if key.value == str(step)), None)
+    if isinstance(node, yaml.SequenceNode) and isinstance(step, int) and step < len(node.value):
+        item: yaml.Node = node.value[step]
+        return item.start_mark, item
+    return None
+
+
+@dataclass(frozen=True)
+class _Document:
+    """A profile file's data and the YAML nodes that locate every key and value in it."""
+
+    path: Path
+    data: Any
+    root: yaml.Node
+
+    def line_of(self, steps: KeyPath) -> int:
+        """Line of the deepest key or item of `steps` present in the file (the parent, for a missing field)."""
+        node, mark = self.root, self.root.start_mark
+        for step in steps:
+            found = _child(node, step)
+            if found is None:
+                break
+            mark, node = found
+        return int(mark.line) + 1
+
+    def error(self, steps: KeyPath, problem: str, line: int | None = None) -> ProfileError:
+        """The one-line error for `problem` at `steps`."""
+        return ProfileError(str(self.path), line or self.line_of(steps), format_key_path(steps), problem)
+
+    def first(self, problems: Iterable[tuple[KeyPath, str]]) -> ProfileError | None:
+        """The error for the problem nearest the top of the file, if any."""
+        located = [(self.line_of(steps), index, steps, problem) for index, (steps, problem) in enumerate(problems)]
+        if not located:
+            return None
+        line, _, steps, problem = min(located)  # by line, then by the order found
+        return self.error(steps, problem, line)
+
+
+def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int, str]:
+    """(line, problem) of a YAML syntax error."""
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
+        context = error.context or ""
+        if context and error.context_mark is not None:
+            context += f" (line {error.context_mark.line + 1})"
+        return error.problem_mark.line + 1, ": ".join(part for part in (context, error.problem or "") if part)
+    if isinstance(error, yaml.reader.ReaderError):
+        return text[: error.position].count("\n") + 1, f"{error.reason} (#x{error.character:04x})"
+    return 1, " ".join(str(error).split())
+
+
+def _compose(text: str) -> tuple[yaml.Node | None, Any]:
+    """The document's root node (None if empty) and the data built from it: one parse for both."""
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        return root, loader.construct_document(root) if root is not None else None
+    finally:
+        loader.dispose()
+
+
+def _parse(path: Path, content: bytes) -> _Document:
+    """Parse the file; undecodable bytes, YAML syntax errors and non-mappings are located problems."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = content[: error.start].count(b"\n") + 1
+        raise ProfileError(str(path), line, TOP_LEVEL, f"not UTF-8 text: {error.reason}") from None
+    try:
+        root, data = _compose(text)
+    except yaml.YAMLError as error:
+        line, problem = _yaml_problem(error, text)
+        raise ProfileError(str(path), line, TOP_LEVEL, f"not valid YAML: {problem}") from None
+    if root is None or not isinstance(data, dict):
+        line = 1 if root is None else root.start_mark.line + 1
+        raise ProfileError(str(path), line, TOP_LEVEL, "a driver profile is a mapping (apiVersion, kind, driver, ...)")
+    return _Document(path, data, root)
+
+
+def _duplicate_key(node: yaml.Node, steps: tuple[str | int, ...] = ()) -> tuple[KeyPath, int] | None:
+    """The first key given twice in one mapping (YAML keeps the last silently), with its line."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            if key.value in seen:
+                return (*steps, key.value), key.start_mark.line + 1
+            seen.add(key.value)
+            found = _duplicate_key(value, (*steps, key.value))
+            if found is not None:
+                return found
+    if isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            found = _duplicate_key(item, (*steps, index))
+            if found is not None:
+                return found
+    return None
+
+
+def _reference_problems(data: Mapping[str, Any], directory: Path) -> Iterator[tuple[KeyPath, str]]:
+    """What the schema cannot say: RBAC files exist, selectors only on created classes, unique class names."""
+    for index, relative in enumerate(data["identity"].get("rbac", [])):
+        if not (directory / relative).is_file():
+            yield ["identity", "rbac", index], f"file not found: {directory / relative}"
+    names: set[str] = set()
+    for index, device_class in enumerate(data["deviceClasses"]):
+        if "selectors" in device_class and not device_class["create"]:
+            yield (
+                ["deviceClasses", index, "selectors"],
+                "only for a class the suite creates (create: true); an existing class is used as it is",
+            )
+        if device_class["name"] in names:
+            yield ["deviceClasses", index, "name"], f"class {device_class['name']!r} is listed twice"
+        names.add(device_class["name"])
+
+
+def _validate(document: _Document) -> None:
+    duplicate = _duplicate_key(document.root)
+    if duplicate is not None:
+        raise document.error(duplicate[0], "duplicate key", duplicate[1])
+    problem = document.first(schema_problem(error) for error in _validator().iter_errors(document.data))
+    problem = problem or document.first(_reference_problems(document.data, document.path.parent))
+    if problem is not None:
+        raise problem
+
+
+# --- building the model -------------------------------------------------------------------------------------------
+
+
+def _process(raw: Mapping[str, Any], inherited: ProcessTemplate | None = None) -> ProcessTemplate:
+    """A process template from `raw`; what `raw` does not set comes from `inherited`."""
+    base = inherited or ProcessTemplate(command=())
+    return ProcessTemplate(
+        command=tuple(raw.get("command", base.command)),
+        args=tuple(raw.get("args", base.args)),
+        env=dict(raw.get("env", base.env)),
+    )
+
+
+def _run(raw: Mapping[str, Any] | None) -> RunSpec | None:
+    if raw is None:
+        return None
+    process = _process(raw)
+    return RunSpec(
+        process=process,
+        create_dirs=tuple(raw.get("createDirs", ())),
+        versions={name: _process(version, process) for name, version in raw.get("versions", {}).items()},
+    )
+
+
+def _identity(raw: Mapping[str, Any], directory: Path) -> Identity:
+    account = raw["serviceAccount"]
+    return Identity(
+        service_account=ServiceAccountRef(namespace=account["namespace"], name=account["name"]),
+        rbac=tuple((directory / relative).resolve() for relative in raw.get("rbac", ())),
+        node_bound_token=raw.get("nodeBoundToken", True),
+    )
+
+
+def _device_class(raw: Mapping[str, Any]) -> DeviceClassSpec:
+    return DeviceClassSpec(name=raw["name"], create=raw["create"], selectors=tuple(raw.get("selectors", ())))
+
+
+def _devices(raw: Mapping[str, Any]) -> DeviceExpectations:
+    return DeviceExpectations(
+        per_node=int(raw["perNode"]),
+        from_slices=raw.get("fromSlices", True),
+        attributes={name: AttributeType(kind) for name, kind in raw.get("attributes", {}).items()},
+    )
+
+
+def _timeouts(raw: Mapping[str, Any]) -> TimeoutScaling:
+    return TimeoutScaling(
+        multiplier=float(raw.get("multiplier", 1.0)),
+        per_name={name: float(factor) for name, factor in raw.get("perName", {}).items()},
+    )
+
+
+def _short_sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()[:HASH_LENGTH]
+
+
+def profile_hash(path: Path) -> str:
+    """Short sha256 of the profile file's bytes: which profile a report was made with."""
+    return _short_sha256(path.read_bytes())
+
+
+def load_profile(path: Path) -> DriverProfile:
+    """Read and validate a driver profile; any problem is a one-line ProfileError naming file, line and key path."""
+    try:
+        content = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"driver profile {path}: {error.strerror or error}") from None
+    document = _parse(path, content)
+    _validate(document)
+    raw, directory = document.data, path.parent
+    return DriverProfile(
+        source=path,
+        digest=_short_sha256(content),
+        driver=raw["driver"],
+        version=raw.get("version"),
+        run=_run(raw.get("run")),
+        identity=_identity(raw["identity"], directory),
+        device_classes=tuple(_device_class(item) for item in raw["deviceClasses"]),
+        devices=_devices(raw["devices"]),
+        capabilities=frozenset(Capability(name) for name, declared in raw["capabilities"].items() if declared),
+        timeouts=_timeouts(raw.get("timeouts", {})),
+        strictness=Strictness(raw.get("strictness", Strictness.CONTRACT)),
+    )
