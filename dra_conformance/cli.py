@@ -15,6 +15,7 @@ from pathlib import Path
 from dra_conformance import paths
 from dra_conformance.backends.registry import BACKENDS, build_local_binaries, make_backend
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
+from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes, help="fake nodes (default 2)")
     cluster.add_argument("--state-dir", type=Path, help="cluster state directory (default reports/clusters/local)")
     cluster.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    cluster.add_argument("--profile", type=Path, help="driver profile of the driver to run (default: reference driver)")
     cluster.add_argument(
         "--metrics",
         choices=METRICS_IMPLEMENTATIONS,
@@ -65,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the conformance suites (extra arguments go to pytest)")
     run.add_argument("--cluster", choices=tuple(BACKENDS), default="local")
     run.add_argument("--kubeconfig", type=Path)
+    run.add_argument("--profile", type=Path, help="driver profile of the driver under test (default: reference driver)")
     run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
     run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
     return parser
@@ -78,7 +81,15 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    config = SuiteConfig(nodes=args.nodes, state_dir=args.state_dir, cache_dir=args.cache_dir, metrics=args.metrics)
+    if args.profile:
+        load_profile(args.profile)  # a bad profile is one line before anything starts
+    config = SuiteConfig(
+        nodes=args.nodes,
+        state_dir=args.state_dir,
+        cache_dir=args.cache_dir,
+        metrics=args.metrics,
+        profile=args.profile,
+    )
     backend = make_backend(config)
     if args.action == "up":
         started = backend.start()
@@ -126,6 +137,8 @@ SUITE_PYTEST_OPTIONS = (
 def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     import pytest
 
+    if args.profile:
+        load_profile(args.profile)  # a bad profile is one line before pytest starts
     make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
     # Reports go to <rootdir>/reports: the checkout's in a checkout, else the directory the command runs in.
     root = Path.cwd() if paths.installed() else paths.CHECKOUT
@@ -140,6 +153,8 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     ]
     if args.kubeconfig:
         options.append(f"--kubeconfig={args.kubeconfig}")
+    if args.profile:
+        options.append(f"--profile={args.profile.resolve()}")
     chosen = [arg for arg in pytest_args if "::" in arg or Path(arg).exists()]
     targets = [] if chosen else [str(paths.suites_dir())]
     return int(pytest.main([*options, *pytest_args, *targets]))

@@ -32,4 +32,6 @@ class SuiteConfig:
     metrics: str = "fake"
     # kube-apiserver audit log of an existing cluster, if readable here.
     audit_log: Path | None = None
+    # Driver profile of the driver under test; None means the reference driver's bundled profile.
+    profile: Path | None = None
     timeouts: Timeouts = field(default_factory=Timeouts)

@@ -54,6 +54,11 @@ def overprivileged_driver_role() -> Path:
     return fixtures_dir() / "rbac" / "overprivileged-driver.yaml"
 
 
+def reference_driver_profile() -> Path:
+    """The driver profile of the reference driver: the default driver under test."""
+    return fixtures_dir() / "profiles" / "reference-driver.yaml"
+
+
 def cluster_assets() -> Path:
     """`clusters/local/`: the Go wrapper modules of the pinned binaries and kwok's stages."""
     return _data("clusters", "clusters") / "local"

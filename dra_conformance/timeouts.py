@@ -32,6 +32,9 @@ class Timeouts:
     pod_scheduled: float = 60.0
     # kwok applies its pod-ready stage on its next pass after the pod changes, well under a second.
     pod_ready: float = 30.0
+    # A driver that declares status.devices writes it during or soon after prepare (one API round trip, retried on
+    # conflicts); other components may write it later, so this is a wait, not a check at return.
+    status_written: float = 30.0
     # The resourceclaim controller creates a template claim within one sync; it shares CPU with the scheduler.
     claim_generated: float = 30.0
     # Deletion waits for finalizers (delete-protection, pod GC by kwok's pod-delete stage) to be removed.

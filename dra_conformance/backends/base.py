@@ -57,7 +57,7 @@ class ClusterInfo:
             "pki_dir": _optional_str(self.pki_dir),
             "audit_log": _optional_str(self.audit_log),
             "log_dir": _optional_str(self.log_dir),
-            "drivers": [[e.driver, e.node, str(e.kubelet_root)] for e in self.drivers],
+            "drivers": [[e.driver, e.node, str(e.kubelet_root), _optional_str(e.cdi_dir)] for e in self.drivers],
             "details": dict(self.details),
         }
 
@@ -73,7 +73,10 @@ class ClusterInfo:
             pki_dir=_optional_path(data["pki_dir"]),
             audit_log=_optional_path(data["audit_log"]),
             log_dir=_optional_path(data["log_dir"]),
-            drivers=tuple(DriverEndpoint(driver, node, Path(root)) for driver, node, root in data["drivers"]),
+            drivers=tuple(
+                DriverEndpoint(driver, node, Path(root), _optional_path(cdi))
+                for driver, node, root, cdi in data["drivers"]
+            ),
             details=dict(data["details"]),
         )
 

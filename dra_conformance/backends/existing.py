@@ -10,6 +10,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance.backends.base import BackendCapability, ClusterInfo
+from dra_conformance.driver.installed import check_installed
+from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import check_cluster
@@ -26,6 +28,8 @@ class ExistingClusterConfig:
     context: str | None = None
     # kube-apiserver audit log readable from this machine, if any (enables the metrics consumer inventory).
     audit_log: Path | None = None
+    # Driver profile of the driver installed in the cluster; its driver and expected DeviceClasses must be there.
+    profile: Path | None = None
 
 
 class ExistingBackend:
@@ -41,6 +45,9 @@ class ExistingBackend:
     def start(self) -> ClusterInfo:
         """Run the preflight, then describe the cluster; an unusable cluster is one `PreflightError` line."""
         check_cluster(self.config.kubeconfig, self.config.context)
+        if self.config.profile is not None:
+            with client_from_kubeconfig(self.config.kubeconfig, self.config.context, retries=0) as api_client:
+                check_installed(api_client, load_profile(self.config.profile))
         info = self.info()
         assert info is not None
         return info

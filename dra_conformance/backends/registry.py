@@ -23,6 +23,7 @@ def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClu
         metrics=config.metrics,
         timeouts=config.timeouts,
         owner_pid=owner_pid,
+        profile=config.profile or defaults.profile,
     )
 
 
@@ -35,7 +36,7 @@ def _local(config: SuiteConfig, owner_pid: int | None) -> ClusterBackend:
 def _existing(config: SuiteConfig, _owner_pid: int | None) -> ClusterBackend:
     if config.kubeconfig is None:
         raise UsageError("--cluster=existing needs --kubeconfig")
-    return ExistingBackend(ExistingClusterConfig(config.kubeconfig, config.context, config.audit_log))
+    return ExistingBackend(ExistingClusterConfig(config.kubeconfig, config.context, config.audit_log, config.profile))
 
 
 # name -> factory(settings, owner pid); the first entry is the default.

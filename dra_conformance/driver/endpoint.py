@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dra_conformance.driver.profile import DriverProfile
+
 
 @dataclass(frozen=True)
 class DriverEndpoint:
@@ -13,11 +15,31 @@ class DriverEndpoint:
     driver: str
     node: str
     kubelet_root: Path
+    # The node's CDI spec directory the driver writes to, where this machine can read it.
+    cdi_dir: Path | None = None
+
+    @property
+    def registrar_dir(self) -> Path:
+        """The kubelet's plugin registration directory, `<kubelet root>/plugins_registry`."""
+        return self.kubelet_root / "plugins_registry"
+
+    @property
+    def plugins_dir(self) -> Path:
+        """The driver's own directory under the kubelet root, `<kubelet root>/plugins/<driver>`."""
+        return self.kubelet_root / "plugins" / self.driver
 
     @property
     def registration_socket(self) -> Path:
-        """`<kubelet root>/plugins_registry/<driver>-reg.sock`."""
-        return self.kubelet_root / "plugins_registry" / f"{self.driver}-reg.sock"
+        """The driver's socket in the registration directory.
+
+        The kubelet considers any socket there whose name does not start with a dot; `<driver>-reg.sock` is only
+        the kubeletplugin helper's default, so that name is preferred, then the first other socket.
+        """
+        default = self.registrar_dir / f"{self.driver}-reg.sock"
+        if default.is_socket() or not self.registrar_dir.is_dir():
+            return default
+        others = sorted(p for p in self.registrar_dir.iterdir() if p.is_socket() and not p.name.startswith("."))
+        return others[0] if others else default
 
     @property
     def control_socket(self) -> Path:
@@ -27,7 +49,12 @@ class DriverEndpoint:
 
 @dataclass(frozen=True)
 class DriverUnderTest:
-    """The DRA driver being certified and where its kubelet-plugin sockets are, per node."""
+    """The DRA driver being certified: its profile and, where this machine can reach them, its sockets per node."""
 
-    name: str
+    profile: DriverProfile
     endpoints: dict[str, DriverEndpoint]
+
+    @property
+    def name(self) -> str:
+        """The DRA driver name."""
+        return self.profile.driver

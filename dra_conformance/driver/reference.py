@@ -212,7 +212,7 @@ class PrivateDrivers:
         identity = DriverIdentity(self.tracker, self.api_client, self.namespace, driver)
         processes = {}
         for node in nodes or self.default_nodes:
-            endpoint = DriverEndpoint(driver, node, self.scratch / node / "kubelet")
+            endpoint = DriverEndpoint(driver, node, self.scratch / node / "kubelet", self.scratch / node / "cdi")
             argv = driver_argv(
                 endpoint,
                 kubeconfig=identity.kubeconfig_for(node, self.scratch),

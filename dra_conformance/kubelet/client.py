@@ -81,13 +81,20 @@ class DriverClient:
         stub = self.api.registration_grpc.RegistrationStub(self._channel(self.registration_socket))
         return stub.GetInfo(self.api.registration.InfoRequest(), timeout=REGISTRATION_TIMEOUT)
 
-    def endpoint(self) -> grpc.Channel:
-        """A channel to the DRA service socket that GetInfo names.
+    def notify_registration_status(self, registered: bool = True, error: str = "") -> Any:
+        """Registration/NotifyRegistrationStatus, as the kubelet sends it after validating the plugin."""
+        stub = self.api.registration_grpc.RegistrationStub(self._channel(self.registration_socket))
+        status = self.api.registration.RegistrationStatus(plugin_registered=registered, error=error)
+        return stub.NotifyRegistrationStatus(status, timeout=REGISTRATION_TIMEOUT)
 
-        GetInfo is asked once per client, as the kubelet asks once per plugin registration.
+    def endpoint(self) -> grpc.Channel:
+        """A channel to the DRA service socket that GetInfo names (the registration socket when it names none).
+
+        GetInfo is asked once per client, as the kubelet asks once per plugin registration; the endpoint is
+        optional and the kubelet then uses the registration socket itself.
         """
         if self._endpoint is None:
-            self._endpoint = self._channel(self.get_info().endpoint)
+            self._endpoint = self._channel(self.get_info().endpoint or str(self.registration_socket))
         return self._endpoint
 
     def _dra(self, version: str) -> tuple[Any, Any]:
@@ -122,6 +129,7 @@ class DriverClient:
                         "poolName": d.pool_name,
                         "deviceName": d.device_name,
                         "cdiDeviceIDs": list(d.cdi_device_ids),
+                        **({"shareID": d.share_id} if d.HasField("share_id") else {}),
                     }
                     for d in answer.devices
                 ],

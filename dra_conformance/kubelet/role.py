@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import allure
@@ -10,12 +11,43 @@ import grpc
 from kubernetes import client
 
 from dra_conformance.driver.endpoint import DriverEndpoint
-from dra_conformance.kubelet.client import CallResult, ClaimRef, DriverClient
+from dra_conformance.kubelet.client import CallResult, ClaimAnswer, ClaimRef, DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
 
 # kwok marks a pod with claims Ready only once this annotation says its claims were prepared
 # (clusters/local/kwok-stages.yaml): on fake nodes the test plays the kubelet.
 PREPARED_ANNOTATION = "dra-conformance.io/prepared"
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """A call as the kubelet sees it: either a whole-call error or per-claim answers.
+
+    The DRA plugin API allows both forms of failure: "if an error is returned, the response is ignored", and
+    failures of individual claims can be reported per claim (k8s.io/kubelet pkg/apis/dra/v1/api.proto:25-28).
+    """
+
+    result: CallResult | None
+    error: grpc.RpcError | None = None
+
+    def answer(self, claim: ClaimRef) -> ClaimAnswer | None:
+        """The per-claim answer for `claim`; None after a whole-call error or when the driver left it out."""
+        return None if self.result is None else self.result.claims.get(claim.uid)
+
+    def prepared(self, claim: ClaimRef) -> bool:
+        """Whether the driver reported `claim` prepared: no whole-call error, an answer, and no error in it."""
+        answer = self.answer(claim)
+        return answer is not None and not answer.error
+
+    def keys(self) -> set[str]:
+        """The claim UIDs the response names (empty after a whole-call error)."""
+        return set() if self.result is None else set(self.result.claims)
+
+    def describe(self) -> str:
+        """One line for failure messages."""
+        if self.error is not None:
+            return f"whole-call error {self.error.code().name}: {self.error.details()}"
+        return str(self.result.claims if self.result else None)
 
 
 class KubeletRole:
@@ -41,6 +73,13 @@ class KubeletRole:
             self.prepared[(endpoint, claim.uid)] = claim
         with allure.step(f"kubelet on {endpoint.node}: NodePrepareResources {[c.name for c in claims]}"):
             return self.latencies.record("NodePrepareResources", self.open_client(endpoint).prepare(claims, **options))
+
+    def prepare_outcome(self, endpoint: DriverEndpoint, claims: list[ClaimRef], **options: Any) -> CallOutcome:
+        """NodePrepareResources, with a whole-call error returned instead of raised."""
+        try:
+            return CallOutcome(self.prepare(endpoint, claims, **options))
+        except grpc.RpcError as error:
+            return CallOutcome(None, error)
 
     def unprepare(self, endpoint: DriverEndpoint, claims: list[ClaimRef], **options: Any) -> CallResult:
         """NodeUnprepareResources on `endpoint` for `claims`."""

@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import __version__
 from dra_conformance.kube import discovery, waits
+from dra_conformance.kube.audit_log import events as audit_log_events
 
 GROUP = "metrics.k8s.io"
 VERSIONS = ("v1", "v1beta1")
@@ -200,10 +201,7 @@ def consumer_inventory(
 ) -> dict[str, list[str]]:
     """Who read metrics.k8s.io resources successfully (not discovery) and in which versions: consumer -> versions."""
     consumers: dict[str, set[str]] = {}
-    for line in audit_log.read_text(errors="replace").splitlines():
-        if GROUP not in line:  # cheap pre-filter; most of the log is about other groups
-            continue
-        event = json.loads(line)
+    for event in audit_log_events(audit_log, containing=GROUP):
         reference = event.get("objectRef") or {}
         if reference.get("apiGroup") != GROUP or not reference.get("resource"):
             continue

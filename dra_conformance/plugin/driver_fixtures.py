@@ -15,6 +15,7 @@ from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
+from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.leaks import LeakError
@@ -22,6 +23,8 @@ from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.plugin import stash
+from dra_conformance.report.findings import Obligations
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 from dra_wire.kubelet_api import BindingsError, KubeletAPI, load
@@ -37,12 +40,27 @@ def kubelet_api() -> KubeletAPI:
 
 
 @pytest.fixture(scope="session")
-def driver_under_test(cluster: ClusterInfo) -> DriverUnderTest:
-    """The driver whose sockets this machine can reach; skips when there is none (e.g. a remote cluster)."""
-    if not cluster.drivers:
-        pytest.skip(f"backend {cluster.backend} exposes no kubelet-plugin sockets on this machine")
-    name = cluster.drivers[0].driver
-    return DriverUnderTest(name, {e.node: e for e in cluster.drivers if e.driver == name})
+def driver_profile(pytestconfig: pytest.Config) -> DriverProfile:
+    """The profile of the driver under test (`--profile`, default the reference driver's)."""
+    return pytestconfig.stash[stash.PROFILE]
+
+
+@pytest.fixture(scope="session")
+def driver_under_test(cluster: ClusterInfo, driver_profile: DriverProfile) -> DriverUnderTest:
+    """The driver being certified, with the kubelet-plugin sockets of it that this machine can reach."""
+    endpoints = {e.node: e for e in cluster.drivers if e.driver == driver_profile.driver}
+    return DriverUnderTest(driver_profile, endpoints)
+
+
+@pytest.fixture(scope="session")
+def driver_sockets(driver_under_test: DriverUnderTest, cluster: ClusterInfo) -> dict[str, DriverEndpoint]:
+    """The driver's sockets per node; checks that talk to them are not applicable where none can be reached."""
+    if not driver_under_test.endpoints:
+        pytest.skip(
+            f"not applicable: backend {cluster.backend} cannot reach the kubelet-plugin sockets of "
+            f"{driver_under_test.name} from this machine (socket checks need the local backend)"
+        )
+    return driver_under_test.endpoints
 
 
 @pytest.fixture(scope="session")
@@ -84,12 +102,29 @@ def private_driver(
     api_client: client.ApiClient,
     namespace: str,
     timeouts: Timeouts,
+    driver_profile: DriverProfile,
 ) -> Iterator[Callable[..., PrivateDriver]]:
-    """Starts reference driver instances only this test uses (see `PrivateDrivers`); local backend only."""
+    """Starts reference driver instances only this test uses (see `PrivateDrivers`); local backend only.
+
+    Checks built on them switch the reference driver's faults or control its process, so they say something only
+    about the reference driver: for any other driver under test they are not applicable.
+    """
+    if not driver_profile.declares(Capability.REFERENCE_FAULTS):
+        pytest.skip(
+            f"not applicable: needs the reference driver's fault switches and process control; the driver under "
+            f"test is {driver_profile.driver} ({driver_profile.source})"
+        )
     if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
-        pytest.skip(f"backend {cluster.backend} cannot run private fake driver instances")
+        pytest.skip(f"not applicable: backend {cluster.backend} cannot run private reference driver instances")
     drivers = PrivateDrivers(dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts)
     yield drivers.start
     leaks = drivers.cleanup()
     if leaks:
         raise LeakError(f"leaked by the test's driver after cleanup: {leaks}")
+
+
+@pytest.fixture
+def obligations(request: pytest.FixtureRequest, driver_profile: DriverProfile, run_records: RunRecords) -> Obligations:
+    """Contract and defensive obligations of this check (see `dra_conformance.report.findings`)."""
+    level = request.config.getoption("--strictness") or driver_profile.strictness
+    return Obligations(request.node.nodeid, level == Strictness.STRICT, run_records)

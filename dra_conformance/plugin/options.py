@@ -28,7 +28,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "checks the cluster before the first test (preflight)",
     )
     group.addoption("--kubeconfig", type=Path, default=None, help="kubeconfig of an existing cluster")
+    group.addoption(
+        "--profile",
+        type=Path,
+        default=None,
+        help="driver profile of the driver under test (default: the reference driver's bundled profile)",
+    )
     group.addoption("--context", default=None, help="kubeconfig context (default: current context)")
+    group.addoption(
+        "--strictness",
+        choices=("contract", "strict"),
+        default=None,
+        help="contract: defensive findings are advisories; strict: they fail (default: the profile's strictness)",
+    )
     group.addoption("--nodes", type=int, default=SuiteConfig.nodes, help="fake nodes of a local cluster")
     group.addoption(
         "--cluster-state-dir",
@@ -80,6 +92,7 @@ def suite_config_from(config: pytest.Config) -> SuiteConfig:
         keep_cluster=config.getoption("--keep-cluster"),
         metrics=config.getoption("--metrics-implementation"),
         audit_log=config.getoption("--audit-log"),
+        profile=config.getoption("--profile"),
         timeouts=Timeouts().override(**overrides),
     )
     try:

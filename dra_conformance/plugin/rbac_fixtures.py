@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from dra_conformance import paths
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
+from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.errors import FixtureError
 from dra_conformance.kube.leaks import audit_namespace
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
@@ -30,18 +30,11 @@ RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """The matrix file and the driver identity the audit checks."""
+    """The authorization matrix file."""
     group = parser.getgroup("dra-conformance")
     group.addoption(
         "--rbac-matrix", type=Path, default=None, help="authorization matrix (default fixtures/rbac/matrix.yaml)"
     )
-    group.addoption(
-        "--driver-service-account",
-        default=None,
-        metavar="NAMESPACE/NAME",
-        help="ServiceAccount of the driver whose RBAC the least-privilege audit checks",
-    )
-    group.addoption("--driver-name", default=None, help="name of the driver under test (for RBAC resourceNames)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -101,14 +94,3 @@ def rbac_environment(
         for name in namespaces:
             audit_namespace(dynamic_client, name, timeouts.delete)
             namespace_reaper.delete(name)
-
-
-def driver_service_account_option(config: pytest.Config, cluster: ClusterInfo) -> tuple[str, str, str] | None:
-    """(namespace, ServiceAccount, driver name) of the driver whose RBAC is audited, or None if unknown."""
-    option = config.getoption("--driver-service-account")
-    if option:
-        namespace, _, name = option.partition("/")
-        return namespace, name, config.getoption("--driver-name") or ""
-    if BackendCapability.REFERENCE_DRIVER in cluster.capabilities and cluster.drivers:
-        return "fake-dra", "fake-dra", cluster.drivers[0].driver
-    return None

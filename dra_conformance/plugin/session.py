@@ -20,9 +20,11 @@ from typing import Any
 
 import pytest
 
+from dra_conformance import paths
 from dra_conformance.backends.base import ClusterBackend, ClusterInfo
 from dra_conformance.backends.registry import make_backend
-from dra_conformance.errors import ConformanceError
+from dra_conformance.driver.profile import load_profile
+from dra_conformance.errors import ConformanceError, UsageError
 from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
 from dra_conformance.kubelet.latency import summarize_latencies
 from dra_conformance.metrics.verdict import RECORD_KIND as VERDICT_RECORDS
@@ -31,8 +33,12 @@ from dra_conformance.plugin import stash
 from dra_conformance.plugin.options import cluster_named, suite_config_from
 from dra_conformance.rbac.matrix import RECORD_KIND as MATRIX_RECORDS
 from dra_conformance.rbac.matrix import summarize_cells
+from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
+from dra_conformance.report.findings import summarize_advisories
 from dra_conformance.report.writer import Summarizer, write_report
 
+# The driver profile does not validate (the same code as the CLI's usage errors).
+EXIT_BAD_PROFILE = 2
 # The named cluster failed its preflight: it cannot run the suites (pytest's code for an interrupted run).
 EXIT_CLUSTER_UNUSABLE = 2
 # Record kind -> summarizer, in the order the sections are printed at the end of the run.
@@ -40,6 +46,7 @@ SUMMARIZERS: dict[str, Summarizer] = {
     LATENCY_RECORDS: summarize_latencies,
     MATRIX_RECORDS: summarize_cells,
     VERDICT_RECORDS: summarize_verdict,
+    ADVISORY_RECORDS: summarize_advisories,
 }
 
 
@@ -63,6 +70,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[stash.RUN_ID] = run_id
     config.stash[stash.OWNER_PID] = owner_pid
     config.stash[stash.SUITE_CONFIG] = suite_config_from(config)
+    try:
+        config.stash[stash.PROFILE] = load_profile(config.getoption("--profile") or paths.reference_driver_profile())
+    except UsageError as error:
+        pytest.exit(f"dra-conformance: {error}", returncode=EXIT_BAD_PROFILE)
     reports = config.getoption("--reports-dir") or Path(str(config.rootpath)) / "reports"
     run_dir = reports / run_id
     config.stash[stash.RUN_DIR] = run_dir

@@ -8,6 +8,7 @@ import pytest
 
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.config import SuiteConfig
+from dra_conformance.driver.profile import DriverProfile
 
 RUN_ID = pytest.StashKey[str]()
 # The process that owns a cluster this run starts: the controller (xdist) or the only process.
@@ -16,6 +17,8 @@ SUITE_CONFIG = pytest.StashKey[SuiteConfig]()
 RUN_DIR = pytest.StashKey[Path]()
 # The cluster the controller started or attached to and checked (absent until a test needs it, without --cluster).
 CLUSTER = pytest.StashKey[ClusterInfo]()
+# The driver under test's profile, validated once per process.
+PROFILE = pytest.StashKey[DriverProfile]()
 
 
 def worker_name(config: pytest.Config) -> str:

@@ -7,6 +7,7 @@ self-reviews) are measured with a fresh ServiceAccount in the same namespace and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +43,18 @@ def expand(rules: Any) -> set[Permission]:
     return permissions
 
 
-def documented(rbac_file: Path, driver: str) -> set[Permission]:
-    """The least-privilege set: the ClusterRole of the driver's deploy/rbac.yaml, for `driver`."""
-    role = next(doc for doc in yaml.safe_load_all(rbac_file.read_text()) if doc["kind"] == "ClusterRole")
+def documented(rbac_files: Iterable[Path], driver: str) -> set[Permission]:
+    """The least-privilege set: every rule of the Roles and ClusterRoles the driver ships, for `driver`."""
+    roles = [
+        document
+        for path in rbac_files
+        for document in yaml.safe_load_all(path.read_text())
+        if document and document["kind"] in ("ClusterRole", "Role")
+    ]
     rules = [
-        {**rule, "resourceNames": [driver]} if "resourceclaims/driver" in rule["resources"] else rule
-        for rule in role["rules"]
+        {**rule, "resourceNames": [driver]} if "resourceclaims/driver" in rule.get("resources", []) else rule
+        for role in roles
+        for rule in role.get("rules") or []
     ]
     return expand(rules)
 

@@ -1,30 +1,52 @@
-"""Protocol checks every DRA driver must pass through its kubelet-plugin sockets (the csi-sanity of DRA).
+"""Protocol obligations of any DRA driver, checked through its kubelet-plugin sockets (the csi-sanity of DRA).
 
-Claims are allocated by the real scheduler; the test then plays the kubelet of the node they landed on.
+Claims are allocated by the real scheduler; the test then plays the kubelet of the node they landed on. Each
+obligation states its basis and its source (see `dra_conformance.report.findings`): *contract* obligations come
+from the plugin API (k8s.io/kubelet v0.37.2) and the kubelet's behaviour (k8s.io/kubernetes v1.37.2) and fail the
+check; *defensive* ones go beyond the contract and are advisories unless the strictness is `strict`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
+from dra_conformance.driver.profile import Capability
+from dra_conformance.kube import waits
+from dra_conformance.kube.audit_log import status_writes
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.claims import device_condition, device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
-from dra_conformance.kubelet.client import ClaimRef, DriverClient
-from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef, DriverClient
+from dra_conformance.kubelet.role import CallOutcome, KubeletRole
+from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
-# Claims prepared at once in the concurrency check; below the reference driver's 8 devices per node so that
-# parallel tests on the other worker still find free devices.
+# Every check here talks to the driver's sockets: not applicable where this machine cannot reach them.
+pytestmark = pytest.mark.usefixtures("driver_sockets")
+
+# Sources, as cited in the contract audit (file:line in the pinned versions).
+PROTO = "k8s.io/kubelet@v0.37.2 pkg/apis/dra/v1/api.proto"
+REGISTRATION_PROTO = "k8s.io/kubelet@v0.37.2 pkg/apis/pluginregistration/v1/api.proto"
+KUBELET = "k8s.io/kubernetes@v1.37.2 pkg/kubelet"
+HELPER = "k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go"
+API_TYPES = "k8s.io/api@v0.37.2 resource/v1/types.go"
+# The DRA plugin services the kubelet accepts, by the version a call uses (pluginmanager accepts either).
+DRA_SERVICES = {"v1": "v1.DRAPlugin", "v1beta1": "v1beta1.DRAPlugin"}
+# A CDI device ID: <vendor>/<class>=<name> (the CDI specification's qualified device name).
+CDI_DEVICE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+# Claims prepared at once in the concurrency check: at most this many, and at most half of a node's devices, so
+# that tests on the other xdist worker still find free devices.
 CONCURRENT_CLAIMS = 4
 
 
@@ -45,20 +67,106 @@ def allocated(
     return allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled)
 
 
-def _device_status(tracker: ResourceTracker, claim: AllocatedClaim) -> list[dict[str, Any]]:
+def _current_status(tracker: ResourceTracker, claim: AllocatedClaim) -> list[dict[str, Any]]:
     meta = claim.claim["metadata"]
     return device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
 
 
-def test_registration_info_names_the_driver_and_a_supported_version(
-    driver_under_test: DriverUnderTest, driver_client: Callable[..., DriverClient]
+def _devices(answer: ClaimAnswer | None) -> list[tuple[str, str]]:
+    return sorted((d["poolName"], d["deviceName"]) for d in (answer.devices if answer else []))
+
+
+def _allocated_devices(claim: AllocatedClaim, driver: str) -> list[tuple[str, str]]:
+    return sorted((r["pool"], r["device"]) for r in claim.results if r["driver"] == driver)
+
+
+def _check_answer(
+    obligations: Obligations, claim: AllocatedClaim, driver: str, outcome: CallOutcome, call: str
+) -> ClaimAnswer:
+    """Obligations of every successful prepare answer for one valid claim; returns that answer."""
+    obligations.contract(
+        outcome.error is None, f"{call}: a correctly allocated claim prepares", outcome.describe(), f"{KUBELET}/cm/dra"
+    )
+    obligations.contract(
+        outcome.keys() == {claim.ref.uid},
+        f"{call}: the response names exactly the requested claim UIDs",
+        sorted(outcome.keys()),
+        f"{PROTO}:43-50; {KUBELET}/cm/dra/manager.go:430-434,467-470",
+    )
+    answer = outcome.answer(claim.ref)
+    assert answer is not None
+    obligations.contract(not answer.error, f"{call}: no error for a valid claim", answer.error, f"{PROTO}:53-61")
+    reported, allocated = set(_devices(answer)), set(_allocated_devices(claim, driver))
+    obligations.contract(
+        reported <= allocated,
+        f"{call}: every reported (pool, device) is one of this driver's allocation results",
+        f"reported {sorted(reported)}, allocated {sorted(allocated)}",
+        f"{PROTO}:69-73; {KUBELET}/cm/dra/manager.go:441-458",
+    )
+    ids = [cdi for d in answer.devices for cdi in d["cdiDeviceIDs"]]
+    obligations.contract(
+        all(CDI_DEVICE_ID.match(cdi) for cdi in ids),
+        f"{call}: CDI device IDs, when present, are <vendor>/<class>=<name>",
+        ids,
+        f"{PROTO}:75-77; {HELPER}:275-278",
+    )
+    obligations.defensive(
+        reported == allocated,
+        f"{call}: every allocated device is reported",
+        f"reported {sorted(reported)}, allocated {sorted(allocated)}",
+        f"{PROTO}:53-58 (zero or more devices)",
+    )
+    return answer
+
+
+def _node_local_work(endpoint: DriverEndpoint, cluster: ClusterInfo, claim: ClaimRef) -> list[str]:
+    """What the driver did on its node for `claim`: CDI specs naming the claim's UID, status writes for it."""
+    work = []
+    if endpoint.cdi_dir is not None and endpoint.cdi_dir.is_dir():
+        work += [f"CDI spec {p.name}" for p in sorted(endpoint.cdi_dir.iterdir()) if claim.uid in _text(p)]
+    if cluster.audit_log is not None:
+        work += [f"status write {attempt}" for attempt in status_writes(cluster.audit_log, claim.namespace, claim.name)]
+    return work
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def test_registration_names_the_driver_and_a_service_the_kubelet_accepts(
+    driver_under_test: DriverUnderTest, driver_client: Callable[..., DriverClient], obligations: Obligations
 ) -> None:
     for node, endpoint in driver_under_test.endpoints.items():
-        info = driver_client(endpoint).get_info()
-        assert info.type == "DRAPlugin", f"{node}: type {info.type!r}"
-        assert info.name == driver_under_test.name, f"{node}: name {info.name!r}"
-        assert "v1.DRAPlugin" in info.supported_versions, f"{node}: versions {list(info.supported_versions)}"
-        assert info.endpoint, f"{node}: empty endpoint in {info}"
+        plugin = driver_client(endpoint)
+        info = plugin.get_info()
+        obligations.contract(
+            info.type == "DRAPlugin",
+            f"{node}: type is DRAPlugin",
+            info.type,
+            f"{KUBELET}/pluginmanager (opgen:103-109)",
+        )
+        obligations.contract(
+            info.name == driver_under_test.name,
+            f"{node}: the registered name is the DRA driver name",
+            info.name,
+            f"{KUBELET}/cm/dra/plugin/dra_plugin_manager.go:318-319",
+        )
+        versions = list(info.supported_versions)
+        obligations.contract(
+            any(service in versions for service in DRA_SERVICES.values()),
+            f"{node}: offers v1.DRAPlugin or v1beta1.DRAPlugin",
+            versions,
+            f"{KUBELET}/cm/dra/plugin/dra_plugin.go:47-50",
+        )
+        obligations.defensive(
+            DRA_SERVICES["v1"] in versions, f"{node}: offers v1.DRAPlugin (the stable service)", versions, PROTO
+        )
+        obligations.contract(
+            plugin.notify_registration_status(registered=True) is not None,
+            f"{node}: answers NotifyRegistrationStatus (else the kubelet deregisters it)",
+            "no answer",
+            f"{REGISTRATION_PROTO}:31-41",
+        )
 
 
 @pytest.mark.parametrize("version", ["v1", "v1beta1"])
@@ -66,70 +174,154 @@ def test_prepare_and_unprepare_are_idempotent(
     version: str,
     allocated: AllocatedClaim,
     driver_under_test: DriverUnderTest,
+    driver_client: Callable[..., DriverClient],
     kubelet: KubeletRole,
+    obligations: Obligations,
 ) -> None:
     endpoint = driver_under_test.endpoints[allocated.node]
-    first = kubelet.prepare(endpoint, [allocated.ref], version=version).claims[allocated.ref.uid]
-    again = kubelet.prepare(endpoint, [allocated.ref], version=version).claims[allocated.ref.uid]
-    assert not first.error and first.devices, f"first prepare: {first}"
-    assert again == first, f"second prepare differs: {again} vs {first}"
-    expected = sorted((r["pool"], r["device"]) for r in allocated.results)
-    assert sorted((d["poolName"], d["deviceName"]) for d in first.devices) == expected, first.devices
-    assert all(d["cdiDeviceIDs"] for d in first.devices), f"devices without CDI IDs: {first.devices}"
+    advertised = list(driver_client(endpoint).get_info().supported_versions)
+    if DRA_SERVICES[version] not in advertised:
+        pytest.skip(f"not applicable: the driver does not advertise {DRA_SERVICES[version]} (it offers {advertised})")
+    first = _check_answer(
+        obligations,
+        allocated,
+        driver_under_test.name,
+        kubelet.prepare_outcome(endpoint, [allocated.ref], version=version),
+        "first prepare",
+    )
+    again = _check_answer(
+        obligations,
+        allocated,
+        driver_under_test.name,
+        kubelet.prepare_outcome(endpoint, [allocated.ref], version=version),
+        "repeated prepare",
+    )
+    obligations.contract(
+        _devices(again) == _devices(first),
+        "a repeated prepare reports the same devices (prepare is idempotent)",
+        f"first {_devices(first)}, again {_devices(again)}",
+        f"{HELPER}:124-125",
+    )
+    obligations.defensive(again == first, "a repeated prepare answers identically", f"{again} vs {first}", HELPER)
+    for attempt in ("first", "repeated"):
+        answer = kubelet.unprepare(endpoint, [allocated.ref], version=version)
+        obligations.contract(
+            set(answer.claims) == {allocated.ref.uid} and not answer.claims[allocated.ref.uid].error,
+            f"{attempt} unprepare succeeds and names exactly the requested claim (unprepare is idempotent)",
+            answer.claims,
+            f"{PROTO}:89-99; {HELPER}:162-165",
+        )
 
-    for attempt in ("first", "second"):
-        answer = kubelet.unprepare(endpoint, [allocated.ref], version=version).claims[allocated.ref.uid]
-        assert not answer.error, f"{attempt} unprepare: {answer.error}"
 
-
-def test_prepare_writes_status_devices_and_unprepare_removes_them(
+def test_declared_status_devices_follow_prepare_and_unprepare(
     allocated: AllocatedClaim,
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
     tracker: ResourceTracker,
+    obligations: Obligations,
+    timeouts: Timeouts,
 ) -> None:
-    assert _device_status(tracker, allocated) == [], "status.devices set before any prepare"
+    if not driver_under_test.profile.declares(Capability.STATUS_DEVICES):
+        pytest.skip(f"not applicable: {driver_under_test.profile.source} does not declare statusDevices")
+    obligations.defensive(
+        _current_status(tracker, allocated) == [],
+        "status.devices is empty before any prepare (unless binding conditions are in use)",
+        _current_status(tracker, allocated),
+        f"{API_TYPES}:479-482",
+    )
     endpoint = driver_under_test.endpoints[allocated.node]
-    answer = kubelet.prepare(endpoint, [allocated.ref]).claims[allocated.ref.uid]
-    assert not answer.error, answer.error
+    _check_answer(
+        obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
+    )
+    expected = sorted(
+        (driver_under_test.name, pool, device) for pool, device in _allocated_devices(allocated, driver_under_test.name)
+    )
 
-    entries = _device_status(tracker, allocated)
-    expected = sorted((r["driver"], r["pool"], r["device"]) for r in allocated.results)
-    assert sorted((e["driver"], e["pool"], e["device"]) for e in entries) == expected, entries
+    def mine() -> list[dict[str, Any]]:
+        return [e for e in _current_status(tracker, allocated) if e["driver"] == driver_under_test.name]
+
+    # Declared, so not delivering it fails (fail closed); the field may be written after prepare returns.
+    entries = waits.until(
+        mine,
+        lambda now: sorted((e["driver"], e["pool"], e["device"]) for e in now) == expected,
+        timeout=timeouts.status_written,
+        what=f"status.devices of {allocated.ref.name} listing {expected} (the profile declares statusDevices)",
+        describe=str,
+    )
     for entry in entries:
         ready = device_condition(entry, "Ready")
-        assert ready is not None and ready["status"] == "True", f"Ready condition of {entry['device']}: {entry}"
+        obligations.defensive(
+            ready is not None and ready["status"] == "True",
+            f"the status of {entry['device']} has Ready=True once prepared",
+            entry,
+            f"{API_TYPES}:2590-2592 (should)",
+        )
+    kubelet.unprepare(endpoint, [allocated.ref])
+    obligations.defensive(
+        mine() == [], "this driver's status.devices entries are gone after unprepare", mine(), API_TYPES
+    )
 
-    assert not kubelet.unprepare(endpoint, [allocated.ref]).claims[allocated.ref.uid].error
-    assert _device_status(tracker, allocated) == [], "status.devices left after unprepare"
 
-
-def test_unknown_claim_gets_a_per_claim_error(
+def test_unknown_claim_is_never_reported_prepared(
     allocated: AllocatedClaim,
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
     namespace: str,
+    obligations: Obligations,
 ) -> None:
     unknown = ClaimRef(namespace, str(uuid.uuid4()), "no-such-claim")
     endpoint = driver_under_test.endpoints[allocated.node]
-    answers = kubelet.prepare(endpoint, [allocated.ref, unknown]).claims
-    assert answers[unknown.uid].error, f"unknown claim was prepared: {answers[unknown.uid]}"
-    assert not answers[allocated.ref.uid].error, f"the valid claim failed too: {answers[allocated.ref.uid].error}"
+    mixed = kubelet.prepare_outcome(endpoint, [allocated.ref, unknown])
+    obligations.contract(
+        not mixed.prepared(unknown),
+        "a claim that does not exist is refused (whole-call error or per-claim error)",
+        mixed.describe(),
+        f"{PROTO}:25-28",
+    )
+    obligations.defensive(
+        mixed.error is None,
+        "the refusal is per claim, so the valid claim of the same call is not held up",
+        mixed.describe(),
+        f"{PROTO}:25-28 (can be reported per claim)",
+    )
+    _check_answer(
+        obligations,
+        allocated,
+        driver_under_test.name,
+        kubelet.prepare_outcome(endpoint, [allocated.ref]),
+        "the next call with only the valid claim",
+    )
 
 
-def test_claim_allocated_to_another_node_gets_a_per_claim_error(
+def test_claim_of_another_node_is_refused_without_node_local_work(
     allocated: AllocatedClaim,
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
+    cluster: ClusterInfo,
+    obligations: Obligations,
 ) -> None:
+    """Defensive: a kubelet never sends another node's claim, so refusing it is beyond the contract."""
     other = next((n for n in driver_under_test.endpoints if n != allocated.node), None)
     if other is None:
-        pytest.skip("the driver runs on one node only")
-    answer = kubelet.prepare(driver_under_test.endpoints[other], [allocated.ref]).claims[allocated.ref.uid]
-    assert answer.error, f"node {other} prepared a claim allocated to {allocated.node}: {answer}"
+        pytest.skip("not applicable: the driver runs on one node only")
+    endpoint = driver_under_test.endpoints[other]
+    outcome = kubelet.prepare_outcome(endpoint, [allocated.ref])
+    obligations.defensive(
+        not outcome.prepared(allocated.ref),
+        f"node {other} refuses a claim allocated to {allocated.node}",
+        outcome.describe(),
+        f"{KUBELET}/cm/dra/manager.go:296-316 (never sent)",
+    )
+    work = _node_local_work(endpoint, cluster, allocated.ref)
+    obligations.defensive(
+        not work,
+        f"node {other} does no node-local work (CDI spec, status write) for another node's claim",
+        work,
+        f"{API_TYPES} status.devices: only a claim's node may write it",
+    )
 
 
-def test_claim_allocated_to_another_driver_gets_a_per_claim_error(
+def test_claim_of_another_driver_gets_no_device_and_no_node_local_work(
     cluster: ClusterInfo,
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
@@ -137,14 +329,24 @@ def test_claim_allocated_to_another_driver_gets_a_per_claim_error(
     namespace: str,
     api_client: client.ApiClient,
     timeouts: Timeouts,
+    obligations: Obligations,
 ) -> None:
-    node = next(iter(driver_under_test.endpoints))
+    node, endpoint = next(iter(driver_under_test.endpoints.items()))
     foreign = Builder(namespace=namespace, driver=f"other-{namespace.rsplit('-', 1)[1]}.example.com")
     foreign_class = tracker.create(foreign.device_class())["metadata"]["name"]
     tracker.create(foreign.resource_slice(node, devices=1))
     claim = allocate(tracker, foreign, api_client, foreign_class, timeout=timeouts.pod_scheduled, node=node)
-    answer = kubelet.prepare(driver_under_test.endpoints[node], [claim.ref]).claims[claim.ref.uid]
-    assert answer.error, f"{driver_under_test.name} prepared a claim of {foreign.driver}: {answer}"
+    outcome = kubelet.prepare_outcome(endpoint, [claim.ref])
+    obligations.contract(
+        not _devices(outcome.answer(claim.ref)),
+        f"{driver_under_test.name} reports no device for a claim allocated only to {foreign.driver}",
+        outcome.describe(),
+        f"{PROTO}:53-58; {KUBELET}/cm/dra/manager.go:329-341",
+    )
+    work = _node_local_work(endpoint, cluster, claim.ref)
+    obligations.defensive(
+        not work, f"no node-local work (CDI spec, status write) for a claim of {foreign.driver}", work, PROTO
+    )
 
 
 def test_concurrent_prepares_all_succeed(
@@ -155,16 +357,27 @@ def test_concurrent_prepares_all_succeed(
     timeouts: Timeouts,
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
+    obligations: Obligations,
 ) -> None:
+    count = min(CONCURRENT_CLAIMS, driver_under_test.profile.devices.per_node // 2)
+    if count < 2:
+        pytest.skip(f"not applicable: {driver_under_test.profile.devices.per_node} device(s) per node leave no room")
     node = next(iter(driver_under_test.endpoints))
     claims = [
         allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node)
-        for _ in range(CONCURRENT_CLAIMS)
+        for _ in range(count)
     ]
     endpoint = driver_under_test.endpoints[node]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=CONCURRENT_CLAIMS) as pool:
-        results = list(pool.map(lambda c: kubelet.prepare(endpoint, [c.ref]).claims[c.ref.uid], claims))
-    failed = {c.ref.name: r.error for c, r in zip(claims, results, strict=True) if r.error or not r.devices}
-    assert not failed, f"concurrent prepares failed: {failed}"
-    devices = [d["deviceName"] for r in results for d in r.devices]
-    assert len(devices) == len(set(devices)) == CONCURRENT_CLAIMS, f"devices handed out: {devices}"
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        outcomes = list(pool.map(lambda c: kubelet.prepare_outcome(endpoint, [c.ref]), claims))
+    answers = [
+        _check_answer(obligations, claim, driver_under_test.name, outcome, f"concurrent prepare of {claim.ref.name}")
+        for claim, outcome in zip(claims, outcomes, strict=True)
+    ]
+    devices = [device for answer in answers for device in _devices(answer)]
+    obligations.defensive(
+        len(devices) == len(set(devices)),
+        "concurrent claims get distinct devices (the driver's last line of defence)",
+        devices,
+        f"{HELPER}:127-132 (should)",
+    )

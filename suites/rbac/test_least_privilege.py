@@ -1,17 +1,17 @@
-"""Least privilege: a driver's ServiceAccount holds nothing beyond the documented set (deploy/rbac.yaml)."""
+"""Least privilege: the driver's ServiceAccount holds nothing beyond the RBAC its profile ships."""
 
 from __future__ import annotations
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.driver.identity import DriverIdentity
+from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.kube import builders
 from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.plugin.rbac_fixtures import driver_service_account_option
 from dra_conformance.rbac import audit as rbac_audit
 from dra_conformance.rbac.environment import overprivileged_role
 
@@ -20,7 +20,7 @@ def _excess(
     api_client: client.ApiClient,
     namespace: str,
     service_account: str,
-    driver: str,
+    documented: set[rbac_audit.Permission],
     tracker: ResourceTracker,
     probe_namespace: str,
 ) -> list[str]:
@@ -29,22 +29,25 @@ def _excess(
         baseline = rbac_audit.granted(fresh, namespace)
     with token_client(api_client, request_token(api_client, namespace, service_account)) as identity:
         held = rbac_audit.granted(identity, namespace)
-    return rbac_audit.excess(held, rbac_audit.documented(paths.reference_driver_rbac(), driver), baseline)
+    return rbac_audit.excess(held, documented, baseline)
 
 
-def test_driver_holds_no_permission_beyond_its_least_privilege_set(
-    request: pytest.FixtureRequest,
-    cluster: ClusterInfo,
-    api_client: client.ApiClient,
-    tracker: ResourceTracker,
-    namespace: str,
+def test_driver_holds_no_permission_beyond_the_rbac_its_profile_ships(
+    driver_profile: DriverProfile, api_client: client.ApiClient, tracker: ResourceTracker, namespace: str
 ) -> None:
-    identity = driver_service_account_option(request.config, cluster)
-    if identity is None:
-        pytest.skip("no driver ServiceAccount known: pass --driver-service-account=NAMESPACE/NAME and --driver-name")
-    sa_namespace, service_account, driver = identity
-    extra = _excess(api_client, sa_namespace, service_account, driver, tracker, namespace)
-    assert extra == [], f"{sa_namespace}/{service_account} holds more than deploy/rbac.yaml grants: {extra}"
+    account = driver_profile.identity.service_account
+    if not driver_profile.identity.rbac:
+        pytest.skip(f"not applicable: {driver_profile.source} names no RBAC manifests to audit against")
+    try:
+        client.CoreV1Api(api_client).read_namespaced_service_account(account.name, account.namespace)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+        pytest.fail(f"{driver_profile.source}: ServiceAccount {account.namespace}/{account.name} does not exist")
+    documented = rbac_audit.documented(driver_profile.identity.rbac, driver_profile.driver)
+    extra = _excess(api_client, account.namespace, account.name, documented, tracker, namespace)
+    files = ", ".join(str(path) for path in driver_profile.identity.rbac)
+    assert extra == [], f"{account.namespace}/{account.name} holds more than {files} grants: {extra}"
 
 
 def test_overprivileged_driver_rbac_is_flagged(
@@ -52,7 +55,8 @@ def test_overprivileged_driver_rbac_is_flagged(
 ) -> None:
     driver = f"audit-{namespace.rsplit('-', 1)[1]}.example.com"
     DriverIdentity(tracker, api_client, namespace, driver, rbac=overprivileged_role, service_account="greedy")
-    extra = _excess(api_client, namespace, "greedy", driver, tracker, namespace)
+    documented = rbac_audit.documented([paths.reference_driver_rbac()], driver)
+    extra = _excess(api_client, namespace, "greedy", documented, tracker, namespace)
     expected = [
         "resource.k8s.io resourceclaims delete",
         "resource.k8s.io resourceclaims update",

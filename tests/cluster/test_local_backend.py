@@ -51,7 +51,7 @@ def test_down_stops_every_component(private_backend: LocalBackend, timeouts: Tim
         "kube-controller-manager",
         "kube-scheduler",
         "kwok",
-        "fake-dra-kwok-node-0",
+        "driver-kwok-node-0",
         "fake-metrics",
     }
     assert set(pids) == expected, pids
@@ -117,7 +117,8 @@ def test_existing_backend_reports_an_unreachable_server_in_one_line(cluster: Clu
     with pytest.raises(BackendError) as unreachable:
         backend.start()
     message = str(unreachable.value)
-    assert message.startswith("existing cluster at https://127.0.0.1:1 is not usable"), message
+    assert message.startswith("cluster https://127.0.0.1:1 (kubeconfig"), message
+    assert "is not usable: unreachable: " in message, message
     assert "\n" not in message, message
 
 

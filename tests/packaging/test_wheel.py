@@ -23,6 +23,9 @@ from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.backends.registry import build_local_binaries
 from dra_conformance.config import SuiteConfig
 
+# One worker builds and installs the wheel once for the whole module (loadgroup keeps the group together).
+pytestmark = pytest.mark.xdist_group("wheel")
+
 # Building the wheel is a local copy; installing it fetches its dependencies (pip's cache makes that seconds).
 INSTALL_DEADLINE = 900.0
 # One bundled test or one vendor test against a running cluster, plus Python and plugin start-up.

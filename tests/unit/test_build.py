@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
 
-from dra_conformance.backends.local.build import Builder, Component
+from dra_conformance import paths, versions
+from dra_conformance.backends.local.build import COMPONENTS, Binaries, Builder, Component
 from dra_conformance.errors import BuildError
 
 
@@ -48,3 +51,15 @@ def test_failed_build_names_component_and_quotes_log_tail(tmp_path: Path) -> Non
     assert "syntax error" in failed.value.log_tail, failed.value.log_tail
     leftovers = sorted(p.name for p in builder.path(component).parent.iterdir())
     assert leftovers == [], f"partial build output left behind: {leftovers}"
+
+
+def test_dra_test_driver_is_pinned_and_keyed_by_its_main(tmp_path: Path) -> None:
+    assert {c.name for c in COMPONENTS} == {f.name for f in dataclasses.fields(Binaries)}
+    component = next(c for c in COMPONENTS if c.name == "dra_test_driver")
+    assert component.version == versions.KUBERNETES
+    assert f"version.gitVersion={versions.KUBERNETES} " in component.ldflags, component.ldflags
+    shutil.copytree(paths.cluster_assets() / component.module, tmp_path / component.module)
+    before = component.cache_key(tmp_path)
+    main = tmp_path / component.module / "main.go"
+    main.write_text(main.read_text() + "\n// changed\n")
+    assert component.cache_key(tmp_path) != before

@@ -24,11 +24,12 @@ from urllib3.exceptions import HTTPError
 from dra_conformance import paths
 from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.backends.local import control_plane, drivers, metrics
-from dra_conformance.backends.local.build import Builder, echo_stderr
+from dra_conformance.backends.local.build import Binaries, Builder, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.endpoint import DriverEndpoint
-from dra_conformance.driver.reference import FakeDriverControl
-from dra_conformance.errors import BackendError, DriverError, WaitTimeout
+from dra_conformance.driver.pool import PoolState, node_pools
+from dra_conformance.driver.profile import DriverProfile, load_profile, profile_hash
+from dra_conformance.errors import BackendError, DriverError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import check_cluster
@@ -43,6 +44,8 @@ NODE_LABEL = "dra-conformance.io/local-node"
 STARTUP_POLL_CAP = 0.1
 # Lines of a failed component's log quoted in the error.
 LOG_TAIL_LINES = 15
+# Lines of a driver's log quoted in its one-line start error.
+DRIVER_LOG_TAIL_LINES = 3
 # Capacity of each fake node; large so allocation, not CPU or memory, decides scheduling in the suites.
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
 
@@ -80,8 +83,8 @@ class LocalClusterConfig:
     # Resource Metrics API implementation: "fake" (the reference adapter, v1 and v1beta1), "metrics-server" (the
     # real one, v1beta1 only, scraping kwok's emulated kubelet metrics) or "none".
     metrics: str = "fake"
-    # Least-privilege RBAC of that driver, shared with its in-cluster deploy manifests.
-    driver_rbac: Path = field(default_factory=paths.reference_driver_rbac)
+    # The driver under test, run on every node as its profile says (default: the reference driver).
+    profile: Path = field(default_factory=paths.reference_driver_profile)
 
 
 class LocalBackend:
@@ -145,7 +148,10 @@ class LocalBackend:
                 | ({BackendCapability.REFERENCE_METRICS_ADAPTER} if recorded.get("metrics") == "fake" else set())
             ),
             drivers=tuple(
-                DriverEndpoint(d["driver"], d["node"], Path(d["kubelet_root"])) for d in recorded.get("drivers", [])
+                DriverEndpoint(
+                    d["driver"], d["node"], Path(d["kubelet_root"]), Path(d["cdi_dir"]) if d.get("cdi_dir") else None
+                )
+                for d in recorded.get("drivers", [])
             ),
             pki_dir=self.layout.pki,
             audit_log=self.layout.audit_log,
@@ -154,6 +160,8 @@ class LocalBackend:
                 "supervisor_pid": str(state["supervisor_pid"]),
                 "metrics.control_socket": str(self.metrics_control_socket),
                 "metrics": str(recorded.get("metrics") or "none"),
+                "profile": str(recorded.get("profile", "")),
+                "profile.digest": str(recorded.get("profile_digest", "")),
                 "state_dir": str(self.layout.root),
                 **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
                 **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
@@ -169,6 +177,7 @@ class LocalBackend:
         with FileLock(str(self.layout.lock)):
             running = self.info()
             if running is not None:
+                self._check_same_driver(running)
                 return running
             binaries = Builder(
                 self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
@@ -194,7 +203,7 @@ class LocalBackend:
                 timings.lap("control_plane")
                 nodes = self._register_nodes()
                 timings.lap("nodes_ready")
-                endpoints = self._start_drivers(nodes)
+                endpoints = self._start_drivers(nodes, binaries)
                 timings.lap("drivers_ready")
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)
@@ -212,8 +221,11 @@ class LocalBackend:
                 "nodes": list(nodes),
                 "startup": timings.laps,
                 "metrics": self.config.metrics if self.config.metrics != "none" else None,
+                "profile": str(self.config.profile),
+                "profile_digest": profile_hash(self.config.profile),
                 "drivers": [
-                    {"driver": e.driver, "node": e.node, "kubelet_root": str(e.kubelet_root)} for e in endpoints
+                    {"driver": e.driver, "node": e.node, "kubelet_root": str(e.kubelet_root), "cdi_dir": str(e.cdi_dir)}
+                    for e in endpoints
                 ],
             }
             (self.layout.root / "cluster.json").write_text(json.dumps(recorded))
@@ -222,28 +234,69 @@ class LocalBackend:
                 raise BackendError(f"start local cluster: supervisor stopped right after start-up: {self._reason()}")
             return info
 
-    def _start_drivers(self, nodes: tuple[str, ...]) -> list[DriverEndpoint]:
+    def _check_same_driver(self, running: ClusterInfo) -> None:
+        """A running cluster serves one driver: attaching with another profile would certify the wrong driver."""
+        wanted = profile_hash(self.config.profile)
+        if running.details.get("profile.digest") != wanted:
+            raise UsageError(
+                f"the local cluster in {self.layout.root} runs the driver of {running.details.get('profile')}, not "
+                f"{self.config.profile}; stop it first (dra-conformance cluster down) or use another state directory"
+            )
+
+    def _start_drivers(self, nodes: tuple[str, ...], binaries: Binaries) -> list[DriverEndpoint]:
+        profile = load_profile(self.config.profile)
         with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
-            endpoints, specs = drivers.deploy(
+            deployment = drivers.deploy(
                 api_client,
                 self.layout,
                 nodes,
-                self.config.driver_rbac,
+                profile,
+                vars(binaries),
                 server=str(api_client.configuration.host),
                 ca_pem=(self.layout.pki / "ca.crt").read_bytes(),
             )
-        self._add_processes(specs)
-        for endpoint in endpoints:
-            control = FakeDriverControl(endpoint)
+            self._add_processes(deployment.processes)
+            for endpoint in deployment.endpoints:
+                self._await_driver(api_client, profile, endpoint)
+        return deployment.endpoints
+
+    def _await_driver(self, api_client: client.ApiClient, profile: DriverProfile, endpoint: DriverEndpoint) -> None:
+        """Wait until the driver on the node registered a socket and published a complete pool for it."""
+        name = drivers.process_name(endpoint.node)
+
+        def observe() -> tuple[bool, dict[str, PoolState]]:
+            exited = (self._state() or {}).get("exited", {})
+            if name in exited:
+                raise DriverError(
+                    f"driver {profile.driver} on {endpoint.node} exited with code {exited[name]} at start; last lines "
+                    f"of {self.layout.component_log(name)}: {self._log_tail(name)}"
+                )
+            return endpoint.registration_socket.is_socket(), node_pools(api_client, profile.driver, endpoint.node)
+
+        def describe(seen: tuple[bool, dict[str, PoolState]]) -> str:
+            registered, pools = seen
+            published = "; ".join(pool.describe() for pool in pools.values()) or "no ResourceSlice for this node"
+            socket = "a registration socket" if registered else f"no socket in {endpoint.registrar_dir}"
+            return f"{socket}; {published}"
+
+        deadline = profile.timeouts.factor("driver_ready") * self.config.timeouts.driver_ready
+        try:
             waits.until(
-                control.healthz,
-                lambda _answer: True,
-                timeout=self.config.timeouts.driver_ready,
-                what=f"fake driver on {endpoint.node} answering",
-                retry_on=(DriverError,),
+                observe,
+                lambda seen: seen[0] and bool(seen[1]) and all(pool.complete for pool in seen[1].values()),
+                timeout=deadline,
+                what=f"driver {profile.driver} on {endpoint.node} registered with a complete pool",
+                describe=describe,
+                retry_on=(ApiException, HTTPError),
                 max_interval=STARTUP_POLL_CAP,
             )
-        return endpoints
+        except WaitTimeout as error:
+            raise DriverError(f"{error}; last lines of its log: {self._log_tail(name)}") from None
+
+    def _log_tail(self, name: str) -> str:
+        log = self.layout.component_log(name)
+        lines = log.read_text(errors="replace").splitlines()[-DRIVER_LOG_TAIL_LINES:] if log.exists() else []
+        return " | ".join(line.strip() for line in lines if line.strip()) or "(empty)"
 
     def _start_metrics(self, metrics_server: Path) -> None:
         port = control_plane.free_port()
@@ -284,17 +337,16 @@ class LocalBackend:
         os.kill(int(state["supervisor_pid"]), signal.SIGUSR1)
 
         def started() -> set[str]:
+            # A process that already exited was started too: its caller reports why it exited.
             current = self._state() or {}
-            return {
-                name for name in names if name in current.get("processes", {}) and name not in current.get("exited", {})
-            }
+            return {name for name in names if name in current.get("processes", {}) or name in current.get("exited", {})}
 
         waits.until(
             started,
-            lambda running: running == names,
+            lambda launched: launched == names,
             timeout=self.config.timeouts.driver_ready,
             what=f"supervisor started {sorted(names)}",
-            describe=lambda r: f"running: {sorted(r)}",
+            describe=lambda launched: f"started: {sorted(launched)}",
             max_interval=STARTUP_POLL_CAP,
         )
 

@@ -70,6 +70,8 @@ class ProcessSpec:
     log: str
     wait_for: str | None = None
     critical: bool = True
+    # Variables added to the supervisor's environment for this process (a driver profile's `run.env`).
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

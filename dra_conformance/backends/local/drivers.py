@@ -1,14 +1,19 @@
-"""The default fake DRA driver of a local cluster: one process per node, like a DaemonSet pod.
+"""The driver under test on a local cluster: one process per fake node, as a DaemonSet would run it.
 
-Each process authenticates with a token of the `fake-dra` ServiceAccount bound to a pod on its node, so the API
-server sees the node-name claim, exactly as for a real DaemonSet pod. RBAC comes from the driver's own
-deploy/rbac.yaml, the same file real clusters use.
+What runs comes from the driver profile (`run`): the reference driver's profile runs `python -m fake_dra`, a
+vendor's profile runs the vendor's binary. Each process gets its own kubelet root (registration and plugin
+sockets), CDI dir and data dir, and authenticates as the profile's ServiceAccount with a token bound to a pod on
+its node, so the API server sees the node-name claim exactly as for a DaemonSet pod. The RBAC the profile names is
+installed as it is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -19,14 +24,11 @@ from kubernetes.dynamic import DynamicClient
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.endpoint import DriverEndpoint
-from dra_conformance.driver.reference import DEFAULT_DRIVER, driver_argv
+from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile
+from dra_conformance.errors import UsageError
 from dra_conformance.kube import kinds, kubeconfig
 from dra_conformance.kube.identities import request_token, token_holder_pod
 
-NAMESPACE = "fake-dra"
-SERVICE_ACCOUNT = "fake-dra"
-# Devices per node of the default driver: enough for both xdist workers' claims at once.
-DEVICES_PER_NODE = 8
 # Long enough for a cluster left up over a working day; the token dies with its pod anyway.
 DRIVER_TOKEN_LIFETIME = 24 * 3600
 
@@ -42,55 +44,112 @@ def runtime_dir(layout: ClusterLayout) -> Path:
     return Path(tempfile.gettempdir()) / f"dra-conformance-{digest}"
 
 
-def apply_rbac(api_client: client.ApiClient, rbac_file: Path) -> None:
-    """Create the driver's namespace, ServiceAccount and least-privilege RBAC (existing objects are kept)."""
+def process_name(node: str) -> str:
+    """The supervisor's name of the driver process on `node`."""
+    return f"driver-{node}"
+
+
+def apply_manifests(api_client: client.ApiClient, files: tuple[Path, ...], namespace: str) -> None:
+    """Create the profile's namespace and RBAC objects (objects that already exist are kept)."""
+    try:
+        client.CoreV1Api(api_client).create_namespace({"metadata": {"name": namespace}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
     dynamic = DynamicClient(api_client)
-    for document in yaml.safe_load_all(rbac_file.read_text()):
-        resource = kinds.resource(dynamic, document["apiVersion"], document["kind"])
-        try:
-            resource.create(body=document, namespace=document["metadata"].get("namespace"))
-        except ApiException as error:
-            if error.status != 409:
-                raise
+    for path in files:
+        for document in yaml.safe_load_all(path.read_text()):
+            if not document:
+                continue
+            resource = kinds.resource(dynamic, document["apiVersion"], document["kind"])
+            try:
+                resource.create(body=document, namespace=document["metadata"].get("namespace"))
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+
+
+@dataclass(frozen=True)
+class DriverDeployment:
+    """Where the driver's processes run and what the supervisor starts."""
+
+    endpoints: list[DriverEndpoint]
+    processes: list[ProcessSpec]
+
+
+def placeholder_values(
+    profile: DriverProfile, endpoint: DriverEndpoint, layout: ClusterLayout, kubeconfig_path: Path
+) -> dict[str, str]:
+    """What the profile's placeholders stand for on one node."""
+    return {
+        "driver": profile.driver,
+        "node": endpoint.node,
+        "kubeconfig": str(kubeconfig_path),
+        "kubelet_root": str(endpoint.kubelet_root),
+        "registrar_dir": str(endpoint.registrar_dir),
+        "plugins_dir": str(endpoint.plugins_dir),
+        "socket_path": str(endpoint.plugins_dir / "dra.sock"),
+        "cdi_dir": str(endpoint.cdi_dir),
+        "data_dir": str(layout.root / "nodes" / endpoint.node / "driver-data"),
+        "python": sys.executable,
+    }
 
 
 def deploy(
     api_client: client.ApiClient,
     layout: ClusterLayout,
     nodes: tuple[str, ...],
-    rbac_file: Path,
+    profile: DriverProfile,
+    binaries: Mapping[str, Path],
+    *,
     server: str,
     ca_pem: bytes,
-) -> tuple[list[DriverEndpoint], list[ProcessSpec]]:
-    """Set up identities for the default driver on every node and return its endpoints and processes."""
-    apply_rbac(api_client, rbac_file)
-    endpoints, specs = [], []
-    for node in nodes:
-        pod = client.CoreV1Api(api_client).create_namespaced_pod(
-            NAMESPACE, token_holder_pod(NAMESPACE, SERVICE_ACCOUNT, node, f"fake-dra-{node}")
+) -> DriverDeployment:
+    """Install the profile's identity and return one process per node (started by the caller's supervisor)."""
+    if profile.run is None:
+        raise UsageError(
+            f"{profile.source}: driver {profile.driver} has no `run` section: the local backend cannot run it"
         )
+    account = profile.identity.service_account
+    apply_manifests(api_client, profile.identity.rbac, account.namespace)
+    endpoints, processes = [], []
+    for node in nodes:
+        endpoint = DriverEndpoint(
+            profile.driver, node, kubelet_root(layout, node), layout.root / "nodes" / node / "cdi"
+        )
+        bound_pod = None
+        if profile.identity.node_bound_token:
+            pod = client.CoreV1Api(api_client).create_namespaced_pod(
+                account.namespace, token_holder_pod(account.namespace, account.name, node, f"{account.name}-{node}")
+            )
+            bound_pod = (pod.metadata.name, pod.metadata.uid)
         token = request_token(
-            api_client,
-            NAMESPACE,
-            SERVICE_ACCOUNT,
-            bound_pod=(pod.metadata.name, pod.metadata.uid),
-            lifetime=DRIVER_TOKEN_LIFETIME,
+            api_client, account.namespace, account.name, bound_pod=bound_pod, lifetime=DRIVER_TOKEN_LIFETIME
         )
         path = kubeconfig.write(
-            layout.config / f"fake-dra-{node}.kubeconfig",
-            kubeconfig.render(server, ca_pem, user=f"fake-dra@{node}", token=token),
+            layout.config / f"driver-{node}.kubeconfig",
+            kubeconfig.render(server, ca_pem, user=f"{account.name}@{node}", token=token),
         )
-        endpoint = DriverEndpoint(DEFAULT_DRIVER, node, kubelet_root(layout, node))
-        node_dir = layout.root / "nodes" / node
-        argv = driver_argv(
-            endpoint,
-            kubeconfig=path,
-            state_dir=node_dir / "fake-dra",
-            cdi_dir=node_dir / "cdi",
-            devices=DEVICES_PER_NODE,
+        values = placeholder_values(profile, endpoint, layout, path)
+        values.update({f"{BINARY_PLACEHOLDER}:{name}": str(binary) for name, binary in binaries.items()})
+        for directory in (
+            endpoint.registrar_dir,
+            endpoint.plugins_dir.parent,
+            Path(values["cdi_dir"]),
+            Path(values["data_dir"]),
+            *profile.run.directories(values),
+        ):
+            directory.mkdir(parents=True, exist_ok=True)
+        name = process_name(node)
+        processes.append(
+            ProcessSpec(
+                name,
+                profile.run.process.argv(values),
+                str(layout.component_log(name)),
+                critical=False,
+                # Some drivers let $KUBECONFIG override their flag: both name the driver's own identity.
+                env={"KUBECONFIG": str(path), **profile.run.process.environment(values)},
+            )
         )
         endpoints.append(endpoint)
-        specs.append(
-            ProcessSpec(f"fake-dra-{node}", argv, str(layout.component_log(f"fake-dra-{node}")), critical=False)
-        )
-    return endpoints, specs
+    return DriverDeployment(endpoints, processes)

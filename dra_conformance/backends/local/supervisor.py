@@ -150,6 +150,7 @@ class Supervisor:
             stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent,
             close_fds=True,
+            env={**os.environ, **spec.env} if spec.env else None,
         )
         log.close()
         self.children[spec.name] = child

@@ -1,0 +1,33 @@
+"""Reading the kube-apiserver audit log (JSON lines), where the backend makes it readable."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def events(audit_log: Path, *, containing: str) -> Iterator[dict[str, Any]]:
+    """Audit events whose line contains `containing` (a cheap pre-filter: most of the log is about other things)."""
+    for line in audit_log.read_text(errors="replace").splitlines():
+        if containing in line:
+            yield json.loads(line)
+
+
+def status_writes(audit_log: Path, namespace: str, claim: str) -> list[str]:
+    """Every attempt (allowed or not) to write the status of a ResourceClaim: "<user> <verb> -> <code>"."""
+    attempts = []
+    for event in events(audit_log, containing=f'"name":"{claim}"'):
+        reference = event.get("objectRef") or {}
+        if (
+            event.get("stage") == "ResponseComplete"
+            and reference.get("resource") == "resourceclaims"
+            and reference.get("subresource") == "status"
+            and reference.get("namespace") == namespace
+            and reference.get("name") == claim
+            and event.get("verb") in ("update", "patch")
+        ):
+            code = (event.get("responseStatus") or {}).get("code", "?")
+            attempts.append(f"{event['user']['username']} {event['verb']} -> {code}")
+    return attempts
