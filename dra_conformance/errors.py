@@ -32,6 +32,10 @@ class DriverError(ConformanceError):
     """A DRA driver under test misbehaved in a way that stops the check itself."""
 
 
+class DriverStartError(UsageError):
+    """The driver under test did not start as its profile says: command missing, exited, or no complete pool."""
+
+
 class FixtureError(UsageError):
     """A scenario fixture or matrix file is invalid (the message names the file and the key path)."""
 

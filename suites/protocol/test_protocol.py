@@ -9,7 +9,6 @@ check; *defensive* ones go beyond the contract and are advisories unless the str
 from __future__ import annotations
 
 import concurrent.futures
-import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -27,24 +26,25 @@ from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.claims import device_condition, device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
-from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef, DriverClient
-from dra_conformance.kubelet.role import CallOutcome, KubeletRole
+from dra_conformance.kubelet.client import ClaimRef, DriverClient
+from dra_conformance.kubelet.obligations import (
+    API_TYPES,
+    DRA_SERVICES,
+    HELPER,
+    KUBELET,
+    PROTO,
+    REGISTRATION_PROTO,
+    allocated_devices,
+    check_prepare_answer,
+    reported_devices,
+)
+from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 # Every check here talks to the driver's sockets: not applicable where this machine cannot reach them.
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
-# Sources, as cited in the contract audit (file:line in the pinned versions).
-PROTO = "k8s.io/kubelet@v0.37.2 pkg/apis/dra/v1/api.proto"
-REGISTRATION_PROTO = "k8s.io/kubelet@v0.37.2 pkg/apis/pluginregistration/v1/api.proto"
-KUBELET = "k8s.io/kubernetes@v1.37.2 pkg/kubelet"
-HELPER = "k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go"
-API_TYPES = "k8s.io/api@v0.37.2 resource/v1/types.go"
-# The DRA plugin services the kubelet accepts, by the version a call uses (pluginmanager accepts either).
-DRA_SERVICES = {"v1": "v1.DRAPlugin", "v1beta1": "v1beta1.DRAPlugin"}
-# A CDI device ID: <vendor>/<class>=<name> (the CDI specification's qualified device name).
-CDI_DEVICE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*=[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 # Claims prepared at once in the concurrency check: at most this many, and at most half of a node's devices, so
 # that tests on the other xdist worker still find free devices.
 CONCURRENT_CLAIMS = 4
@@ -70,53 +70,6 @@ def allocated(
 def _current_status(tracker: ResourceTracker, claim: AllocatedClaim) -> list[dict[str, Any]]:
     meta = claim.claim["metadata"]
     return device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
-
-
-def _devices(answer: ClaimAnswer | None) -> list[tuple[str, str]]:
-    return sorted((d["poolName"], d["deviceName"]) for d in (answer.devices if answer else []))
-
-
-def _allocated_devices(claim: AllocatedClaim, driver: str) -> list[tuple[str, str]]:
-    return sorted((r["pool"], r["device"]) for r in claim.results if r["driver"] == driver)
-
-
-def _check_answer(
-    obligations: Obligations, claim: AllocatedClaim, driver: str, outcome: CallOutcome, call: str
-) -> ClaimAnswer:
-    """Obligations of every successful prepare answer for one valid claim; returns that answer."""
-    obligations.contract(
-        outcome.error is None, f"{call}: a correctly allocated claim prepares", outcome.describe(), f"{KUBELET}/cm/dra"
-    )
-    obligations.contract(
-        outcome.keys() == {claim.ref.uid},
-        f"{call}: the response names exactly the requested claim UIDs",
-        sorted(outcome.keys()),
-        f"{PROTO}:43-50; {KUBELET}/cm/dra/manager.go:430-434,467-470",
-    )
-    answer = outcome.answer(claim.ref)
-    assert answer is not None
-    obligations.contract(not answer.error, f"{call}: no error for a valid claim", answer.error, f"{PROTO}:53-61")
-    reported, allocated = set(_devices(answer)), set(_allocated_devices(claim, driver))
-    obligations.contract(
-        reported <= allocated,
-        f"{call}: every reported (pool, device) is one of this driver's allocation results",
-        f"reported {sorted(reported)}, allocated {sorted(allocated)}",
-        f"{PROTO}:69-73; {KUBELET}/cm/dra/manager.go:441-458",
-    )
-    ids = [cdi for d in answer.devices for cdi in d["cdiDeviceIDs"]]
-    obligations.contract(
-        all(CDI_DEVICE_ID.match(cdi) for cdi in ids),
-        f"{call}: CDI device IDs, when present, are <vendor>/<class>=<name>",
-        ids,
-        f"{PROTO}:75-77; {HELPER}:275-278",
-    )
-    obligations.defensive(
-        reported == allocated,
-        f"{call}: every allocated device is reported",
-        f"reported {sorted(reported)}, allocated {sorted(allocated)}",
-        f"{PROTO}:53-58 (zero or more devices)",
-    )
-    return answer
 
 
 def _node_local_work(endpoint: DriverEndpoint, cluster: ClusterInfo, claim: ClaimRef) -> list[str]:
@@ -182,14 +135,14 @@ def test_prepare_and_unprepare_are_idempotent(
     advertised = list(driver_client(endpoint).get_info().supported_versions)
     if DRA_SERVICES[version] not in advertised:
         pytest.skip(f"not applicable: the driver does not advertise {DRA_SERVICES[version]} (it offers {advertised})")
-    first = _check_answer(
+    first = check_prepare_answer(
         obligations,
         allocated,
         driver_under_test.name,
         kubelet.prepare_outcome(endpoint, [allocated.ref], version=version),
         "first prepare",
     )
-    again = _check_answer(
+    again = check_prepare_answer(
         obligations,
         allocated,
         driver_under_test.name,
@@ -197,9 +150,9 @@ def test_prepare_and_unprepare_are_idempotent(
         "repeated prepare",
     )
     obligations.contract(
-        _devices(again) == _devices(first),
+        reported_devices(again) == reported_devices(first),
         "a repeated prepare reports the same devices (prepare is idempotent)",
-        f"first {_devices(first)}, again {_devices(again)}",
+        f"first {reported_devices(first)}, again {reported_devices(again)}",
         f"{HELPER}:124-125",
     )
     obligations.defensive(again == first, "a repeated prepare answers identically", f"{again} vs {first}", HELPER)
@@ -230,11 +183,11 @@ def test_declared_status_devices_follow_prepare_and_unprepare(
         f"{API_TYPES}:479-482",
     )
     endpoint = driver_under_test.endpoints[allocated.node]
-    _check_answer(
+    check_prepare_answer(
         obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
     )
     expected = sorted(
-        (driver_under_test.name, pool, device) for pool, device in _allocated_devices(allocated, driver_under_test.name)
+        (driver_under_test.name, pool, device) for pool, device in allocated_devices(allocated, driver_under_test.name)
     )
 
     def mine() -> list[dict[str, Any]]:
@@ -284,7 +237,7 @@ def test_unknown_claim_is_never_reported_prepared(
         mixed.describe(),
         f"{PROTO}:25-28 (can be reported per claim)",
     )
-    _check_answer(
+    check_prepare_answer(
         obligations,
         allocated,
         driver_under_test.name,
@@ -338,7 +291,7 @@ def test_claim_of_another_driver_gets_no_device_and_no_node_local_work(
     claim = allocate(tracker, foreign, api_client, foreign_class, timeout=timeouts.pod_scheduled, node=node)
     outcome = kubelet.prepare_outcome(endpoint, [claim.ref])
     obligations.contract(
-        not _devices(outcome.answer(claim.ref)),
+        not reported_devices(outcome.answer(claim.ref)),
         f"{driver_under_test.name} reports no device for a claim allocated only to {foreign.driver}",
         outcome.describe(),
         f"{PROTO}:53-58; {KUBELET}/cm/dra/manager.go:329-341",
@@ -371,10 +324,12 @@ def test_concurrent_prepares_all_succeed(
     with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
         outcomes = list(pool.map(lambda c: kubelet.prepare_outcome(endpoint, [c.ref]), claims))
     answers = [
-        _check_answer(obligations, claim, driver_under_test.name, outcome, f"concurrent prepare of {claim.ref.name}")
+        check_prepare_answer(
+            obligations, claim, driver_under_test.name, outcome, f"concurrent prepare of {claim.ref.name}"
+        )
         for claim, outcome in zip(claims, outcomes, strict=True)
     ]
-    devices = [device for answer in answers for device in _devices(answer)]
+    devices = [device for answer in answers for device in reported_devices(answer)]
     obligations.defensive(
         len(devices) == len(set(devices)),
         "concurrent claims get distinct devices (the driver's last line of defence)",

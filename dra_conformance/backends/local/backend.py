@@ -29,7 +29,7 @@ from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.driver.pool import PoolState, node_pools
 from dra_conformance.driver.profile import DriverProfile, load_profile, profile_hash
-from dra_conformance.errors import BackendError, DriverError, UsageError, WaitTimeout
+from dra_conformance.errors import BackendError, DriverStartError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import check_cluster
@@ -267,7 +267,7 @@ class LocalBackend:
         def observe() -> tuple[bool, dict[str, PoolState]]:
             exited = (self._state() or {}).get("exited", {})
             if name in exited:
-                raise DriverError(
+                raise DriverStartError(
                     f"driver {profile.driver} on {endpoint.node} exited with code {exited[name]} at start; last lines "
                     f"of {self.layout.component_log(name)}: {self._log_tail(name)}"
                 )
@@ -291,7 +291,7 @@ class LocalBackend:
                 max_interval=STARTUP_POLL_CAP,
             )
         except WaitTimeout as error:
-            raise DriverError(f"{error}; last lines of its log: {self._log_tail(name)}") from None
+            raise DriverStartError(f"{error}; last lines of its log: {self._log_tail(name)}") from None
 
     def _log_tail(self, name: str) -> str:
         log = self.layout.component_log(name)

@@ -10,6 +10,7 @@ installed as it is.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -25,7 +26,7 @@ from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile
-from dra_conformance.errors import UsageError
+from dra_conformance.errors import DriverStartError, UsageError
 from dra_conformance.kube import kinds, kubeconfig
 from dra_conformance.kube.identities import request_token, token_holder_pod
 
@@ -141,10 +142,13 @@ def deploy(
         ):
             directory.mkdir(parents=True, exist_ok=True)
         name = process_name(node)
+        argv = profile.run.process.argv(values)
+        if shutil.which(argv[0]) is None:
+            raise DriverStartError(f"driver {profile.driver} on {node}: command not found or not executable: {argv[0]}")
         processes.append(
             ProcessSpec(
                 name,
-                profile.run.process.argv(values),
+                argv,
                 str(layout.component_log(name)),
                 critical=False,
                 # Some drivers let $KUBECONFIG override their flag: both name the driver's own identity.

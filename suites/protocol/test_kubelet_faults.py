@@ -1,0 +1,132 @@
+"""Kubelet-side misbehaviour any driver must survive: the harness controls the calls, the driver needs no help.
+
+The kubelet retries after errors and timeouts, may unprepare claims that were never prepared or are already
+deleted, and prepares again after an unprepare. Each check plays that kubelet against the driver under test.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import grpc
+import pytest
+from kubernetes import client
+
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.kube.builders import Builder
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.client import ClaimRef
+from dra_conformance.kubelet.obligations import HELPER, PROTO, check_prepare_answer, reported_devices
+from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.report.findings import Obligations
+from dra_conformance.timeouts import Timeouts
+
+pytestmark = pytest.mark.usefixtures("driver_sockets")
+
+# Shorter than any real prepare (a socket round trip at least), so the call is cancelled by its deadline; the
+# driver may or may not have started the work, which is what a kubelet retry after a timeout looks like.
+CANCELLING_DEADLINE = 0.0005
+
+
+@pytest.fixture
+def allocated(
+    tracker: ResourceTracker,
+    namespace: str,
+    driver_under_test: DriverUnderTest,
+    api_client: client.ApiClient,
+    timeouts: Timeouts,
+) -> AllocatedClaim:
+    build = Builder(namespace=namespace, driver=driver_under_test.name)
+    device_class = tracker.create(build.device_class())["metadata"]["name"]
+    return allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled)
+
+
+def _unprepare_succeeds(
+    kubelet: KubeletRole, driver: DriverUnderTest, node: str, claim: ClaimRef, obligations: Obligations, why: str
+) -> None:
+    answer = kubelet.unprepare(driver.endpoints[node], [claim]).claims
+    obligations.contract(
+        set(answer) == {claim.uid} and not answer[claim.uid].error,
+        f"unprepare {why} succeeds",
+        answer,
+        f"{HELPER}:148-165; {PROTO}:89-99",
+    )
+
+
+def test_prepare_cancelled_by_its_deadline_succeeds_when_retried(
+    allocated: AllocatedClaim, driver_under_test: DriverUnderTest, kubelet: KubeletRole, obligations: Obligations
+) -> None:
+    endpoint = driver_under_test.endpoints[allocated.node]
+    cancelled = kubelet.prepare_outcome(endpoint, [allocated.ref], timeout=CANCELLING_DEADLINE)
+    if cancelled.error is None or cancelled.error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+        pytest.skip(f"not applicable: the call finished within {CANCELLING_DEADLINE}s ({cancelled.describe()})")
+    check_prepare_answer(
+        obligations,
+        allocated,
+        driver_under_test.name,
+        kubelet.prepare_outcome(endpoint, [allocated.ref]),
+        "the retry after a prepare cancelled by its deadline",
+    )
+
+
+def test_unprepare_of_a_claim_never_prepared_succeeds(
+    allocated: AllocatedClaim, driver_under_test: DriverUnderTest, kubelet: KubeletRole, obligations: Obligations
+) -> None:
+    _unprepare_succeeds(
+        kubelet, driver_under_test, allocated.node, allocated.ref, obligations, "of a never-prepared claim"
+    )
+
+
+def test_unprepare_of_an_unknown_claim_succeeds(
+    allocated: AllocatedClaim,
+    driver_under_test: DriverUnderTest,
+    kubelet: KubeletRole,
+    namespace: str,
+    obligations: Obligations,
+) -> None:
+    unknown = ClaimRef(namespace, str(uuid.uuid4()), "gone-before-we-looked")
+    _unprepare_succeeds(
+        kubelet, driver_under_test, allocated.node, unknown, obligations, "of a claim that never existed"
+    )
+
+
+def test_unprepare_of_a_deleted_claim_succeeds(
+    allocated: AllocatedClaim,
+    driver_under_test: DriverUnderTest,
+    kubelet: KubeletRole,
+    tracker: ResourceTracker,
+    obligations: Obligations,
+) -> None:
+    endpoint = driver_under_test.endpoints[allocated.node]
+    check_prepare_answer(
+        obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
+    )
+    tracker.delete(allocated.pod)
+    tracker.delete(allocated.claim)
+    _unprepare_succeeds(
+        kubelet, driver_under_test, allocated.node, allocated.ref, obligations, "after the claim was deleted"
+    )
+
+
+def test_prepare_after_unprepare_gets_the_allocated_devices_again(
+    allocated: AllocatedClaim, driver_under_test: DriverUnderTest, kubelet: KubeletRole, obligations: Obligations
+) -> None:
+    endpoint = driver_under_test.endpoints[allocated.node]
+    first = check_prepare_answer(
+        obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
+    )
+    _unprepare_succeeds(kubelet, driver_under_test, allocated.node, allocated.ref, obligations, "after prepare")
+    again = check_prepare_answer(
+        obligations,
+        allocated,
+        driver_under_test.name,
+        kubelet.prepare_outcome(endpoint, [allocated.ref]),
+        "prepare after unprepare",
+    )
+    obligations.contract(
+        reported_devices(again) == reported_devices(first),
+        "prepare after unprepare reports the same allocated devices",
+        f"first {reported_devices(first)}, again {reported_devices(again)}",
+        f"{PROTO}:69-73",
+    )
