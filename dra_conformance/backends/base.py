@@ -53,7 +53,7 @@ class ClusterInfo:
             "kubeconfig": str(self.kubeconfig),
             "server": self.server,
             "nodes": list(self.nodes),
-            "capabilities": sorted(self.capabilities),
+            "capabilities": sorted(capability.value for capability in self.capabilities),
             "pki_dir": _optional_str(self.pki_dir),
             "audit_log": _optional_str(self.audit_log),
             "log_dir": _optional_str(self.log_dir),

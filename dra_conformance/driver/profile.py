@@ -174,6 +174,11 @@ class ServiceAccountRef:
     namespace: str
     name: str
 
+    @property
+    def username(self) -> str:
+        """The name the API server knows its tokens by (audit log, authorization)."""
+        return f"system:serviceaccount:{self.namespace}:{self.name}"
+
 
 @dataclass(frozen=True)
 class Identity:

@@ -15,8 +15,8 @@ def events(audit_log: Path, *, containing: str) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-def status_writes(audit_log: Path, namespace: str, claim: str) -> list[str]:
-    """Every attempt (allowed or not) to write the status of a ResourceClaim: "<user> <verb> -> <code>"."""
+def status_writes(audit_log: Path, namespace: str, claim: str, user: str) -> list[str]:
+    """Every attempt (allowed or not) by `user` to write the status of a ResourceClaim: "<verb> -> <code>"."""
     attempts = []
     for event in events(audit_log, containing=f'"name":"{claim}"'):
         reference = event.get("objectRef") or {}
@@ -27,7 +27,8 @@ def status_writes(audit_log: Path, namespace: str, claim: str) -> list[str]:
             and reference.get("namespace") == namespace
             and reference.get("name") == claim
             and event.get("verb") in ("update", "patch")
+            and event.get("user", {}).get("username") == user
         ):
             code = (event.get("responseStatus") or {}).get("code", "?")
-            attempts.append(f"{event['user']['username']} {event['verb']} -> {code}")
+            attempts.append(f"{event['verb']} -> {code}")
     return attempts

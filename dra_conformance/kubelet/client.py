@@ -129,7 +129,8 @@ class DriverClient:
                         "poolName": d.pool_name,
                         "deviceName": d.device_name,
                         "cdiDeviceIDs": list(d.cdi_device_ids),
-                        **({"shareID": d.share_id} if d.HasField("share_id") else {}),
+                        # v1beta1's Device has no share_id; in v1 it is optional.
+                        **({"shareID": d.share_id} if _has(d, "share_id") else {}),
                     }
                     for d in answer.devices
                 ],
@@ -147,12 +148,27 @@ class DriverClient:
 
     def first_health_report(self, *, timeout: float = REGISTRATION_TIMEOUT) -> dict[str, str]:
         """The first DRAResourceHealth/NodeWatchResources message: device name -> HEALTHY/UNHEALTHY/UNKNOWN."""
+        return self.health_reports(1, timeout=timeout)[0][1]
+
+    def health_reports(self, count: int, *, timeout: float) -> list[tuple[float, dict[str, str]]]:
+        """The first `count` NodeWatchResources messages, each with the seconds since the stream opened."""
         messages, services = self.api.health_v1, self.api.health_v1_grpc
+        started = time.monotonic()
         stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
             messages.NodeWatchResourcesRequest(), timeout=timeout
         )
+        reports = []
         try:
-            first = next(stream)
+            for report in stream:
+                devices = {d.device.device_name: messages.HealthStatus.Name(d.health) for d in report.devices}
+                reports.append((time.monotonic() - started, devices))
+                if len(reports) == count:
+                    break
         finally:
             stream.cancel()
-        return {d.device.device_name: messages.HealthStatus.Name(d.health) for d in first.devices}
+        return reports
+
+
+def _has(message: Any, field_name: str) -> bool:
+    """Whether `message` has the optional field `field_name` set (False where its version lacks the field)."""
+    return field_name in message.DESCRIPTOR.fields_by_name and bool(message.HasField(field_name))

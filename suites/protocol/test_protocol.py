@@ -72,13 +72,17 @@ def _current_status(tracker: ResourceTracker, claim: AllocatedClaim) -> list[dic
     return device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
 
 
-def _node_local_work(endpoint: DriverEndpoint, cluster: ClusterInfo, claim: ClaimRef) -> list[str]:
-    """What the driver did on its node for `claim`: CDI specs naming the claim's UID, status writes for it."""
+def _node_local_work(
+    driver: DriverUnderTest, endpoint: DriverEndpoint, cluster: ClusterInfo, claim: ClaimRef
+) -> list[str]:
+    """What the driver did on its node for `claim`: CDI specs naming the claim's UID, its status writes for it."""
     work = []
     if endpoint.cdi_dir is not None and endpoint.cdi_dir.is_dir():
         work += [f"CDI spec {p.name}" for p in sorted(endpoint.cdi_dir.iterdir()) if claim.uid in _text(p)]
     if cluster.audit_log is not None:
-        work += [f"status write {attempt}" for attempt in status_writes(cluster.audit_log, claim.namespace, claim.name)]
+        user = driver.profile.identity.service_account.username
+        writes = status_writes(cluster.audit_log, claim.namespace, claim.name, user)
+        work += [f"status write by {user}: {attempt}" for attempt in writes]
     return work
 
 
@@ -265,7 +269,7 @@ def test_claim_of_another_node_is_refused_without_node_local_work(
         outcome.describe(),
         f"{KUBELET}/cm/dra/manager.go:296-316 (never sent)",
     )
-    work = _node_local_work(endpoint, cluster, allocated.ref)
+    work = _node_local_work(driver_under_test, endpoint, cluster, allocated.ref)
     obligations.defensive(
         not work,
         f"node {other} does no node-local work (CDI spec, status write) for another node's claim",
@@ -296,7 +300,7 @@ def test_claim_of_another_driver_gets_no_device_and_no_node_local_work(
         outcome.describe(),
         f"{PROTO}:53-58; {KUBELET}/cm/dra/manager.go:329-341",
     )
-    work = _node_local_work(endpoint, cluster, claim.ref)
+    work = _node_local_work(driver_under_test, endpoint, cluster, claim.ref)
     obligations.defensive(
         not work, f"no node-local work (CDI spec, status write) for a claim of {foreign.driver}", work, PROTO
     )

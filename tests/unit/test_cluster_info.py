@@ -25,4 +25,7 @@ def test_cluster_info_survives_the_trip_to_a_worker() -> None:
         ),
         details={"state_dir": "/state"},
     )
-    assert ClusterInfo.from_json(json.loads(json.dumps(info.to_json()))) == info
+    sent = info.to_json()
+    assert json.loads(json.dumps(sent)) == sent, "execnet and JSON carry plain types only"
+    assert all(type(name) is str for name in sent["capabilities"]), sent["capabilities"]
+    assert ClusterInfo.from_json(json.loads(json.dumps(sent))) == info

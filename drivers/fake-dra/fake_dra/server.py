@@ -18,6 +18,9 @@ SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
 WORKERS = 16
 # How often an idle health stream checks whether its caller went away.
 HEALTH_IDLE_CHECK = 1.0
+# The kubelet reports a device's health as Unknown when it is not re-sent within health_check_timeout (default
+# 30 s, k8s.io/kubelet pkg/apis/dra-health/v1/api.proto:57-63): every device is re-sent at least this often.
+HEALTH_RESEND_INTERVAL = 10.0
 
 
 def _claims(request: Any) -> list[ClaimRef]:
@@ -58,12 +61,12 @@ def health_servicer(core: DriverCore, messages: ModuleType, services: ModuleType
     class Servicer(services.DRAResourceHealthServicer):  # type: ignore[name-defined,misc]
         def NodeWatchResources(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:  # noqa: N802
             started = time.time()
-            version = -1
+            version, last_sent = -1, 0.0
             while context.is_active():
                 current = core.wait_health_change(version, HEALTH_IDLE_CHECK)
-                if current == version:
+                if current == version and time.monotonic() - last_sent < HEALTH_RESEND_INTERVAL:
                     continue
-                version = current
+                version, last_sent = current, time.monotonic()
                 response = messages.NodeWatchResourcesResponse()
                 for device, healthy, message in core.health():
                     entry = response.devices.add(
