@@ -131,6 +131,10 @@ SUITE_PYTEST_OPTIONS = (
     "timeout=300",
     "-o",
     "timeout_func_only=true",
+    # This CLI has imported the engine before pytest starts, so pytest cannot rewrite the asserts of the plugin's
+    # package and would warn so on every run; the suites' own modules are still rewritten.
+    "-W",
+    "ignore::pytest.PytestAssertRewriteWarning",
 )
 
 
