@@ -12,6 +12,7 @@ import grpc
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.errors import DriverError
 from dra_conformance.kube import waits
@@ -30,6 +31,8 @@ SLOW_PREPARE_DELAY = 1.5
 HUNG_CALL_DEADLINE = 2.0
 # How long an unschedulable pod must stay unscheduled to count: two scheduler retry rounds.
 STAYS_PENDING = 3.0
+# One device more than a ResourceSlice may hold: the driver must split its pool over two slices.
+MULTI_SLICE_DEVICES = 129
 
 
 class Setup:
@@ -204,16 +207,46 @@ def test_unprepare_error_is_reported_and_retry_succeeds(
     assert setup.device_status(claim) == []
 
 
+def _listed_slices(api_client: client.ApiClient, setup: Setup) -> list[str]:
+    """Names of every slice of the setup's driver on its node, whatever their generation."""
+    listed = client.ResourceV1Api(api_client).list_resource_slice(
+        field_selector=f"spec.driver={setup.driver.name},spec.nodeName={setup.node}"
+    )
+    return sorted(item.metadata.name for item in listed.items)
+
+
 def test_reduced_capacity_republishes_fewer_devices_with_a_new_generation(
-    start_setup: Callable[..., Setup], tracker: ResourceTracker
+    start_setup: Callable[..., Setup], api_client: client.ApiClient
 ) -> None:
-    setup = start_setup(devices=3)
+    setup = start_setup(devices=MULTI_SLICE_DEVICES)
     before = setup.process.control.healthz()["generation"]
+    pool = node_pools(api_client, setup.driver.name, setup.node)[setup.node]
+    assert pool.complete and pool.slices == 2 and len(pool.devices) == MULTI_SLICE_DEVICES, pool.describe()
+    assert pool.generation == before, pool.describe()
+
     setup.process.control.set_faults([{"mode": "reduced-capacity", "devices": 1}])
-    published = tracker.get(RESOURCE_API, "ResourceSlice", f"{setup.node}-{setup.driver.name}")
-    names = [d["name"] for d in published["spec"]["devices"]]
-    assert names == ["gpu-0"], f"published devices: {names}"
-    assert published["spec"]["pool"]["generation"] == before + 1, published["spec"]["pool"]
+    pools = node_pools(api_client, setup.driver.name, setup.node)
+    assert list(pools) == [setup.node], pools
+    pool = pools[setup.node]
+    assert pool.devices == ("gpu-0",), f"published devices: {pool.devices}"
+    assert pool.generation == before + 1 and pool.complete, pool.describe()
+    assert len(_listed_slices(api_client, setup)) == 1, f"slices no longer needed: {_listed_slices(api_client, setup)}"
+
+
+def test_tainted_device_in_a_large_pool_is_published_in_slices_the_api_accepts(
+    start_setup: Callable[..., Setup], api_client: client.ApiClient
+) -> None:
+    # The API server allows 128 devices per slice, but only 64 once one of them has taints (the unavailable fault).
+    setup = start_setup(devices=MULTI_SLICE_DEVICES)
+    before = setup.process.control.healthz()["generation"]
+    setup.process.control.set_faults([{"mode": "unavailable", "device": "gpu-0"}])
+    pool = node_pools(api_client, setup.driver.name, setup.node)[setup.node]
+    assert pool.generation == before + 1 and pool.complete and pool.slices == 3, pool.describe()
+    assert len(pool.devices) == MULTI_SLICE_DEVICES, pool.describe()
+    setup.process.control.set_faults([])
+    pool = node_pools(api_client, setup.driver.name, setup.node)[setup.node]
+    assert pool.generation == before + 2 and pool.complete and pool.slices == 2, pool.describe()
+    assert len(_listed_slices(api_client, setup)) == 2, f"slices no longer needed: {_listed_slices(api_client, setup)}"
 
 
 def test_nic_driver_reports_network_data(start_setup: Callable[..., Setup], kubelet: KubeletRole) -> None:

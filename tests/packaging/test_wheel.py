@@ -124,7 +124,7 @@ def test_bundled_suite_runs_from_an_empty_directory(installed: Installed, cluste
             "-n",
             "1",
             "-k",
-            "test_registration_info_names_the_driver",
+            "test_registration_names_the_driver",
             f"--cluster-state-dir={cluster.details['state_dir']}",
         ],
         tmp_path,

@@ -1,4 +1,4 @@
-"""Pure logic of the reference driver: fault parsing and matching, the published slice, CDI specs, the call log."""
+"""Pure logic of the reference driver: fault parsing and matching, the published pool, CDI specs, the call log."""
 
 from __future__ import annotations
 
@@ -6,14 +6,19 @@ import dataclasses
 import json
 import threading
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from kubernetes.client import ApiClient
 
 from fake_dra import cdi, devices
 from fake_dra.config import DriverConfig
-from fake_dra.core import allocated_node
+from fake_dra.core import DriverCore, allocated_node
 from fake_dra.faults import FAULT_SCHEMA, MODES, Fault, FaultError, FaultSet
+from fake_dra.kube import DriverAPI
 from fake_dra.recorder import CallLog
+from fake_dra.state import PreparedClaims
 
 # A thread waiting on a condition must be released within this long after the fault is cleared.
 RELEASE_DEADLINE = 5.0
@@ -99,6 +104,112 @@ def test_slice_taints_unavailable_devices_and_publishes_the_reduced_count(tmp_pa
     assert "taints" not in spec["devices"][0]
     assert spec["pool"] == {"name": "node-a", "generation": 7, "resourceSliceCount": 1}
     assert spec["nodeName"] == "node-a" and spec["driver"] == "gpu.example.com"
+
+
+@pytest.mark.parametrize(("count", "slices"), [(1, 1), (128, 1), (129, 2), (1000, 8)])
+def test_pool_is_split_into_slices_of_at_most_128_devices(tmp_path: Path, count: int, slices: int) -> None:
+    config = _config(tmp_path, devices=count)
+    manifests = devices.resource_slices(config, 5, unavailable=set(), published=count)
+    assert [m["metadata"]["name"] for m in manifests] == [f"node-a-gpu.example.com-{i}" for i in range(slices)]
+    assert all(len(m["spec"]["devices"]) <= devices.MAX_DEVICES_PER_SLICE for m in manifests)
+    pools = [m["spec"]["pool"] for m in manifests]
+    assert pools == [{"name": "node-a", "generation": 5, "resourceSliceCount": slices}] * slices, pools
+    assert all((m["spec"]["driver"], m["spec"]["nodeName"]) == ("gpu.example.com", "node-a") for m in manifests)
+    names = [d["name"] for m in manifests for d in m["spec"]["devices"]]
+    assert names == devices.device_names(config), "every device exactly once, in index order"
+
+
+def test_pool_without_devices_is_one_empty_slice(tmp_path: Path) -> None:
+    (manifest,) = devices.resource_slices(_config(tmp_path), 2, unavailable=set(), published=0)
+    assert manifest["spec"]["devices"] == []
+    assert manifest["spec"]["pool"] == {"name": "node-a", "generation": 2, "resourceSliceCount": 1}
+
+
+def test_pool_with_a_tainted_device_uses_slices_of_at_most_64_devices(tmp_path: Path) -> None:
+    config = _config(tmp_path, devices=1000)
+    manifests = devices.resource_slices(config, 3, unavailable={"gpu-999"}, published=1000)
+    assert len(manifests) == 16, [len(m["spec"]["devices"]) for m in manifests]
+    assert all(len(m["spec"]["devices"]) <= devices.MAX_TAINTED_DEVICES_PER_SLICE for m in manifests)
+    assert {m["spec"]["pool"]["resourceSliceCount"] for m in manifests} == {16}
+    assert manifests[-1]["spec"]["devices"][-1]["taints"][0]["key"] == devices.UNAVAILABLE_TAINT_KEY
+
+
+class _FakeSlices:
+    """The ResourceSlice calls of ResourceV1Api over a dict, enough for DriverAPI's pool helpers."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, dict[str, Any]] = {}
+        self.version = 0
+
+    def list_resource_slice(self, *, field_selector: str, **_: object) -> SimpleNamespace:
+        wanted = dict(term.split("=", 1) for term in field_selector.split(","))
+        items = [
+            s
+            for s in self.stored.values()
+            if (s["spec"]["driver"], s["spec"]["nodeName"]) == (wanted["spec.driver"], wanted["spec.nodeName"])
+        ]
+        return SimpleNamespace(data=json.dumps({"items": items}).encode())
+
+    def _store(self, manifest: dict[str, Any]) -> None:
+        self.version += 1
+        self.stored[manifest["metadata"]["name"]] = {
+            **manifest,
+            "metadata": {**manifest["metadata"], "resourceVersion": str(self.version)},
+        }
+
+    def create_resource_slice(self, manifest: dict[str, Any], **_: object) -> None:
+        assert manifest["metadata"]["name"] not in self.stored, "create of an existing slice"
+        self._store(manifest)
+
+    def replace_resource_slice(self, name: str, manifest: dict[str, Any], **_: object) -> None:
+        assert manifest["metadata"]["resourceVersion"] == self.stored[name]["metadata"]["resourceVersion"]
+        self._store(manifest)
+
+    def delete_resource_slice(self, name: str, **_: object) -> None:
+        del self.stored[name]
+
+
+def _fake_api(slices: _FakeSlices) -> DriverAPI:
+    api = DriverAPI(ApiClient(), "gpu.example.com")
+    api.resource = slices
+    return api
+
+
+def test_republish_writes_every_slice_at_the_new_generation_and_deletes_the_rest(tmp_path: Path) -> None:
+    config = _config(tmp_path, devices=300)
+    slices = _FakeSlices()
+    other_node = devices.resource_slices(_config(tmp_path, node_name="node-b"), 9, unavailable=set(), published=1)
+    slices.create_resource_slice(other_node[0])
+    api = _fake_api(slices)
+    api.publish_pool("node-a", devices.resource_slices(config, 1, unavailable=set(), published=300))
+    node_a = [f"node-a-gpu.example.com-{i}" for i in range(3)]
+    assert sorted(slices.stored) == [*node_a, "node-b-gpu.example.com-0"]
+    api.publish_pool("node-a", devices.resource_slices(config, 2, unavailable=set(), published=300))
+    assert [slices.stored[name]["spec"]["pool"]["generation"] for name in node_a] == [2, 2, 2]
+    api.publish_pool("node-a", devices.resource_slices(config, 3, unavailable=set(), published=100))
+    assert sorted(slices.stored) == [node_a[0], "node-b-gpu.example.com-0"], "extra slices of node-a not deleted"
+    assert slices.stored[node_a[0]]["spec"]["pool"] == {"name": "node-a", "generation": 3, "resourceSliceCount": 1}
+    api.delete_pool("node-a")
+    assert sorted(slices.stored) == ["node-b-gpu.example.com-0"], "delete_pool must leave other nodes alone"
+
+
+def test_restart_generation_is_newer_than_every_slice_of_the_pool(tmp_path: Path) -> None:
+    config = _config(tmp_path, devices=300)
+    config.state_dir.mkdir()
+    slices = _FakeSlices()
+    stale = devices.resource_slices(config, 4, unavailable=set(), published=300)
+    newest = devices.resource_slices(config, 7, unavailable=set(), published=300)
+    for manifest in (stale[0], newest[1], stale[2]):
+        slices.create_resource_slice(manifest)
+    core = DriverCore(
+        config,
+        _fake_api(slices),
+        FaultSet(),
+        CallLog(tmp_path / "calls.jsonl", "node-a"),
+        PreparedClaims(tmp_path / "p"),
+    )
+    assert core.generation == 8
+    assert (config.state_dir / "generation").read_text() == "8"
 
 
 def test_nic_profile_devices_carry_interface_and_mac(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 from kubernetes.client.exceptions import ApiException
 
 from dra_wire.kubelet_api import load
-from fake_dra import control, devices, server
+from fake_dra import control, server
+from fake_dra.broken import BrokenMode
 from fake_dra.config import PROFILES, DriverConfig
 from fake_dra.core import DriverCore
 from fake_dra.faults import FaultSet
@@ -35,6 +36,13 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--kubeconfig", type=Path, default=None, help="default: in-cluster configuration")
     parser.add_argument("--delete-slices-on-exit", action="store_true")
+    parser.add_argument(
+        "--broken-mode",
+        action="append",
+        default=[],
+        choices=[mode.value for mode in BrokenMode],
+        help="start as a broken driver (a mutant the conformance checks must catch); repeatable",
+    )
     args = parser.parse_args(argv)
     if args.devices < 1:
         parser.error(f"--devices must be at least 1, got {args.devices}")
@@ -48,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
         devices=args.devices,
         kubeconfig=args.kubeconfig,
         delete_slices_on_exit=args.delete_slices_on_exit,
+        broken=frozenset(BrokenMode(mode) for mode in args.broken_mode),
     )
 
 
@@ -69,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         core.publish()
     except ApiException as error:
-        print(f"fake-dra: publish slice for {config.node_name}: {denial(error)}", file=sys.stderr)
+        print(f"fake-dra: publish slices for {config.node_name}: {denial(error)}", file=sys.stderr)
         return 1
     grpc_servers = server.start(core, load())
     control_server = control.serve(core, config.control_socket)
@@ -83,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in (config.registration_socket, config.dra_socket, config.control_socket):
         path.unlink(missing_ok=True)
     if config.delete_slices_on_exit:
-        api.delete_slice(devices.slice_name(config))
+        api.delete_pool(config.node_name)
     return 0
 
 

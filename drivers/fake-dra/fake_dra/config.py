@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fake_dra.broken import BrokenMode
+
 PROFILES = ("gpu", "nic")
 
 
@@ -28,8 +30,14 @@ class DriverConfig:
     devices: int = 4
     # kubeconfig to reach the API server; None means in-cluster configuration.
     kubeconfig: Path | None = None
-    # Delete this node's ResourceSlice on a clean exit (private test drivers); real drivers keep it.
+    # Delete this node's ResourceSlices on a clean exit (private test drivers); real drivers keep it.
     delete_slices_on_exit: bool = False
+    # Bugs to behave with (mutants that conformance checks must catch); empty for the correct driver.
+    broken: frozenset[BrokenMode] = frozenset()
+
+    def is_broken(self, mode: BrokenMode) -> bool:
+        """Whether the driver was started with the bug `mode`."""
+        return mode in self.broken
 
     @property
     def plugin_dir(self) -> Path:

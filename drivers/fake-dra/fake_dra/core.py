@@ -13,6 +13,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from fake_dra import cdi, devices
+from fake_dra.broken import BrokenMode
 from fake_dra.config import DriverConfig
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
 from fake_dra.kube import DriverAPI, denial
@@ -56,29 +57,32 @@ class DriverCore:
         self._locks_guard = threading.Lock()
         self._health = threading.Condition()
         self._health_version = 0
+        # Claims unprepared by this process (only the prepare-after-unprepare-fails mutant looks at them).
+        self._unprepared: set[str] = set()
         self.generation = self._next_generation()
 
     # --- pool and health ----------------------------------------------------------------------------------------
 
     def _next_generation(self) -> int:
-        # A restart must publish a newer pool generation than any earlier run, even if the slice was deleted.
+        # A restart must publish a newer pool generation than any earlier run, even if its slices were deleted: newer
+        # than every slice of the pool still published (whatever their names) and than the one stored on disk.
         stored_path = self.config.state_dir / "generation"
         stored = int(stored_path.read_text()) if stored_path.exists() else 0
-        existing = self.api.read_slice(devices.slice_name(self.config))
-        published = existing["spec"]["pool"]["generation"] if existing else 0
+        existing = self.api.list_slices(self.config.node_name)
+        published = max((int(item["spec"]["pool"]["generation"]) for item in existing), default=0)
         generation = max(stored, published) + 1
         stored_path.write_text(str(generation))
         return generation
 
     def publish(self) -> None:
-        """Publish the node's slice as the active faults say it should look."""
-        manifest = devices.resource_slice(
+        """Publish the node's pool as the active faults say it should look: every slice at the current generation."""
+        manifests = devices.resource_slices(
             self.config,
             self.generation,
             unavailable=self.faults.unavailable_devices(devices.device_names(self.config)),
             published=self.faults.published_devices(self.config.devices),
         )
-        self.api.publish_slice(manifest)
+        self.api.publish_pool(self.config.node_name, manifests)
 
     def set_faults(self, faults: list[Fault]) -> None:
         """Replace the active faults; republish the slice (new generation) and the health stream if they changed."""
@@ -147,7 +151,11 @@ class DriverCore:
                 return PrepareResult(error=f"prepare failed (injected): {injected.message}")
             known = self.prepared.get(ref.uid)
             if known is not None:
+                if self.config.is_broken(BrokenMode.NON_IDEMPOTENT_PREPARE):
+                    return PrepareResult(error=f"claim {ref.uid} is already prepared")
                 return PrepareResult(devices=known["devices"])  # idempotent per claim UID
+            if ref.uid in self._unprepared and self.config.is_broken(BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS):
+                return PrepareResult(error=f"claim {ref.uid} was unprepared; it cannot be prepared again")
             try:
                 claim = self.api.get_claim(ref.namespace, ref.name)
             except ApiException as error:
@@ -188,7 +196,7 @@ class DriverCore:
         if not mine:
             return f"{where} has no devices of driver {self.config.driver_name}", []
         node = allocated_node(allocation)
-        if node != self.config.node_name:
+        if node != self.config.node_name and not self.config.is_broken(BrokenMode.PREPARES_FOREIGN_CLAIMS):
             return f"{where} is allocated to node {node or '(not a single node)'}, not {self.config.node_name}", []
         return "", mine
 
@@ -240,16 +248,20 @@ class DriverCore:
             if injected is not None:
                 return f"unprepare failed (injected): {injected.message}"
             if self.prepared.get(ref.uid) is None:
+                if self.config.is_broken(BrokenMode.UNPREPARE_UNKNOWN_FAILS):
+                    return f"claim {ref.uid} is not prepared here"
                 return ""  # never prepared here, or already unprepared: idempotent
             try:
                 claim = self.api.get_claim(ref.namespace, ref.name)
                 if claim["metadata"]["uid"] == ref.uid:
                     self.api.apply_device_status(claim, [])
             except ApiException as error:
-                if error.status != 404:  # a deleted claim has no status left to clean
+                # A deleted claim has no status left to clean.
+                if error.status != 404 or self.config.is_broken(BrokenMode.UNPREPARE_NEEDS_CLAIM):
                     return f"remove status.devices: {denial(error)}"
             cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
             self.prepared.remove(ref.uid)
+            self._unprepared.add(ref.uid)
             return ""
 
 

@@ -1,4 +1,4 @@
-"""Device profiles and the ResourceSlice a driver publishes for its node."""
+"""Device profiles and the ResourceSlices a driver publishes for its node's pool."""
 
 from __future__ import annotations
 
@@ -8,6 +8,12 @@ from fake_dra.config import DriverConfig
 
 Manifest = dict[str, Any]
 UNAVAILABLE_TAINT_KEY = "fake-dra.example.com/unavailable"
+# Most devices one ResourceSlice may list, and the lower limit once any of them has taints (the `unavailable`
+# fault taints devices): ResourceSliceMaxDevices and ResourceSliceMaxDevicesWithAdvancedFeatures in k8s.io/api
+# v0.37.2 resource/v1/types.go:341-348, enforced per slice by the API server (k8s.io/kubernetes v1.37.2
+# pkg/apis/resource/validation/validation.go:864-867). A larger pool is split over several slices.
+MAX_DEVICES_PER_SLICE = 128
+MAX_TAINTED_DEVICES_PER_SLICE = 64
 
 
 def device_names(config: DriverConfig) -> list[str]:
@@ -54,27 +60,52 @@ def ip_cidr(index: int) -> str:
     return f"192.0.2.{10 + index}/24"
 
 
-def resource_slice(config: DriverConfig, generation: int, *, unavailable: set[str], published: int) -> Manifest:
-    """The node's pool: the first `published` devices, with `unavailable` ones tainted NoSchedule."""
-    devices = []
-    for index in range(min(published, config.devices)):
+def resource_slices(config: DriverConfig, generation: int, *, unavailable: set[str], published: int) -> list[Manifest]:
+    """The node's pool: the first `published` devices, with `unavailable` ones tainted NoSchedule, split into slices.
+
+    Every slice carries the same pool name, generation and resourceSliceCount, so the pool is complete once all of
+    them are written. A pool without devices is still one (empty) slice.
+    """
+    listed = []
+    for index in range(max(0, min(published, config.devices))):
         device = _device(config, index)
         if device["name"] in unavailable:
             device["taints"] = [{"key": UNAVAILABLE_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]
-        devices.append(device)
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceSlice",
-        "metadata": {"name": slice_name(config)},
-        "spec": {
-            "driver": config.driver_name,
-            "nodeName": config.node_name,
-            "pool": {"name": config.node_name, "generation": generation, "resourceSliceCount": 1},
-            "devices": devices,
-        },
-    }
+        listed.append(device)
+    per_slice = devices_per_slice(tainted=any("taints" in device for device in listed))
+    chunks = [listed[start : start + per_slice] for start in range(0, len(listed), per_slice)] or [[]]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": slice_name(config, index)},
+            "spec": {
+                "driver": config.driver_name,
+                "nodeName": config.node_name,
+                "pool": {"name": config.node_name, "generation": generation, "resourceSliceCount": len(chunks)},
+                "devices": chunk,
+            },
+        }
+        for index, chunk in enumerate(chunks)
+    ]
 
 
-def slice_name(config: DriverConfig) -> str:
-    """One slice per (driver, node)."""
-    return f"{config.node_name}-{config.driver_name}"
+def resource_slice(
+    config: DriverConfig, generation: int, *, unavailable: set[str], published: int, index: int = 0
+) -> Manifest:
+    """Slice `index` of the node's pool (see resource_slices); a pool that fits one slice is slice 0 alone."""
+    return resource_slices(config, generation, unavailable=unavailable, published=published)[index]
+
+
+def devices_per_slice(*, tainted: bool) -> int:
+    """How many devices one slice holds: the API's limit, the lower one when the pool has tainted devices.
+
+    The lower limit applies per slice to a slice with any tainted device; using it for the whole pool keeps the
+    split a plain function of the device count.
+    """
+    return MAX_TAINTED_DEVICES_PER_SLICE if tainted else MAX_DEVICES_PER_SLICE
+
+
+def slice_name(config: DriverConfig, index: int) -> str:
+    """Slice `index` of the (driver, node) pool: `<node>-<driver>-<index>`."""
+    return f"{config.node_name}-{config.driver_name}-{index}"

@@ -89,7 +89,10 @@ class Fault:
 
     def to_json(self) -> dict[str, Any]:
         """The fault as JSON, without unset fields."""
-        return {key: value for key, value in asdict(self).items() if value not in (None, 0.0)}
+        # `devices: 0` is a real setting (publish none); only a zero delay means "not set".
+        return {
+            key: value for key, value in asdict(self).items() if value is not None and (key, value) != ("delay", 0.0)
+        }
 
     def applies(self, *, claim: str | None = None, devices: Iterable[str] = ()) -> bool:
         """Whether this fault concerns a claim (UID) and/or any of the given devices."""

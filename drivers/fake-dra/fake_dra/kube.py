@@ -1,4 +1,4 @@
-"""The driver's API access: read claims, write its own status.devices entries, publish its ResourceSlice."""
+"""The driver's API access: read claims, write its own status.devices entries, publish its pool's ResourceSlices."""
 
 from __future__ import annotations
 
@@ -71,28 +71,39 @@ class DriverAPI:
             _request_timeout=REQUEST_TIMEOUT,
         )
 
-    def read_slice(self, name: str) -> Manifest | None:
-        """A ResourceSlice as a dict, or None if it does not exist."""
-        try:
-            response = self.resource.read_resource_slice(name, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return dict(json.loads(response.data))
+    def list_slices(self, node: str) -> list[Manifest]:
+        """Every ResourceSlice of this driver bound to `node` (its pool, plus any left over from earlier runs)."""
+        response = self.resource.list_resource_slice(
+            field_selector=f"spec.driver={self.driver_name},spec.nodeName={node}",
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        return list(json.loads(response.data)["items"])
 
-    def publish_slice(self, manifest: Manifest) -> None:
-        """Create the slice, or replace the existing one of the same name."""
-        name = manifest["metadata"]["name"]
-        existing = self.read_slice(name)
-        if existing is None:
-            self.resource.create_resource_slice(manifest, _request_timeout=REQUEST_TIMEOUT)
-            return
-        manifest = {
-            **manifest,
-            "metadata": {**manifest["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]},
-        }
-        self.resource.replace_resource_slice(name, manifest, _request_timeout=REQUEST_TIMEOUT)
+    def publish_pool(self, node: str, manifests: list[Manifest]) -> None:
+        """Make `manifests` the node's slices: create or replace each, then delete the node's other slices.
+
+        Deleting only after every new slice is written keeps the pool complete at its highest generation as soon as
+        the last write lands; slices left over (fewer devices now, or an older naming) are at a lower generation,
+        which consumers ignore until they are gone.
+        """
+        existing = {item["metadata"]["name"]: item for item in self.list_slices(node)}
+        for manifest in manifests:
+            name = manifest["metadata"]["name"]
+            current = existing.pop(name, None)
+            if current is None:
+                self.resource.create_resource_slice(manifest, _request_timeout=REQUEST_TIMEOUT)
+                continue
+            version = current["metadata"]["resourceVersion"]
+            replacement = {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": version}}
+            self.resource.replace_resource_slice(name, replacement, _request_timeout=REQUEST_TIMEOUT)
+        for name in existing:
+            self.delete_slice(name)
+
+    def delete_pool(self, node: str) -> None:
+        """Delete every slice of this driver on `node`, one by one: the RBAC grants delete, not deletecollection."""
+        for item in self.list_slices(node):
+            self.delete_slice(item["metadata"]["name"])
 
     def delete_slice(self, name: str) -> None:
         """Delete the slice; already gone is fine."""
