@@ -31,7 +31,7 @@ from dra_conformance.driver.pool import PoolState, node_pools
 from dra_conformance.driver.profile import DriverProfile, load_profile, profile_hash
 from dra_conformance.errors import BackendError, DriverStartError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.kube.client import client_from_kubeconfig, status_message
 from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.timeouts import Timeouts
@@ -211,9 +211,9 @@ class LocalBackend:
                 check_cluster(self.layout.kubeconfig)  # the same preflight any cluster passes
                 timings.lap("preflight")
             except (ApiException, HTTPError) as error:
-                reason = self._reason()
                 self._stop_locked()
-                raise BackendError(f"start local cluster: register nodes and drivers: {error}; {reason}") from None
+                cause = f"{error.status} {status_message(error)}" if isinstance(error, ApiException) else str(error)
+                raise BackendError(f"start local cluster: register nodes and drivers: {cause}") from None
             except BaseException:
                 self._stop_locked()
                 raise

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client
@@ -25,9 +26,9 @@ from kubernetes.dynamic import DynamicClient
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.endpoint import DriverEndpoint
-from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile
+from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, ServiceAccountRef
 from dra_conformance.errors import DriverStartError, UsageError
-from dra_conformance.kube import kinds, kubeconfig
+from dra_conformance.kube import builders, kinds, kubeconfig
 from dra_conformance.kube.identities import request_token, token_holder_pod
 
 # Long enough for a cluster left up over a working day; the token dies with its pod anyway.
@@ -50,24 +51,22 @@ def process_name(node: str) -> str:
     return f"driver-{node}"
 
 
-def apply_manifests(api_client: client.ApiClient, files: tuple[Path, ...], namespace: str) -> None:
-    """Create the profile's namespace and RBAC objects (objects that already exist are kept)."""
-    try:
-        client.CoreV1Api(api_client).create_namespace({"metadata": {"name": namespace}})
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    dynamic = DynamicClient(api_client)
+def apply_manifests(api_client: client.ApiClient, files: tuple[Path, ...], account: ServiceAccountRef) -> None:
+    """Create the profile's namespace, its RBAC objects and its ServiceAccount (what already exists is kept)."""
+    namespace: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": account.namespace}}
+    documents = [namespace]
     for path in files:
-        for document in yaml.safe_load_all(path.read_text()):
-            if not document:
-                continue
-            resource = kinds.resource(dynamic, document["apiVersion"], document["kind"])
-            try:
-                resource.create(body=document, namespace=document["metadata"].get("namespace"))
-            except ApiException as error:
-                if error.status != 409:
-                    raise
+        documents += [document for document in yaml.safe_load_all(path.read_text()) if document]
+    # The RBAC files usually create the ServiceAccount; a profile whose files do not still names one to run as.
+    documents.append(builders.service_account(account.name, account.namespace))
+    dynamic = DynamicClient(api_client)
+    for document in documents:
+        resource = kinds.resource(dynamic, document["apiVersion"], document["kind"])
+        try:
+            resource.create(body=document, namespace=document["metadata"].get("namespace"))
+        except ApiException as error:
+            if error.status != 409:
+                raise
 
 
 @dataclass(frozen=True)
@@ -112,7 +111,7 @@ def deploy(
             f"{profile.source}: driver {profile.driver} has no `run` section: the local backend cannot run it"
         )
     account = profile.identity.service_account
-    apply_manifests(api_client, profile.identity.rbac, account.namespace)
+    apply_manifests(api_client, profile.identity.rbac, account)
     endpoints, processes = [], []
     for node in nodes:
         endpoint = DriverEndpoint(
