@@ -20,6 +20,7 @@ from dra_conformance.errors import FixtureError
 from dra_conformance.kube.leaks import audit_namespace
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.plugin.exits import refuse
 from dra_conformance.rbac.environment import RbacEnvironment, served_resource_versions
 from dra_conformance.rbac.matrix import VERSIONED_ACTIONS, Row, load_rows
 from dra_conformance.timeouts import Timeouts
@@ -43,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         config.stash[ROWS_KEY] = load_rows(path)
     except FixtureError as error:
-        raise pytest.UsageError(str(error)) from None
+        refuse(error)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

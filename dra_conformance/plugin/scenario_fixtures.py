@@ -17,6 +17,7 @@ from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.errors import FixtureError
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.plugin.exits import refuse
 from dra_conformance.scenarios import catalog
 from dra_conformance.scenarios.catalog import Scenario
 from dra_conformance.scenarios.runner import ScenarioRun
@@ -43,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         config.stash[CATALOG] = catalog.load(config.getoption("--catalog") or paths.scenario_catalog())
     except FixtureError as error:
-        raise pytest.UsageError(str(error)) from None
+        refuse(error)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -30,6 +30,7 @@ from dra_conformance.kubelet.latency import summarize_latencies
 from dra_conformance.metrics.verdict import RECORD_KIND as VERDICT_RECORDS
 from dra_conformance.metrics.verdict import summarize_verdict
 from dra_conformance.plugin import stash
+from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.options import cluster_named, suite_config_from
 from dra_conformance.rbac.matrix import RECORD_KIND as MATRIX_RECORDS
 from dra_conformance.rbac.matrix import summarize_cells
@@ -37,10 +38,6 @@ from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
 from dra_conformance.report.findings import summarize_advisories
 from dra_conformance.report.writer import Summarizer, write_report
 
-# The driver profile does not validate (the same code as the CLI's usage errors).
-EXIT_BAD_PROFILE = 2
-# The named cluster failed its preflight: it cannot run the suites (pytest's code for an interrupted run).
-EXIT_CLUSTER_UNUSABLE = 2
 # Record kind -> summarizer, in the order the sections are printed at the end of the run.
 SUMMARIZERS: dict[str, Summarizer] = {
     LATENCY_RECORDS: summarize_latencies,
@@ -73,7 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         config.stash[stash.PROFILE] = load_profile(config.getoption("--profile") or paths.reference_driver_profile())
     except UsageError as error:
-        pytest.exit(f"dra-conformance: {error}", returncode=EXIT_BAD_PROFILE)
+        refuse(error)
     reports = config.getoption("--reports-dir") or Path(str(config.rootpath)) / "reports"
     run_dir = reports / run_id
     config.stash[stash.RUN_DIR] = run_dir
@@ -104,7 +101,7 @@ def _preflight(config: pytest.Config) -> None:
     try:
         config.stash[stash.CLUSTER] = backend_of(config).start()
     except ConformanceError as error:
-        pytest.exit(f"dra-conformance: {error}", returncode=EXIT_CLUSTER_UNUSABLE)
+        refuse(error)
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -20,10 +20,10 @@ from dra_conformance.kube import builders, kubeconfig
 from dra_conformance.kube.identities import request_token
 from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.plugin.exits import EXIT_CANNOT_RUN
 
 # Guards against a hang only: Python start-up plus a preflight that gives each request at most 4 s to connect.
 COMMAND_DEADLINE = 60.0
-EXIT_CLUSTER_UNUSABLE = 2
 
 
 def _kubeconfig(api_client: client.ApiClient, path: Path, *, server: str | None = None, token: str) -> Path:
@@ -66,7 +66,7 @@ def _run(entry: str, kubeconfig_path: Path, workdir: Path) -> subprocess.Complet
 def _assert_one_line_exit(result: subprocess.CompletedProcess[str], workdir: Path, *expected: str) -> None:
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     observed = f"exit {result.returncode}, output {lines}"
-    assert result.returncode == EXIT_CLUSTER_UNUSABLE, observed
+    assert result.returncode == EXIT_CANNOT_RUN, observed
     assert len(lines) == 1, observed
     for part in expected:
         assert part in lines[0], f"{part!r} missing: {observed}"

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from dra_conformance.plugin.exits import EXIT_CANNOT_RUN
+
 PASSING_TEST = "def test_nothing():\n    assert True\n"
 
 
@@ -74,5 +76,19 @@ def test_catalog_with_an_unknown_key_fails_collection_in_one_line(pytester: pyte
         "scenarios:\n- id: typo\n  description: d\n  pods: [{name: app, claims: []}]\n  expect: {}\n  podz: []\n"
     )
     result = _run(pytester, f"--catalog={catalog_dir}")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert _error_line(result) == f"ERROR: {catalog_dir / 'broken.yaml'}: scenarios[0].podz: unknown key"
+    assert result.ret == EXIT_CANNOT_RUN
+    assert (
+        _error_line(result) == f"Exit: dra-conformance: {catalog_dir / 'broken.yaml'}: scenarios[0].podz: unknown key"
+    )
+
+
+def test_profile_with_a_misspelled_key_stops_the_run_in_one_line(pytester: pytest.Pytester) -> None:
+    profile = pytester.path / "driver.yaml"
+    profile.write_text(
+        "apiVersion: dra-conformance.io/v1alpha1\nkind: DriverProfile\ndriver: gpu.example.com\n"
+        "identity: {serviceAccount: {namespace: d, name: d}}\ndeviceClasses: [{name: c, create: true}]\n"
+        "devices: {perNode: 1}\ncapabilities: {healthStrem: true}\n"
+    )
+    result = _run(pytester, f"--profile={profile}")
+    assert result.ret == EXIT_CANNOT_RUN
+    assert _error_line(result) == f"Exit: dra-conformance: {profile}:7: capabilities.healthStrem: unknown key"
