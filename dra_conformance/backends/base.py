@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from dra_conformance.driver.endpoint import DriverEndpoint
 
@@ -25,6 +25,15 @@ class BackendCapability(StrEnum):
     REFERENCE_DRIVER = "reference-driver"
     # The reference Metrics API adapter serves metrics.k8s.io, with switchable faults.
     REFERENCE_METRICS_ADAPTER = "reference-metrics-adapter"
+    # A node of its own for checks that disrupt the driver under test (kill, restart); other tests never land
+    # there, because it carries DISRUPTION_TAINT (`details["disruption_node"]`).
+    DISRUPTION_NODE = "disruption-node"
+
+
+# Keeps every pod that does not tolerate it off the disruption node, so a driver restart there disturbs no other
+# test running in parallel.
+DISRUPTION_TAINT = {"key": "dra-conformance.io/disruption", "value": "true", "effect": "NoSchedule"}
+DISRUPTION_TOLERATION = {"key": DISRUPTION_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
 
 
 @dataclass(frozen=True)
@@ -112,4 +121,17 @@ class ClusterBackend(Protocol):
 
     def release(self, owner_pid: int) -> None:
         """Stop the cluster if the process `owner_pid` started it; leave clusters started by others running."""
+        ...
+
+
+@runtime_checkable
+class DriverProcesses(Protocol):
+    """A backend that runs the driver under test's processes itself and can disrupt them."""
+
+    def kill_driver(self, node: str) -> int:
+        """SIGKILL the driver on `node`; return its exit status once the supervisor has seen it exit."""
+        ...
+
+    def start_driver(self, node: str) -> None:
+        """Start the driver on `node` again and wait until it registered with a complete pool."""
         ...

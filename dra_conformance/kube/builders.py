@@ -93,7 +93,14 @@ class Builder:
         """A ResourceClaimTemplate for `count` devices of `device_class`."""
         return self.template_from_spec(_single_request(device_class, count))
 
-    def pod_with(self, uses: list[ClaimUse], *, node: str | None = None, prefix: str = "pod") -> Manifest:
+    def pod_with(
+        self,
+        uses: list[ClaimUse],
+        *,
+        node: str | None = None,
+        prefix: str = "pod",
+        tolerations: tuple[Manifest, ...] = (),
+    ) -> Manifest:
         """A pod whose one container uses every claim in `uses`; `node` pins it through a nodeSelector."""
         references = [
             {"name": use.name, **({"resourceClaimName": use.claim} if use.claim else {})}
@@ -118,11 +125,20 @@ class Builder:
         }
         if node:
             pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+        if tolerations:
+            pod["spec"]["tolerations"] = list(tolerations)
         return pod
 
-    def pod(self, *, claim: str | None = None, template: str | None = None, node: str | None = None) -> Manifest:
+    def pod(
+        self,
+        *,
+        claim: str | None = None,
+        template: str | None = None,
+        node: str | None = None,
+        tolerations: tuple[Manifest, ...] = (),
+    ) -> Manifest:
         """A pod using one claim ("devices"), referenced by name or generated from a template."""
-        return self.pod_with([ClaimUse("devices", claim=claim, template=template)], node=node)
+        return self.pod_with([ClaimUse("devices", claim=claim, template=template)], node=node, tolerations=tolerations)
 
 
 def _single_request(device_class: str, count: int) -> Manifest:

@@ -42,10 +42,11 @@ def allocate(
     timeout: float,
     node: str | None = None,
     count: int = 1,
+    tolerations: tuple[dict[str, Any], ...] = (),
 ) -> AllocatedClaim:
     """Create a claim and a pod using it (pinned to `node` if given); return them once the pod is bound."""
     claim = tracker.create(build.claim(device_class, count=count))
-    pod = tracker.create(build.pod(claim=claim["metadata"]["name"], node=node))
+    pod = tracker.create(build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations))
     core = client.CoreV1Api(api_client)
     bound = waits.until(
         lambda: core.read_namespaced_pod(pod["metadata"]["name"], build.namespace),

@@ -13,7 +13,8 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
+from dra_conformance.backends.base import BackendCapability, ClusterInfo, DriverProcesses
+from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
@@ -24,6 +25,7 @@ from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.plugin import stash
+from dra_conformance.plugin.session import backend_of
 from dra_conformance.report.findings import Obligations
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
@@ -48,8 +50,24 @@ def driver_profile(pytestconfig: pytest.Config) -> DriverProfile:
 @pytest.fixture(scope="session")
 def driver_under_test(cluster: ClusterInfo, driver_profile: DriverProfile) -> DriverUnderTest:
     """The driver being certified, with the kubelet-plugin sockets of it that this machine can reach."""
-    endpoints = {e.node: e for e in cluster.drivers if e.driver == driver_profile.driver}
+    endpoints = {e.node: e for e in cluster.drivers if e.driver == driver_profile.driver and e.node in cluster.nodes}
     return DriverUnderTest(driver_profile, endpoints)
+
+
+@pytest.fixture
+def disruption(
+    pytestconfig: pytest.Config, cluster: ClusterInfo, driver_under_test: DriverUnderTest
+) -> Iterator[Disruption]:
+    """The driver under test on the node set aside for disruptive checks; running again after the test."""
+    backend = backend_of(pytestconfig)
+    node = cluster.details.get("disruption_node")
+    endpoint = next((e for e in cluster.drivers if e.node == node and e.driver == driver_under_test.name), None)
+    if node is None or endpoint is None or not isinstance(backend, DriverProcesses):
+        pytest.skip(f"not applicable: backend {cluster.backend} cannot kill and restart the driver's processes")
+    disrupted = Disruption(node, endpoint, backend)
+    yield disrupted
+    if disrupted.killed:
+        disrupted.start()
 
 
 @pytest.fixture(scope="session")

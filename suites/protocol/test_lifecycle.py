@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.backends.base import BackendCapability, ClusterInfo
+from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.reference import PrivateDriver
@@ -18,6 +19,7 @@ from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.obligations import check_prepare_answer
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
@@ -105,4 +107,70 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
         timeout=timeouts.pod_ready,
         what=f"pod {pod_name} Ready after prepare",
         describe=lambda p: p.status.conditions,
+    )
+
+
+def test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares(
+    disruption: Disruption,
+    driver_under_test: DriverUnderTest,
+    tracker: ResourceTracker,
+    namespace: str,
+    api_client: client.ApiClient,
+    kubelet: KubeletRole,
+    timeouts: Timeouts,
+    obligations: Obligations,
+) -> None:
+    build = Builder(namespace=namespace, driver=driver_under_test.name)
+    device_class = tracker.create(build.device_class())["metadata"]["name"]
+    claim = allocate(
+        tracker,
+        build,
+        api_client,
+        device_class,
+        timeout=timeouts.pod_scheduled,
+        node=disruption.node,
+        tolerations=(disruption.toleration,),
+    )
+    check_prepare_answer(
+        obligations,
+        claim,
+        driver_under_test.name,
+        kubelet.prepare_outcome(disruption.endpoint, [claim.ref]),
+        "prepare before the kill",
+    )
+    before = node_pools(api_client, driver_under_test.name, disruption.node)
+
+    with allure.step(f"SIGKILL the driver on {disruption.node}, then start it again"):
+        disruption.kill()
+        disruption.start()  # waits until it registered again with a complete pool
+
+    after = node_pools(api_client, driver_under_test.name, disruption.node)
+    obligations.contract(
+        {name: pool.devices for name, pool in after.items()} == {name: pool.devices for name, pool in before.items()},
+        "after a SIGKILL and restart the driver republishes the same devices",
+        f"before {before}, after {after}",
+        "k8s.io/dynamic-resource-allocation@v0.37.2 resourceslice/resourceslicecontroller.go:853-867",
+    )
+    obligations.contract(
+        all(after[name].generation >= pool.generation for name, pool in before.items() if name in after),
+        "a pool's generation never goes back across a restart",
+        f"before {before}, after {after}",
+        "k8s.io/api@v0.37.2 resource/v1/types.go:314-321",
+    )
+    unprepared = kubelet.unprepare(disruption.endpoint, [claim.ref]).claims
+    obligations.contract(
+        set(unprepared) == {claim.ref.uid} and not unprepared[claim.ref.uid].error,
+        "a claim prepared before the kill unprepares after the restart",
+        unprepared,
+        "k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go:148-165",
+    )
+    cdi_dir = disruption.endpoint.cdi_dir
+    left = (
+        [p.name for p in sorted(cdi_dir.iterdir()) if claim.ref.uid in p.name] if cdi_dir and cdi_dir.is_dir() else []
+    )
+    obligations.defensive(
+        not left,
+        "the claim's CDI spec is removed by the unprepare after the restart (state survives the process)",
+        left,
+        "k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go:156-160",
     )

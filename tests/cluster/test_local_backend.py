@@ -52,6 +52,7 @@ def test_down_stops_every_component(private_backend: LocalBackend, timeouts: Tim
         "kube-scheduler",
         "kwok",
         "driver-kwok-node-0",
+        "driver-kwok-disruption",
         "fake-metrics",
     }
     assert set(pids) == expected, pids

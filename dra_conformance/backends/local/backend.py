@@ -8,6 +8,7 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
+from dra_conformance.backends.base import DISRUPTION_TAINT, BackendCapability, ClusterInfo
 from dra_conformance.backends.local import control_plane, drivers, metrics
 from dra_conformance.backends.local.build import Binaries, Builder, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -46,6 +47,8 @@ STARTUP_POLL_CAP = 0.1
 LOG_TAIL_LINES = 15
 # Lines of a driver's log quoted in its one-line start error.
 DRIVER_LOG_TAIL_LINES = 3
+# The node that checks disrupting the driver under test have to themselves (tainted; see DISRUPTION_TAINT).
+DISRUPTION_NODE = "kwok-disruption"
 # Capacity of each fake node; large so allocation, not CPU or memory, decides scheduling in the suites.
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
 
@@ -101,7 +104,7 @@ class LocalBackend:
         self.echo = echo
 
     def node_names(self) -> tuple[str, ...]:
-        """Names of the fake nodes, in index order."""
+        """Names of the fake nodes, in index order (the disruption node not included)."""
         return tuple(f"kwok-node-{index}" for index in range(self.config.nodes))
 
     # --- inspection -------------------------------------------------------------------------------------------
@@ -146,6 +149,7 @@ class LocalBackend:
                 }
                 | ({BackendCapability.REFERENCE_DRIVER} if recorded.get("drivers") else set())
                 | ({BackendCapability.REFERENCE_METRICS_ADAPTER} if recorded.get("metrics") == "fake" else set())
+                | {BackendCapability.DISRUPTION_NODE}
             ),
             drivers=tuple(
                 DriverEndpoint(
@@ -160,6 +164,7 @@ class LocalBackend:
                 "supervisor_pid": str(state["supervisor_pid"]),
                 "metrics.control_socket": str(self.metrics_control_socket),
                 "metrics": str(recorded.get("metrics") or "none"),
+                "disruption_node": DISRUPTION_NODE,
                 "profile": str(recorded.get("profile", "")),
                 "profile.digest": str(recorded.get("profile_digest", "")),
                 "state_dir": str(self.layout.root),
@@ -203,7 +208,7 @@ class LocalBackend:
                 timings.lap("control_plane")
                 nodes = self._register_nodes()
                 timings.lap("nodes_ready")
-                endpoints = self._start_drivers(nodes, binaries)
+                endpoints = self._start_drivers((*nodes, DISRUPTION_NODE), binaries)
                 timings.lap("drivers_ready")
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)
@@ -271,12 +276,12 @@ class LocalBackend:
                     f"driver {profile.driver} on {endpoint.node} exited with code {exited[name]} at start; last lines "
                     f"of {self.layout.component_log(name)}: {self._log_tail(name)}"
                 )
-            return endpoint.registration_socket.is_socket(), node_pools(api_client, profile.driver, endpoint.node)
+            return _listening(endpoint.registration_socket), node_pools(api_client, profile.driver, endpoint.node)
 
         def describe(seen: tuple[bool, dict[str, PoolState]]) -> str:
             registered, pools = seen
             published = "; ".join(pool.describe() for pool in pools.values()) or "no ResourceSlice for this node"
-            socket = "a registration socket" if registered else f"no socket in {endpoint.registrar_dir}"
+            socket = "a registration socket" if registered else f"no socket answering in {endpoint.registrar_dir}"
             return f"{socket}; {published}"
 
         deadline = profile.timeouts.factor("driver_ready") * self.config.timeouts.driver_ready
@@ -292,6 +297,33 @@ class LocalBackend:
             )
         except WaitTimeout as error:
             raise DriverStartError(f"{error}; last lines of its log: {self._log_tail(name)}") from None
+
+    def kill_driver(self, node: str) -> int:
+        """SIGKILL the driver on `node`; return its exit status once the supervisor has recorded the exit."""
+        name = drivers.process_name(node)
+        pid = int((self._state() or {}).get("processes", {})[name])
+        os.kill(pid, signal.SIGKILL)
+        exited = waits.until(
+            lambda: (self._state() or {}).get("exited", {}),
+            lambda seen: name in seen,
+            timeout=self.config.timeouts.process_stop,
+            what=f"supervisor seeing driver {name} (pid {pid}) exit after SIGKILL",
+            describe=str,
+            max_interval=STARTUP_POLL_CAP,
+        )
+        return int(exited[name])
+
+    def start_driver(self, node: str) -> None:
+        """Have the supervisor start the (exited) driver on `node` again; wait for its registration and pool."""
+        recorded = json.loads(self.layout.extra_processes.read_text())
+        spec = next(item for item in recorded if item["name"] == drivers.process_name(node))
+        self._add_processes([control_plane.ProcessSpec(**spec)])
+        info = self.info()
+        endpoint = next((e for e in info.drivers if e.node == node), None) if info else None
+        if endpoint is None:
+            raise BackendError(f"start driver on {node}: the local cluster is not running or has no driver there")
+        with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
+            self._await_driver(api_client, load_profile(self.config.profile), endpoint)
 
     def _log_tail(self, name: str) -> str:
         log = self.layout.component_log(name)
@@ -422,11 +454,16 @@ class LocalBackend:
             raise BackendError(f"start local cluster: {error}; {self._reason()}") from None
 
     def _register_nodes(self) -> tuple[str, ...]:
-        names = self.node_names()
+        """Create the fake nodes and the tainted disruption node; return the names of the fake nodes."""
+        regular = self.node_names()
+        names = (*regular, DISRUPTION_NODE)
         with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
             core = client.CoreV1Api(api_client)
             for index, name in enumerate(names):
-                core.create_node(self._node_manifest(index, name))
+                manifest = self._node_manifest(index, name)
+                if name == DISRUPTION_NODE:
+                    manifest["spec"] = {"taints": [DISRUPTION_TAINT]}
+                core.create_node(manifest)
 
             def ready_nodes() -> set[str]:
                 listed = core.list_node(label_selector=NODE_LABEL, _request_timeout=5)
@@ -445,7 +482,7 @@ class LocalBackend:
                 retry_on=(ApiException, HTTPError),
                 max_interval=STARTUP_POLL_CAP,
             )
-        return names
+        return regular
 
     @staticmethod
     def _node_manifest(index: int, name: str) -> dict[str, Any]:
@@ -521,3 +558,13 @@ class LocalBackend:
                 raise BackendError(f"stop local cluster: supervisor {pid} did not exit within {limit:g}s; killed")
         finally:
             os.close(pidfd)
+
+
+def _listening(path: Path) -> bool:
+    """Whether a process accepts connections on the unix socket `path` (a killed driver leaves a dead file behind)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True

@@ -20,6 +20,8 @@ from fake_dra.kube import DriverAPI, api_client, denial
 from fake_dra.recorder import CallLog
 from fake_dra.state import PreparedClaims
 
+# Prepared claims survive restarts in this file of the state dir.
+PREPARED_FILE = "prepared.json"
 # gRPC servers get this long to finish in-flight calls on shutdown.
 SHUTDOWN_GRACE = 5.0
 
@@ -64,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run until a signal; exit 1 with one line if start-up fails."""
     config = parse_args(argv)
     config.state_dir.mkdir(parents=True, exist_ok=True)
+    if config.is_broken(BrokenMode.LOSES_STATE_ON_RESTART):
+        (config.state_dir / PREPARED_FILE).unlink(missing_ok=True)  # as if the state had lived in memory
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -74,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             api,
             FaultSet(),
             CallLog(config.state_dir / "calls.jsonl", config.node_name),
-            PreparedClaims(config.state_dir / "prepared.json"),
+            PreparedClaims(config.state_dir / PREPARED_FILE),
         )
         core.publish()
     except ApiException as error:

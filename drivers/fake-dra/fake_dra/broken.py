@@ -23,3 +23,5 @@ class BrokenMode(StrEnum):
     PREPARE_AFTER_UNPREPARE_FAILS = "prepare-after-unprepare-fails"
     # Does not check the claim's node: prepares (and writes CDI specs for) claims allocated to other nodes.
     PREPARES_FOREIGN_CLAIMS = "prepares-foreign-claims"
+    # Keeps prepared claims in memory only: after a restart it has forgotten them, and their CDI specs leak.
+    LOSES_STATE_ON_RESTART = "loses-state-on-restart"
