@@ -139,19 +139,15 @@ def test_prepare_and_unprepare_are_idempotent(
     advertised = list(driver_client(endpoint).get_info().supported_versions)
     if DRA_SERVICES[version] not in advertised:
         pytest.skip(f"not applicable: the driver does not advertise {DRA_SERVICES[version]} (it offers {advertised})")
-    first = check_prepare_answer(
-        obligations,
-        allocated,
-        driver_under_test.name,
-        kubelet.prepare_outcome(endpoint, [allocated.ref], version=version),
-        "first prepare",
-    )
-    again = check_prepare_answer(
-        obligations,
-        allocated,
-        driver_under_test.name,
-        kubelet.prepare_outcome(endpoint, [allocated.ref], version=version),
-        "repeated prepare",
+    first, again = (
+        check_prepare_answer(
+            obligations,
+            allocated,
+            driver_under_test.name,
+            kubelet.prepare_outcome(endpoint, [allocated.ref], version=version),
+            call,
+        )
+        for call in ("first prepare", "repeated prepare")
     )
     obligations.contract(
         reported_devices(again) == reported_devices(first),
