@@ -135,3 +135,7 @@ class DriverProcesses(Protocol):
     def start_driver(self, node: str) -> None:
         """Start the driver on `node` again and wait until it registered with a complete pool."""
         ...
+
+    def driver_kubeconfig(self, node: str) -> Path:
+        """The kubeconfig the driver on `node` reads at start (its identity and the API server it talks to)."""
+        ...

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import yaml
+
 from dra_conformance.backends.base import DISRUPTION_TOLERATION, DriverProcesses
 from dra_conformance.driver.endpoint import DriverEndpoint
 
@@ -16,6 +18,7 @@ class Disruption:
     endpoint: DriverEndpoint
     processes: DriverProcesses
     killed: bool = False
+    _original_server: str | None = None
 
     # Pods of a disruption check must tolerate the node's taint to land there.
     toleration = DISRUPTION_TOLERATION
@@ -29,3 +32,25 @@ class Disruption:
         """Start the driver again and wait until it registered with a complete pool."""
         self.processes.start_driver(self.node)
         self.killed = False
+
+    def route_through(self, server: str) -> None:
+        """Restart the driver with its API server at `server` (a proxy); `restore` undoes it."""
+        self._set_server(server)
+        self.kill()
+        self.start()
+
+    def restore(self) -> None:
+        """Restart the driver talking to the API server directly again."""
+        if self._original_server is not None:
+            self._set_server(self._original_server)
+            self._original_server = None
+            self.kill()
+            self.start()
+
+    def _set_server(self, server: str) -> None:
+        path = self.processes.driver_kubeconfig(self.node)
+        document = yaml.safe_load(path.read_text())
+        if self._original_server is None:
+            self._original_server = document["clusters"][0]["cluster"]["server"]
+        document["clusters"][0]["cluster"]["server"] = server
+        path.write_text(yaml.safe_dump(document, sort_keys=False))

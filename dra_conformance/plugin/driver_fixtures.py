@@ -8,6 +8,7 @@ never see each other's faults.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -19,7 +20,9 @@ from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
 from dra_conformance.errors import BackendError
+from dra_conformance.kube.fault_proxy import ApiFaultProxy
 from dra_conformance.kube.leaks import LeakError
+from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
@@ -66,8 +69,23 @@ def disruption(
         pytest.skip(f"not applicable: backend {cluster.backend} cannot kill and restart the driver's processes")
     disrupted = Disruption(node, endpoint, backend)
     yield disrupted
+    disrupted.restore()
     if disrupted.killed:
         disrupted.start()
+
+
+@pytest.fixture
+def api_fault_proxy(cluster: ClusterInfo, tmp_path: Path) -> Iterator[ApiFaultProxy]:
+    """A fault-injecting proxy in front of the API server, serving a certificate of the cluster's CA."""
+    if cluster.pki_dir is None or BackendCapability.NODE_CLIENT_CERTS not in cluster.capabilities:
+        pytest.skip(f"not applicable: backend {cluster.backend} holds no cluster CA to sign the proxy's certificate")
+    authority = CertificateAuthority.load(cluster.pki_dir / "ca.crt", cluster.pki_dir / "ca.key")
+    cert, key = authority.issue("api-fault-proxy", ip_addresses=["127.0.0.1"], server=True, client=False).write(
+        tmp_path, "api-fault-proxy"
+    )
+    proxy = ApiFaultProxy(cluster.server, cluster.pki_dir / "ca.crt", cert, key).start()
+    yield proxy
+    proxy.stop()
 
 
 @pytest.fixture(scope="session")

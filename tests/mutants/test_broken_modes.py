@@ -31,6 +31,7 @@ KILLED_BY = {
     BrokenMode.UNPREPARE_NEEDS_CLAIM: "test_unprepare_of_a_deleted_claim_succeeds",
     BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS: "test_prepare_after_unprepare_gets_the_allocated_devices_again",
     BrokenMode.PREPARES_FOREIGN_CLAIMS: "test_claim_of_another_node_is_refused_without_node_local_work",
+    BrokenMode.IGNORES_STATUS_WRITE_FAILURE: "test_driver_keeps_its_slices_and_its_declared_status_through_api_faults",
     BrokenMode.LOSES_STATE_ON_RESTART: "test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares",
 }
 

@@ -325,6 +325,10 @@ class LocalBackend:
         with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
             self._await_driver(api_client, load_profile(self.config.profile), endpoint)
 
+    def driver_kubeconfig(self, node: str) -> Path:
+        """The kubeconfig the driver on `node` reads at start."""
+        return drivers.kubeconfig_path(self.layout, node)
+
     def _log_tail(self, name: str) -> str:
         log = self.layout.component_log(name)
         lines = log.read_text(errors="replace").splitlines()[-DRIVER_LOG_TAIL_LINES:] if log.exists() else []

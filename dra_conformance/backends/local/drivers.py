@@ -46,6 +46,11 @@ def runtime_dir(layout: ClusterLayout) -> Path:
     return Path(tempfile.gettempdir()) / f"dra-conformance-{digest}"
 
 
+def kubeconfig_path(layout: ClusterLayout, node: str) -> Path:
+    """The kubeconfig of the driver process on `node`."""
+    return layout.config / f"driver-{node}.kubeconfig"
+
+
 def process_name(node: str) -> str:
     """The supervisor's name of the driver process on `node`."""
     return f"driver-{node}"
@@ -127,7 +132,7 @@ def deploy(
             api_client, account.namespace, account.name, bound_pod=bound_pod, lifetime=DRIVER_TOKEN_LIFETIME
         )
         path = kubeconfig.write(
-            layout.config / f"driver-{node}.kubeconfig",
+            kubeconfig_path(layout, node),
             kubeconfig.render(server, ca_pem, user=f"{account.name}@{node}", token=token),
         )
         values = placeholder_values(profile, endpoint, layout, path)

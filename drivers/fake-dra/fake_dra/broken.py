@@ -23,5 +23,8 @@ class BrokenMode(StrEnum):
     PREPARE_AFTER_UNPREPARE_FAILS = "prepare-after-unprepare-fails"
     # Does not check the claim's node: prepares (and writes CDI specs for) claims allocated to other nodes.
     PREPARES_FOREIGN_CLAIMS = "prepares-foreign-claims"
+    # Reports a prepare successful although its status.devices write failed (the write is neither retried nor
+    # reported).
+    IGNORES_STATUS_WRITE_FAILURE = "ignores-status-write-failure"
     # Keeps prepared claims in memory only: after a restart it has forgotten them, and their CDI specs leak.
     LOSES_STATE_ON_RESTART = "loses-state-on-restart"

@@ -180,8 +180,9 @@ class DriverCore:
             try:
                 self.api.apply_device_status(claim, [self._status_entry(result, cdi_ids) for result in mine])
             except ApiException as error:
-                cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
-                return PrepareResult(error=f"write status.devices: {denial(error)}")
+                if not self.config.is_broken(BrokenMode.IGNORES_STATUS_WRITE_FAILURE):
+                    cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+                    return PrepareResult(error=f"write status.devices: {denial(error)}")
             self.prepared.put(ref.uid, {"namespace": ref.namespace, "name": ref.name, "devices": prepared})
             return PrepareResult(devices=prepared)
 

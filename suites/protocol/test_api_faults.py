@@ -1,0 +1,100 @@
+"""API faults any driver meets in a real cluster: a slow API server, bursts of 429/503, dropped connections.
+
+The driver on the disruption node is restarted with its kubeconfig pointing at a proxy the test controls. Its
+slices must stay published; where it declares status.devices, a prepare it reports successful must not have lost
+that write (beyond the contract: a defensive obligation, since the API says nothing about it).
+"""
+
+from __future__ import annotations
+
+import allure
+import pytest
+from kubernetes import client
+
+from dra_conformance.driver.disruption import Disruption
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.pool import node_pools
+from dra_conformance.driver.profile import Capability
+from dra_conformance.errors import WaitTimeout
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.fault_proxy import STATUS_WRITES, ApiFaultProxy, FaultPlan
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import allocate
+from dra_conformance.kubelet.obligations import API_TYPES, check_prepare_answer
+from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.report.findings import Obligations
+from dra_conformance.timeouts import Timeouts
+
+# Added to every status write: slow, but far inside the kubelet's 45 s call deadline.
+STATUS_WRITE_LATENCY = 0.3
+# A burst a well-behaved client rides out with its retries: rate limited, then unavailable, twice each.
+STATUS_WRITE_BURST = [429, 503, 429, 503]
+# Then the connection of one status write is dropped without an answer.
+STATUS_WRITE_DROPS = 1
+
+
+def test_driver_keeps_its_slices_and_its_declared_status_through_api_faults(
+    disruption: Disruption,
+    api_fault_proxy: ApiFaultProxy,
+    driver_under_test: DriverUnderTest,
+    tracker: ResourceTracker,
+    namespace: str,
+    api_client: client.ApiClient,
+    kubelet: KubeletRole,
+    timeouts: Timeouts,
+    obligations: Obligations,
+) -> None:
+    build = Builder(namespace=namespace, driver=driver_under_test.name)
+    device_class = tracker.create(build.device_class())["metadata"]["name"]
+    claim = allocate(
+        tracker,
+        build,
+        api_client,
+        device_class,
+        timeout=timeouts.pod_scheduled,
+        node=disruption.node,
+        tolerations=(disruption.toleration,),
+    )
+    with allure.step(f"restart the driver on {disruption.node} behind the fault proxy"):
+        disruption.route_through(api_fault_proxy.url)
+    api_fault_proxy.plan = FaultPlan(STATUS_WRITES, STATUS_WRITE_LATENCY, list(STATUS_WRITE_BURST), STATUS_WRITE_DROPS)
+    outcome = kubelet.prepare_outcome(disruption.endpoint, [claim.ref])
+    pools = node_pools(api_client, driver_under_test.name, disruption.node)
+    obligations.contract(
+        bool(pools) and all(pool.complete for pool in pools.values()),
+        "the driver's pool stays published and complete while the API server misbehaves",
+        pools,
+        "k8s.io/api@v0.37.2 resource/v1/types.go:330-337",
+    )
+    declared = driver_under_test.profile.declares(Capability.STATUS_DEVICES)
+    if outcome.prepared(claim.ref) and declared:
+        meta = claim.claim["metadata"]
+
+        def mine() -> list[dict[str, object]]:
+            current = tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"])
+            return [e for e in device_statuses(current) if e["driver"] == driver_under_test.name]
+
+        try:
+            written = waits.until(
+                mine, bool, timeout=timeouts.status_written, what="status.devices written", describe=str
+            )
+        except WaitTimeout:
+            written = []
+        obligations.defensive(
+            bool(written),
+            "a prepare reported successful did not lose its declared status.devices write (it retried)",
+            f"faults injected: {api_fault_proxy.injected}; status.devices: {mine()}",
+            f"{API_TYPES}:2551-2555",
+        )
+    api_fault_proxy.plan = FaultPlan()
+    check_prepare_answer(
+        obligations,
+        claim,
+        driver_under_test.name,
+        kubelet.prepare_outcome(disruption.endpoint, [claim.ref]),
+        "prepare once the API server behaves again",
+    )
+    if not api_fault_proxy.injected and declared:
+        pytest.fail(f"no fault was injected: the driver never wrote status through the proxy ({outcome.describe()})")
