@@ -4,12 +4,13 @@ Pytest wiring only: options, hooks and fixtures, one module per contract. The wo
 contract packages (kube, kubelet, driver, scenarios, rbac, metrics, report, backends).
 """
 
+# Imported in this order: a module the session hooks use is registered (and assert-rewritten) before them.
 pytest_plugins = [
     "dra_conformance.plugin.options",
+    "dra_conformance.plugin.scenario_fixtures",
+    "dra_conformance.plugin.rbac_fixtures",
     "dra_conformance.plugin.session",
     "dra_conformance.plugin.cluster_fixtures",
     "dra_conformance.plugin.driver_fixtures",
-    "dra_conformance.plugin.scenario_fixtures",
-    "dra_conformance.plugin.rbac_fixtures",
     "dra_conformance.plugin.metrics_fixtures",
 ]

@@ -38,8 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Validate the matrix once; a bad row stops the run with one line."""
+def load_matrix(config: pytest.Config) -> None:
+    """Validate the matrix once per process (the session does it before any cluster starts)."""
     path = config.getoption("--rbac-matrix") or paths.rbac_matrix()
     try:
         config.stash[ROWS_KEY] = load_rows(path)

@@ -37,10 +37,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Validate the catalog once; a bad scenario stops the run with one line."""
+    """Register the `scenarios` marker."""
     config.addinivalue_line(
         "markers", "scenarios(needs_prepare=False): parametrize the test's `scenario` argument over the catalog"
     )
+
+
+def load_catalog(config: pytest.Config) -> None:
+    """Validate the catalog once per process (the session does it before any cluster starts)."""
     try:
         config.stash[CATALOG] = catalog.load(config.getoption("--catalog") or paths.scenario_catalog())
     except FixtureError as error:

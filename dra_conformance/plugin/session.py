@@ -32,6 +32,8 @@ from dra_conformance.metrics.verdict import summarize_verdict
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.options import cluster_named, suite_config_from
+from dra_conformance.plugin.rbac_fixtures import load_matrix
+from dra_conformance.plugin.scenario_fixtures import load_catalog
 from dra_conformance.rbac.matrix import RECORD_KIND as MATRIX_RECORDS
 from dra_conformance.rbac.matrix import summarize_cells
 from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
@@ -71,10 +73,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[stash.PROFILE] = load_profile(config.getoption("--profile") or paths.reference_driver_profile())
     except UsageError as error:
         refuse(error)
+    load_catalog(config)
+    load_matrix(config)
     reports = config.getoption("--reports-dir") or Path(str(config.rootpath)) / "reports"
     run_dir = reports / run_id
     config.stash[stash.RUN_DIR] = run_dir
-    if _starts_nothing(config):
+    if starts_nothing(config):
         return  # listing tests or options writes no reports and starts nothing
     if workerinput is not None:
         if workerinput.get("dra_cluster") is not None:
@@ -82,26 +86,24 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         if cluster_named(config):
-            _preflight(config)
-        run_dir.mkdir(parents=True, exist_ok=True)
+            # Before the terminal, JUnit and Allure plugins configure: a refusal is one line and writes nothing.
+            try:
+                config.stash[stash.CLUSTER] = backend_of(config).start()
+            except ConformanceError as error:
+                refuse(error)
+        # Only a path: JUnit creates the directory when it writes.
         if not config.option.xmlpath:
             config.option.xmlpath = str(run_dir / "junit.xml")
     if hasattr(config.option, "allure_report_dir") and not config.option.allure_report_dir:
         config.option.allure_report_dir = str(run_dir / "allure-results")
 
 
-def _starts_nothing(config: pytest.Config) -> bool:
+def starts_nothing(config: pytest.Config) -> bool:
+    """Whether this invocation only lists or explains (collect-only, help, fixtures): then nothing starts."""
     options = config.option
     return bool(
         options.collectonly or options.help or options.version or options.showfixtures or options.show_fixtures_per_test
     )
-
-
-def _preflight(config: pytest.Config) -> None:
-    try:
-        config.stash[stash.CLUSTER] = backend_of(config).start()
-    except ConformanceError as error:
-        refuse(error)
 
 
 @pytest.hookimpl(optionalhook=True)

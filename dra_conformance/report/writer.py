@@ -40,6 +40,7 @@ def write_report(run_dir: Path, summarizers: Mapping[str, Summarizer], allure_di
         if section is None:
             continue
         if section.artifact is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
             (run_dir / section.artifact).write_text(json.dumps(section.document, indent=2))
         sections.append(section)
     environment = {key: value for section in sections for key, value in section.environment.items()}
