@@ -72,3 +72,43 @@ def excess(held: set[Permission], allowed: set[Permission], baseline: set[Permis
         f"{group or 'core'} {resource} {verb}" + ("" if name == "*" else f" [{name}]")
         for group, resource, verb, name in extra
     )
+
+
+# What every kubelet plugin needs: publish its ResourceSlices, read the claims it prepares, read its Node (slices
+# of node-local pools name the node; the kubeletplugin helper reads it).
+_PLUGIN_BASE = [
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceslices"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+]
+# Writing its own entries of status.devices: the status subresource, and the driver's name for claims of its node
+# only (`associated-node:`; `arbitrary-node:` would let it write claims of every node).
+_STATUS_WRITER = [
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch", "update"]},
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaims/driver"],
+        "verbs": ["associated-node:patch", "associated-node:update"],
+        "resourceNames": ["{driver}"],
+    },
+]
+# Capabilities (profile names) whose delivery needs the driver to write status.devices.
+STATUS_WRITING_CAPABILITIES = frozenset({"statusDevices", "networkData", "bindingConditions"})
+
+
+def minimum(capabilities: Iterable[str], driver: str) -> set[Permission]:
+    """The least a kubelet plugin named `driver` needs for its declared capabilities."""
+    rules = list(_PLUGIN_BASE)
+    if STATUS_WRITING_CAPABILITIES & set(capabilities):
+        rules += _STATUS_WRITER
+    named = [
+        {**rule, "resourceNames": [name.replace("{driver}", driver) for name in rule["resourceNames"]]}
+        if "resourceNames" in rule
+        else rule
+        for rule in rules
+    ]
+    return expand(named)

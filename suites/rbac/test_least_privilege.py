@@ -14,6 +14,7 @@ from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.rbac import audit as rbac_audit
 from dra_conformance.rbac.environment import overprivileged_role
+from dra_conformance.report.findings import Obligations
 
 
 def _excess(
@@ -48,6 +49,22 @@ def test_driver_holds_no_permission_beyond_the_rbac_its_profile_ships(
     extra = _excess(api_client, account.namespace, account.name, documented, tracker, namespace)
     files = ", ".join(str(path) for path in driver_profile.identity.rbac)
     assert extra == [], f"{account.namespace}/{account.name} holds more than {files} grants: {extra}"
+
+
+def test_driver_rbac_grants_nothing_beyond_its_declared_capabilities(
+    driver_profile: DriverProfile, obligations: Obligations
+) -> None:
+    if not driver_profile.identity.rbac:
+        pytest.skip(f"not applicable: {driver_profile.source} names no RBAC manifests")
+    documented = rbac_audit.documented(driver_profile.identity.rbac, driver_profile.driver)
+    needed = rbac_audit.minimum(driver_profile.capabilities, driver_profile.driver)
+    extra = rbac_audit.excess(documented, needed, baseline=set())
+    obligations.defensive(
+        not extra,
+        "the RBAC the profile ships grants nothing beyond what its declared capabilities need",
+        extra,
+        "k8s.io/kubernetes@v1.37.2 plugin/pkg/auth/authorizer/rbac (least privilege; associated-node: for status)",
+    )
 
 
 def test_overprivileged_driver_rbac_is_flagged(
