@@ -370,12 +370,14 @@ class LocalBackend:
         merged = [item for item in existing if item["name"] not in names] + [asdict(spec) for spec in specs]
         self.layout.extra_processes.write_text(json.dumps(merged, indent=2))
         state = self._state() or {}
+        earlier = state.get("processes", {})  # pids of earlier runs of the same names (a restart)
         os.kill(int(state["supervisor_pid"]), signal.SIGUSR1)
 
         def started() -> set[str]:
-            # A process that already exited was started too: its caller reports why it exited.
-            current = self._state() or {}
-            return {name for name in names if name in current.get("processes", {}) or name in current.get("exited", {})}
+            # Started means a new pid: a process that already exited again was started too (its caller reports
+            # why it exited), while the record of an earlier run of the same name is not this start.
+            current = (self._state() or {}).get("processes", {})
+            return {name for name in names if name in current and current[name] != earlier.get(name)}
 
         waits.until(
             started,
