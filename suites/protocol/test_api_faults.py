@@ -17,11 +17,11 @@ from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.fault_proxy import STATUS_WRITES, ApiFaultProxy, FaultPlan
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import allocate
+from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import API_TYPES, check_prepare_answer
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
@@ -37,26 +37,16 @@ STATUS_WRITE_DROPS = 1
 
 def test_driver_keeps_its_slices_and_its_declared_status_through_api_faults(
     disruption: Disruption,
+    allocated_on_disruption_node: AllocatedClaim,
     api_fault_proxy: ApiFaultProxy,
     driver_under_test: DriverUnderTest,
     tracker: ResourceTracker,
-    namespace: str,
     api_client: client.ApiClient,
     kubelet: KubeletRole,
     timeouts: Timeouts,
     obligations: Obligations,
 ) -> None:
-    build = Builder(namespace=namespace, driver=driver_under_test.name)
-    device_class = tracker.create(build.device_class())["metadata"]["name"]
-    claim = allocate(
-        tracker,
-        build,
-        api_client,
-        device_class,
-        timeout=timeouts.pod_scheduled,
-        node=disruption.node,
-        tolerations=(disruption.toleration,),
-    )
+    claim = allocated_on_disruption_node
     with allure.step(f"restart the driver on {disruption.node} behind the fault proxy"):
         disruption.route_through(api_fault_proxy.url)
     api_fault_proxy.plan = FaultPlan(STATUS_WRITES, STATUS_WRITE_LATENCY, list(STATUS_WRITE_BURST), STATUS_WRITE_DROPS)

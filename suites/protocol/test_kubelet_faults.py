@@ -10,36 +10,20 @@ import uuid
 
 import grpc
 import pytest
-from kubernetes import client
 
 from dra_conformance.driver.endpoint import DriverUnderTest
-from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.client import ClaimRef
 from dra_conformance.kubelet.obligations import HELPER, PROTO, check_prepare_answer, reported_devices
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
-from dra_conformance.timeouts import Timeouts
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
 # Shorter than any real prepare (a socket round trip at least), so the call is cancelled by its deadline; the
 # driver may or may not have started the work, which is what a kubelet retry after a timeout looks like.
 CANCELLING_DEADLINE = 0.0005
-
-
-@pytest.fixture
-def allocated(
-    tracker: ResourceTracker,
-    namespace: str,
-    driver_under_test: DriverUnderTest,
-    api_client: client.ApiClient,
-    timeouts: Timeouts,
-) -> AllocatedClaim:
-    build = Builder(namespace=namespace, driver=driver_under_test.name)
-    device_class = tracker.create(build.device_class())["metadata"]["name"]
-    return allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled)
 
 
 def _unprepare_succeeds(

@@ -11,11 +11,11 @@ from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import check_prepare_answer
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
@@ -28,17 +28,15 @@ pytestmark = pytest.mark.usefixtures("driver_sockets")
 def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
     cluster: ClusterInfo,
     driver_under_test: DriverUnderTest,
-    tracker: ResourceTracker,
     namespace: str,
     api_client: client.ApiClient,
     kubelet: KubeletRole,
     timeouts: Timeouts,
+    allocated: AllocatedClaim,
 ) -> None:
     if BackendCapability.KWOK_NODES not in cluster.capabilities:
         pytest.skip("on real nodes the kubelet prepares claims itself; this checks the fake-node stand-in")
-    build = Builder(namespace=namespace, driver=driver_under_test.name)
-    device_class = tracker.create(build.device_class())["metadata"]["name"]
-    claim: AllocatedClaim = allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled)
+    claim = allocated
     core = client.CoreV1Api(api_client)
     pod_name = claim.pod["metadata"]["name"]
 
@@ -61,25 +59,14 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
 
 def test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares(
     disruption: Disruption,
+    allocated_on_disruption_node: AllocatedClaim,
     driver_under_test: DriverUnderTest,
     tracker: ResourceTracker,
-    namespace: str,
     api_client: client.ApiClient,
     kubelet: KubeletRole,
-    timeouts: Timeouts,
     obligations: Obligations,
 ) -> None:
-    build = Builder(namespace=namespace, driver=driver_under_test.name)
-    device_class = tracker.create(build.device_class())["metadata"]["name"]
-    claim = allocate(
-        tracker,
-        build,
-        api_client,
-        device_class,
-        timeout=timeouts.pod_scheduled,
-        node=disruption.node,
-        tolerations=(disruption.toleration,),
-    )
+    claim = allocated_on_disruption_node
     check_prepare_answer(
         obligations,
         claim,

@@ -50,23 +50,6 @@ pytestmark = pytest.mark.usefixtures("driver_sockets")
 CONCURRENT_CLAIMS = 4
 
 
-@pytest.fixture
-def build(namespace: str, driver_under_test: DriverUnderTest) -> Builder:
-    return Builder(namespace=namespace, driver=driver_under_test.name)
-
-
-@pytest.fixture
-def device_class(tracker: ResourceTracker, build: Builder) -> str:
-    return str(tracker.create(build.device_class())["metadata"]["name"])
-
-
-@pytest.fixture
-def allocated(
-    tracker: ResourceTracker, build: Builder, api_client: client.ApiClient, device_class: str, timeouts: Timeouts
-) -> AllocatedClaim:
-    return allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled)
-
-
 def _current_status(tracker: ResourceTracker, claim: AllocatedClaim) -> list[dict[str, Any]]:
     meta = claim.claim["metadata"]
     return device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
