@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from dra_wire.kubelet_api import KUBELET_API_VERSION
-
 KUBERNETES = "v1.37.2"
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 METRICS_SERVER = "v0.9.0"
-# The kubelet plugin API (.proto files) of the pinned Kubernetes release; pinned where the bindings are generated.
-KUBELET_API = KUBELET_API_VERSION
+# The kubelet plugin API (.proto files) is pinned where its bindings are generated: dra_wire.kubelet_api.
 
 # Feature gates per Kubernetes minor, identical for every component. GA gates that are locked to their
 # default are left out: setting a locked gate to false is rejected, and gates are removed a few releases

@@ -49,9 +49,9 @@ def run_records(pytestconfig: pytest.Config, run_dir: Path) -> RunRecords:
 
 
 @pytest.fixture(scope="session")
-def timeouts(suite_config: SuiteConfig) -> Timeouts:
-    """The run's named deadlines."""
-    return suite_config.timeouts
+def timeouts(pytestconfig: pytest.Config, suite_config: SuiteConfig) -> Timeouts:
+    """The run's named deadlines, scaled by the driver profile's timeout multipliers."""
+    return pytestconfig.stash[stash.PROFILE].timeouts.apply(suite_config.timeouts)
 
 
 @pytest.fixture(scope="session")
