@@ -44,7 +44,7 @@ def metrics_adapter(
 ) -> Iterator[MetricsAdapter]:
     """The local backend's reference metrics adapter, restored to healthy after the test."""
     if BackendCapability.REFERENCE_METRICS_ADAPTER not in cluster.capabilities:
-        pytest.skip(f"backend {cluster.backend} does not run the reference metrics adapter")
+        pytest.skip(f"not applicable: backend {cluster.backend} does not run the reference metrics adapter")
     adapter = MetricsAdapter(Path(cluster.details["metrics.control_socket"]), metrics_client, timeouts)
     yield adapter
     adapter.restore()

