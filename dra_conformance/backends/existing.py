@@ -66,7 +66,7 @@ class ExistingBackend:
             backend=self.name,
             kubeconfig=self.config.kubeconfig,
             server=server,
-            nodes=tuple(sorted(node.metadata.name for node in nodes.items)),
+            nodes=tuple(sorted(node.metadata.name for node in nodes.items if _schedulable(node))),
             capabilities=frozenset(capabilities),
             audit_log=self.config.audit_log,
         )
@@ -76,3 +76,13 @@ class ExistingBackend:
 
     def release(self, owner_pid: int) -> None:
         """Do nothing: see `stop`."""
+
+
+def _schedulable(node: client.V1Node) -> bool:
+    """Whether the suites' pods can land on `node`: not cordoned, no NoSchedule or NoExecute taint.
+
+    Control-plane nodes and nodes set aside (tainted) are left out, so a check that pins pods to nodes never
+    picks one its pods could not be scheduled to.
+    """
+    taints = node.spec.taints or []
+    return not node.spec.unschedulable and not any(taint.effect in ("NoSchedule", "NoExecute") for taint in taints)
