@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import versions
 from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.tracker import ResourceTracker
@@ -32,6 +33,8 @@ from dra_conformance.timeouts import Timeouts
 
 # The metrics tests share the cluster-wide APIServices (and the adapter's faults): keep them on one worker.
 pytestmark = pytest.mark.xdist_group("metrics")
+# Reads of both versions within one collection tick: two intervals of the slowest common setting (15 s) at most.
+SAME_TICK_DEADLINE = 30.0
 # Upper bound for a new sample to appear: three collection intervals of the slowest common setting (15 s).
 NEW_SAMPLE_DEADLINE = 45.0
 # kubectl top answers from one request; a minute covers a cold kubectl.
@@ -104,10 +107,18 @@ def test_served_version_has_an_available_apiservice(
 
 def test_versions_agree_while_both_are_served(served: list[str], metrics_client: client.ApiClient) -> None:
     _require(served, "v1", "v1beta1")
-    first = metrics_api.samples(metrics_client, "v1")
-    second = metrics_api.samples(metrics_client, "v1beta1")
-    if {s.timestamp for s in first.values()} != {s.timestamp for s in second.values()}:
-        first = metrics_api.samples(metrics_client, "v1")  # a collection tick fell between the two reads
+
+    def pair() -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
+        return metrics_api.samples(metrics_client, "v1"), metrics_api.samples(metrics_client, "v1beta1")
+
+    def same_tick(read: tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]) -> bool:
+        return {s.timestamp for s in read[0].values()} == {s.timestamp for s in read[1].values()}
+
+    # A collection tick can fall between the two reads (either way round): compare reads of one tick.
+    try:
+        first, second = waits.until(pair, same_tick, timeout=SAME_TICK_DEADLINE, what="v1 and v1beta1 read in one tick")
+    except WaitTimeout:
+        first, second = pair()  # never in one tick: the comparison below names the timestamps that differ
     differences = metrics_api.parity_differences(first, second, metrics_api.PARITY_TOLERANCE)
     assert not differences, f"v1 and v1beta1 disagree ({len(differences)}): {differences[:10]}"
 
