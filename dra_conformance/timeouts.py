@@ -39,6 +39,8 @@ class Timeouts:
     claim_generated: float = 30.0
     # Deletion waits for finalizers (delete-protection, pod GC by kwok's pod-delete stage) to be removed.
     delete: float = 60.0
+    # A leased node is held for one check: the longest, a driver restart behind a faulty API, takes about a minute.
+    node_lease: float = 180.0
     # Graceful stop of one control-plane process before it is killed: etcd flushes, apiserver drains watches.
     process_stop: float = 15.0
     # A cold build of the Kubernetes binaries from source takes 10-30 min on 2 cores; this guards a hung toolchain.

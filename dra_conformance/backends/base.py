@@ -25,15 +25,16 @@ class BackendCapability(StrEnum):
     REFERENCE_DRIVER = "reference-driver"
     # The reference Metrics API adapter serves metrics.k8s.io, with switchable faults.
     REFERENCE_METRICS_ADAPTER = "reference-metrics-adapter"
-    # A node of its own for checks that disrupt the driver under test (kill, restart); other tests never land
-    # there, because it carries DISRUPTION_TAINT (`details["disruption_node"]`).
-    DISRUPTION_NODE = "disruption-node"
+    # Nodes set aside for checks that need a node of the driver under test to themselves: disrupting the driver
+    # (kill, restart) or counting its devices exactly. Other tests never land there, because they carry
+    # SET_ASIDE_TAINT (`ClusterInfo.set_aside_nodes`); a check leases one (see `driver.lease`).
+    SET_ASIDE_NODES = "set-aside-nodes"
 
 
-# Keeps every pod that does not tolerate it off the disruption node, so a driver restart there disturbs no other
-# test running in parallel.
-DISRUPTION_TAINT = {"key": "dra-conformance.io/disruption", "value": "true", "effect": "NoSchedule"}
-DISRUPTION_TOLERATION = {"key": DISRUPTION_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+# Keeps every pod that does not tolerate it off the set-aside nodes, so a driver restart or an exact device count
+# there is disturbed by no other test running in parallel.
+SET_ASIDE_TAINT = {"key": "dra-conformance.io/set-aside", "value": "true", "effect": "NoSchedule"}
+SET_ASIDE_TOLERATION = {"key": SET_ASIDE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class ClusterInfo:
     log_dir: Path | None = None
     # DRA drivers whose kubelet-plugin sockets this machine can reach (the local backend's fake driver).
     drivers: tuple[DriverEndpoint, ...] = ()
+    # Nodes of the driver under test that carry SET_ASIDE_TAINT (none on clusters this suite did not build).
+    set_aside_nodes: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -67,6 +70,7 @@ class ClusterInfo:
             "audit_log": _optional_str(self.audit_log),
             "log_dir": _optional_str(self.log_dir),
             "drivers": [[e.driver, e.node, str(e.kubelet_root), _optional_str(e.cdi_dir)] for e in self.drivers],
+            "set_aside_nodes": list(self.set_aside_nodes),
             "details": dict(self.details),
         }
 
@@ -86,6 +90,7 @@ class ClusterInfo:
                 DriverEndpoint(driver, node, Path(root), _optional_path(cdi))
                 for driver, node, root, cdi in data["drivers"]
             ),
+            set_aside_nodes=tuple(data.get("set_aside_nodes", ())),
             details=dict(data["details"]),
         )
 

@@ -1,4 +1,4 @@
-"""Disrupting the driver under test on the node set aside for it: kill its process, start it again."""
+"""Disrupting the driver under test on a node leased for it: kill its process, start it again."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from dataclasses import dataclass
 
 import yaml
 
-from dra_conformance.backends.base import DISRUPTION_TOLERATION, DriverProcesses
+from dra_conformance.backends.base import SET_ASIDE_TOLERATION, DriverProcesses
 from dra_conformance.driver.endpoint import DriverEndpoint
 
 
 @dataclass
 class Disruption:
-    """The driver under test on the disruption node, which no other test's pod lands on."""
+    """The driver under test on a leased set-aside node, which no other test's pod lands on."""
 
     node: str
     endpoint: DriverEndpoint
@@ -20,8 +20,8 @@ class Disruption:
     killed: bool = False
     _original_server: str | None = None
 
-    # Pods of a disruption check must tolerate the node's taint to land there.
-    toleration = DISRUPTION_TOLERATION
+    # Pods of a disruption check must tolerate the set-aside taint to land there.
+    toleration = SET_ASIDE_TOLERATION
 
     def kill(self) -> int:
         """SIGKILL the driver's process on the node; returns its exit status."""

@@ -17,6 +17,7 @@ from kubernetes.dynamic import DynamicClient
 from dra_conformance.backends.base import BackendCapability, ClusterInfo, DriverProcesses
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
+from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
 from dra_conformance.errors import BackendError
@@ -57,21 +58,37 @@ def driver_under_test(cluster: ClusterInfo, driver_profile: DriverProfile) -> Dr
     return DriverUnderTest(driver_profile, endpoints)
 
 
+@pytest.fixture(scope="session")
+def node_leases(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The lock directory of node leases, shared by every xdist worker of the run (see `driver.lease`)."""
+    base = tmp_path_factory.getbasetemp()
+    # Each xdist worker's base temp dir sits in the run's one temp dir.
+    return (base.parent if hasattr(pytestconfig, "workerinput") else base) / "node-leases"
+
+
 @pytest.fixture
 def disruption(
-    pytestconfig: pytest.Config, cluster: ClusterInfo, driver_under_test: DriverUnderTest
+    request: pytest.FixtureRequest,
+    pytestconfig: pytest.Config,
+    cluster: ClusterInfo,
+    driver_under_test: DriverUnderTest,
+    node_leases: Path,
+    timeouts: Timeouts,
 ) -> Iterator[Disruption]:
-    """The driver under test on the node set aside for disruptive checks; running again after the test."""
+    """The driver under test on a leased set-aside node; running again, as it was, after the test."""
     backend = backend_of(pytestconfig)
-    node = cluster.details.get("disruption_node")
-    endpoint = next((e for e in cluster.drivers if e.node == node and e.driver == driver_under_test.name), None)
-    if node is None or endpoint is None or not isinstance(backend, DriverProcesses):
+    if not cluster.set_aside_nodes or not isinstance(backend, DriverProcesses):
         pytest.skip(f"not applicable: backend {cluster.backend} cannot kill and restart the driver's processes")
-    disrupted = Disruption(node, endpoint, backend)
-    yield disrupted
-    disrupted.restore()
-    if disrupted.killed:
-        disrupted.start()
+    leases = NodeLeases(node_leases, "set-aside", cluster.set_aside_nodes)
+    with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as node:
+        endpoint = next((e for e in cluster.drivers if e.node == node and e.driver == driver_under_test.name), None)
+        if endpoint is None:
+            pytest.skip(f"not applicable: backend {cluster.backend} runs no {driver_under_test.name} on {node}")
+        disrupted = Disruption(node, endpoint, backend)
+        yield disrupted
+        disrupted.restore()
+        if disrupted.killed:
+            disrupted.start()
 
 
 @pytest.fixture
@@ -143,17 +160,23 @@ def private_driver(
     """Starts reference driver instances only this test uses (see `PrivateDrivers`); local backend only.
 
     Checks built on them switch the reference driver's faults or control its process, so they say something only
-    about the reference driver: for any other driver under test they are not applicable.
+    about the reference driver: for any other driver under test, starting one reports the check not applicable.
+    The fixture itself always sets up, so that a test may ask for it before `kubelet` (whose leftover unprepares
+    then run while the driver is still there) and decide at run time whether it needs one.
     """
-    if not driver_profile.declares(Capability.REFERENCE_FAULTS):
-        pytest.skip(
-            f"not applicable: needs the reference driver's fault switches and process control; the driver under "
-            f"test is {driver_profile.driver} ({driver_profile.source})"
-        )
-    if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
-        pytest.skip(f"not applicable: backend {cluster.backend} cannot run private reference driver instances")
     drivers = PrivateDrivers(dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts)
-    yield drivers.start
+
+    def start(nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2) -> PrivateDriver:
+        if not driver_profile.declares(Capability.REFERENCE_FAULTS):
+            pytest.skip(
+                f"not applicable: needs the reference driver's fault switches and process control; the driver "
+                f"under test is {driver_profile.driver} ({driver_profile.source})"
+            )
+        if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
+            pytest.skip(f"not applicable: backend {cluster.backend} cannot run private reference driver instances")
+        return drivers.start(nodes, profile=profile, devices=devices)
+
+    yield start
     leaks = drivers.cleanup()
     if leaks:
         raise LeakError(f"leaked by the test's driver after cleanup: {leaks}")

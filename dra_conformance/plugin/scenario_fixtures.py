@@ -1,11 +1,16 @@
 """Scenario catalog wiring: the `--catalog` option, `scenario` parametrization, and the `scenario_run` fixture.
 
-A scenario is deployed against a reference driver instance of its own.
+Where does a scenario run? For the reference driver, against an instance of its own (exact device counts, faults
+that stay private). For any other driver under test, on one node of that driver which the test leases: one of the
+backend's set-aside nodes, which no other test's pod lands on, or on a cluster this suite did not build, one of
+the nodes the driver publishes devices for. A scenario whose needs the driver does not meet is not applicable,
+with the reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import allure
@@ -13,14 +18,20 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import paths
+from dra_conformance.backends.base import SET_ASIDE_TOLERATION, ClusterInfo
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.lease import NodeLeases
+from dra_conformance.driver.pool import node_pools
+from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.errors import FixtureError
+from dra_conformance.kube.builders import Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.scenarios import catalog
 from dra_conformance.scenarios.catalog import Scenario
-from dra_conformance.scenarios.runner import ScenarioRun
+from dra_conformance.scenarios.runner import ScenarioRun, ScenarioTarget
 from dra_conformance.timeouts import Timeouts
 
 CATALOG = pytest.StashKey[Iterable[Scenario]]()  # validated once per process
@@ -62,14 +73,74 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
+def scenario_node(
+    request: pytest.FixtureRequest, node_leases: Path, timeouts: Timeouts
+) -> Iterator[Callable[[str, tuple[str, ...]], str]]:
+    """Leases one node of a pool for the test, on first use.
+
+    Set up before the test's tracker, so the lease is released only after the scenario's objects are gone.
+    """
+    with ExitStack() as held:
+
+        def lease(pool: str, nodes: tuple[str, ...]) -> str:
+            leases = NodeLeases(node_leases, pool, nodes)
+            return held.enter_context(leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid))
+
+        yield lease
+
+
+def _shared_target(
+    scenario: Scenario,
+    *,
+    needs_prepare: bool,
+    cluster: ClusterInfo,
+    driver: DriverUnderTest,
+    api_client: client.ApiClient,
+    lease: Callable[[str, tuple[str, ...]], str],
+) -> ScenarioTarget:
+    """A leased node of the driver under test, checked to publish the devices its profile declares."""
+    tolerations: tuple[Manifest, ...] = ()
+    if cluster.set_aside_nodes:
+        pool, nodes, tolerations = "set-aside", cluster.set_aside_nodes, (SET_ASIDE_TOLERATION,)
+    else:
+        pool, nodes = "driver-nodes", tuple(n for n in cluster.nodes if node_pools(api_client, driver.name, n))
+    # The driver's sockets on every node, the set-aside ones included (DriverUnderTest leaves those out).
+    endpoints = {e.node: e for e in cluster.drivers if e.driver == driver.name}
+    if needs_prepare:
+        nodes = tuple(n for n in nodes if n in endpoints)
+        if not nodes:
+            pytest.skip(
+                f"not applicable: backend {cluster.backend} cannot reach a kubelet-plugin socket of {driver.name} "
+                f"from this machine, and this check plays the kubelet"
+            )
+    if not nodes:
+        pytest.skip(f"not applicable: no schedulable node of the cluster publishes devices of {driver.name}")
+    node = lease(pool, nodes)
+    pools = node_pools(api_client, driver.name, node)
+    published = sum(len(p.devices) for p in pools.values() if p.complete)
+    declared = driver.profile.devices.per_node
+    if published != declared:
+        pytest.fail(
+            f"scenario {scenario.id}: {driver.name} publishes {published} devices in complete pools on {node}; its "
+            f"profile declares {declared}: {[p.describe() for p in pools.values()] or 'no pool'}",
+            pytrace=False,
+        )
+    return ScenarioTarget(driver.name, node, declared, endpoints.get(node), None, tolerations)
+
+
+@pytest.fixture
 def scenario_run(
     request: pytest.FixtureRequest,
+    scenario_node: Callable[[str, tuple[str, ...]], str],
     private_driver: Callable[..., PrivateDriver],
     kubelet: KubeletRole,
     tracker: ResourceTracker,
     api_client: client.ApiClient,
     namespace: str,
     timeouts: Timeouts,
+    cluster: ClusterInfo,
+    driver_profile: DriverProfile,
+    driver_under_test: DriverUnderTest,
 ) -> Iterator[Callable[[Scenario], ScenarioRun]]:
     """Deploys a scenario; afterwards attaches its correlation record to Allure and the JUnit properties.
 
@@ -77,14 +148,31 @@ def scenario_run(
     still there.
     """
     runs: list[ScenarioRun] = []
+    marker = request.node.get_closest_marker("scenarios")
+    needs_prepare = bool(marker and marker.kwargs.get("needs_prepare", False))
 
     def deploy(scenario: Scenario) -> ScenarioRun:
-        driver = private_driver(profile=scenario.profile, devices=scenario.devices)
+        reason = scenario.not_applicable(driver_profile)
+        if reason:
+            pytest.skip(f"not applicable: {reason}")
+        if driver_profile.declares(Capability.REFERENCE_FAULTS):
+            driver = private_driver(profile=scenario.profile, devices=scenario.devices)
+            node, process = next(iter(driver.processes.items()))
+            target = ScenarioTarget(driver.name, node, scenario.devices, process.endpoint, process.control)
+        else:
+            target = _shared_target(
+                scenario,
+                needs_prepare=needs_prepare,
+                cluster=cluster,
+                driver=driver_under_test,
+                api_client=api_client,
+                lease=scenario_node,
+            )
         run = ScenarioRun(
-            scenario, driver=driver, tracker=tracker, api_client=api_client, namespace=namespace, timeouts=timeouts
+            scenario, target=target, tracker=tracker, api_client=api_client, namespace=namespace, timeouts=timeouts
         )
         runs.append(run)
-        with allure.step(f"deploy scenario {scenario.id}: {scenario.description}"):
+        with allure.step(f"deploy scenario {scenario.id} on {target.node}: {scenario.description}"):
             return run.deploy()
 
     yield deploy

@@ -2,9 +2,15 @@
 
 Objects are written once, in resource.k8s.io/v1 form, with logical names (`gpu`, `shared`); builders give them
 unique names, the test's namespace and the driver name. `{driver}` in any string becomes the driver name (CEL
-attribute domains need it). An unknown key or a bad value is a FixtureError naming the file and the key path.
-A `fault` is checked against the reference driver's own schema (fake_dra.faults.FAULT_SCHEMA): the driver owns
-the fault vocabulary, so a typo in a fault fails here rather than when the scenario switches it on.
+attribute domains need it). A device count may be written relative to the devices of the node the scenario
+runs on, `"{devices}"` or `"{devices+1}"`: the reference driver's private instance has `driver.devices`, any other
+driver the count its profile declares per node. An unknown key or a bad value is a FixtureError naming the file
+and the key path. A `fault` is checked against the reference driver's own schema (fake_dra.faults.FAULT_SCHEMA):
+the driver owns the fault vocabulary, so a typo in a fault fails here rather than when the scenario switches it on.
+
+A scenario states what it needs of the driver under test (`needs`: devices per node, declared capabilities,
+attributes usable in selectors) and, if it only makes sense for the reference driver, why (`referenceOnly`; a
+`fault` implies it). `not_applicable` turns unmet needs into the reason the suites report.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dra_conformance.driver.profile import AttributeType, Capability, DriverProfile
 from dra_conformance.errors import FixtureError
 from dra_conformance.schema_errors import format_key_path, schema_problem
 from fake_dra.faults import FAULT_SCHEMA
@@ -34,6 +41,11 @@ def _named_one_of(alternatives: dict[str, Any]) -> dict[str, Any]:
 
 
 _STRING_LIST = {"type": "array", "items": {"type": "string"}}
+# "{devices}", "{devices+1}", "{devices-1}": relative to the devices on the scenario's node.
+_RELATIVE_COUNT_PATTERN = r"^\{devices([+-][0-9]+)?\}$"
+# `minimum` applies to integers only and `pattern` to strings only, so each form gets its own error message.
+_COUNT = {"type": ["integer", "string"], "minimum": 1, "pattern": _RELATIVE_COUNT_PATTERN}
+_EXPECTED_COUNT = {"type": ["integer", "string"], "minimum": 0, "pattern": _RELATIVE_COUNT_PATTERN}
 _SELECTORS = {
     "type": "array",
     "items": {
@@ -60,7 +72,7 @@ _SUBREQUEST = {
         "deviceClassName": {"type": "string"},
         "selectors": _SELECTORS,
         "allocationMode": {"enum": ["ExactCount", "All"]},
-        "count": {"type": "integer", "minimum": 1},
+        "count": _COUNT,
         "tolerations": _TOLERATIONS,
     },
 }
@@ -72,7 +84,7 @@ _EXACT = {
         "deviceClassName": {"type": "string"},
         "selectors": _SELECTORS,
         "allocationMode": {"enum": ["ExactCount", "All"]},
-        "count": {"type": "integer", "minimum": 1},
+        "count": _COUNT,
         "adminAccess": {"type": "boolean"},
         "tolerations": _TOLERATIONS,
     },
@@ -120,10 +132,10 @@ _CLAIM_EXPECTATION = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "devices": {"type": "integer", "minimum": 0},
+        "devices": _EXPECTED_COUNT,
         "prepare": {"enum": ["ok", "error", "deadline-exceeded"]},
         "error": {"type": "string"},
-        "statusDevices": {"type": "integer", "minimum": 0},
+        "statusDevices": _EXPECTED_COUNT,
         "networkData": {"type": "boolean"},
     },
 }
@@ -159,6 +171,19 @@ SCHEMA: dict[str, Any] = {
                             "devices": {"type": "integer", "minimum": 1, "maximum": 32},
                         },
                     },
+                    "needs": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "devices": {"type": "integer", "minimum": 1},
+                            "capabilities": {"type": "array", "items": {"enum": [c.value for c in Capability]}},
+                            "attributes": {
+                                "type": "object",
+                                "additionalProperties": {"enum": [t.value for t in AttributeType]},
+                            },
+                        },
+                    },
+                    "referenceOnly": {"type": "string", "minLength": 1},
                     "fault": FAULT_SCHEMA,
                     "prepareDeadline": {"type": "number", "exclusiveMinimum": 0},
                     "recover": {"type": "boolean"},
@@ -226,10 +251,38 @@ class Scenario:
     pods: list[dict[str, Any]] = field(default_factory=list)
     expect_pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     exactly_one_scheduled: list[str] = field(default_factory=list)
+    # What the driver under test must offer for the scenario to apply.
+    min_devices: int = 1
+    capabilities: tuple[Capability, ...] = ()
+    attributes: dict[str, AttributeType] = field(default_factory=dict)
+    reference_only: str | None = None
 
     def __str__(self) -> str:
         """The pytest id."""
         return self.id
+
+    def not_applicable(self, profile: DriverProfile) -> str | None:
+        """Why the scenario says nothing about the driver of `profile`, or None if it applies."""
+        missing = [c.value for c in self.capabilities if not profile.declares(c)]
+        if missing:
+            return f"scenario {self.id} needs capabilities the profile does not declare: {', '.join(missing)}"
+        if profile.declares(Capability.REFERENCE_FAULTS):
+            return None  # the reference driver runs as a private instance sized by `driver.devices`
+        if self.reference_only:
+            return f"scenario {self.id} is for the reference driver only: {self.reference_only}"
+        if profile.devices.per_node < self.min_devices:
+            return (
+                f"scenario {self.id} needs {self.min_devices} devices on a node; the profile declares "
+                f"{profile.devices.per_node}"
+            )
+        declared = profile.devices.attributes
+        lacking = [f"{name} ({kind.value})" for name, kind in self.attributes.items() if declared.get(name) != kind]
+        if lacking:
+            return (
+                f"scenario {self.id} selects on attributes the profile does not declare: {', '.join(lacking)} "
+                f"(declared: {', '.join(f'{n} ({t.value})' for n, t in declared.items()) or 'none'})"
+            )
+        return None
 
     def expected(self, pod: str) -> dict[str, Any]:
         """Expectations for one pod (empty if the scenario states none)."""
@@ -280,6 +333,10 @@ def load_file(path: Path) -> list[Scenario]:
     for index, item in enumerate(raw["scenarios"]):
         _check_references(path, index, item)
         driver = item.get("driver", {})
+        needs = item.get("needs", {})
+        reference_only = item.get("referenceOnly") or (
+            f"switches the reference driver's fault {item['fault']['mode']}" if item.get("fault") else None
+        )
         scenarios.append(
             Scenario(
                 id=item["id"],
@@ -297,6 +354,10 @@ def load_file(path: Path) -> list[Scenario]:
                 pods=item["pods"],
                 expect_pods=item["expect"].get("pods", {}),
                 exactly_one_scheduled=item["expect"].get("exactlyOneScheduled", []),
+                min_devices=needs.get("devices", 1),
+                capabilities=tuple(Capability(c) for c in needs.get("capabilities", [])),
+                attributes={name: AttributeType(kind) for name, kind in needs.get("attributes", {}).items()},
+                reference_only=reference_only,
             )
         )
     return scenarios

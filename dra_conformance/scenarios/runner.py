@@ -7,15 +7,18 @@ record (claim UIDs, pod UIDs, node, driver calls, events), so a failure can be n
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
 
-from dra_conformance.driver.reference import PrivateDriver
+from dra_conformance.driver.endpoint import DriverEndpoint
+from dra_conformance.driver.pool import node_pools
+from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse
+from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse, Manifest
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import describe_pod, scheduled_condition, scheduling_state
 from dra_conformance.kube.tracker import ResourceTracker
@@ -26,18 +29,44 @@ from dra_conformance.timeouts import Timeouts
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 
 
-def substitute(value: Any, driver: str, classes: dict[str, str]) -> Any:
-    """Replace `{driver}` in strings and logical deviceClassName values with the real names, recursively."""
+_RELATIVE_COUNT = re.compile(r"^\{devices([+-][0-9]+)?\}$")
+
+
+def substitute(value: Any, driver: str, classes: dict[str, str], devices: int) -> Any:
+    """Resolve a catalog value for one run, recursively.
+
+    `{driver}` in strings becomes the driver name, logical deviceClassName values the real class names, and a
+    relative count (`"{devices}"`, `"{devices+1}"`) a number of the `devices` on the scenario's node.
+    """
     if isinstance(value, str):
+        relative = _RELATIVE_COUNT.match(value)
+        if relative:
+            return devices + int(relative.group(1) or 0)
         return value.replace("{driver}", driver)
     if isinstance(value, list):
-        return [substitute(item, driver, classes) for item in value]
+        return [substitute(item, driver, classes, devices) for item in value]
     if isinstance(value, dict):
         return {
-            key: classes[item] if key == "deviceClassName" else substitute(item, driver, classes)
+            key: classes[item] if key == "deviceClassName" else substitute(item, driver, classes, devices)
             for key, item in value.items()
         }
     return value
+
+
+@dataclass(frozen=True)
+class ScenarioTarget:
+    """Where a scenario runs: one node of one driver, and what the test can reach of that driver there."""
+
+    driver: str
+    node: str
+    # Devices the driver publishes on the node; relative counts in the scenario resolve against it.
+    devices: int
+    # Its kubelet-plugin sockets on the node, where this machine can reach them.
+    endpoint: DriverEndpoint | None = None
+    # The reference driver's fault switches and call log; None for any other driver.
+    control: FakeDriverControl | None = None
+    # What the scenario's pods need to land on the node (the set-aside taint's toleration).
+    tolerations: tuple[Manifest, ...] = ()
 
 
 @dataclass
@@ -74,13 +103,13 @@ class PodOutcome:
 
 
 class ScenarioRun:
-    """One scenario deployed in the test's namespace against a private driver on one node."""
+    """One scenario deployed in the test's namespace against one driver on one node (see `ScenarioTarget`)."""
 
     def __init__(
         self,
         scenario: Scenario,
         *,
-        driver: PrivateDriver,
+        target: ScenarioTarget,
         tracker: ResourceTracker,
         api_client: client.ApiClient,
         namespace: str,
@@ -88,20 +117,31 @@ class ScenarioRun:
     ) -> None:
         """Prepare to deploy `scenario`; nothing is created until `deploy`."""
         self.scenario = scenario
-        self.driver = driver
+        self.target = target
         self.tracker = tracker
+        self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.namespace = namespace
         self.timeouts = timeouts
-        self.node = next(iter(driver.processes))
-        self.endpoint = driver.on(self.node).endpoint
-        self.build = Builder(namespace=namespace, driver=driver.name)
+        self.node = target.node
+        self.build = Builder(namespace=namespace, driver=target.driver)
         self.classes: dict[str, str] = {}
         self.claims: dict[str, str] = {}
         self.templates: dict[str, str] = {}
         self.pods: dict[str, str] = {}
         self.outcomes: dict[str, PodOutcome] = {}
-        self.record = CorrelationRecord(scenario.id, namespace, driver.name, self.node)
+        self.record = CorrelationRecord(scenario.id, namespace, target.driver, self.node)
+
+    @property
+    def endpoint(self) -> DriverEndpoint:
+        """The driver's sockets on the scenario's node (suites that prepare ensure there is one)."""
+        if self.target.endpoint is None:
+            raise RuntimeError(f"no reachable kubelet-plugin socket of {self.target.driver} on {self.node}")
+        return self.target.endpoint
+
+    def expected(self, pod: str) -> dict[str, Any]:
+        """The scenario's expectations for `pod`, with relative counts resolved for this run."""
+        return dict(substitute(self.scenario.expected(pod), self.target.driver, {}, self.target.devices))
 
     # --- deploy ---------------------------------------------------------------------------------------------
 
@@ -111,19 +151,21 @@ class ScenarioRun:
         if scenario.admin_namespace:
             self.core.patch_namespace(self.namespace, {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}})
         if scenario.fault:
-            self.driver.on(self.node).control.set_faults([scenario.fault])
+            if self.target.control is None:
+                raise RuntimeError(f"scenario {scenario.id} switches a fault; {self.target.driver} has no switches")
+            self.target.control.set_faults([scenario.fault])
         for item in scenario.device_classes:
             selectors = tuple(
-                s["cel"]["expression"].replace("{driver}", self.driver.name) for s in item.get("selectors", [])
+                s["cel"]["expression"].replace("{driver}", self.target.driver) for s in item.get("selectors", [])
             )
             self.classes[item["name"]] = self.tracker.create(self.build.device_class(selectors=selectors))["metadata"][
                 "name"
             ]
         for item in scenario.claims:
-            spec = substitute(item["spec"], self.driver.name, self.classes)
+            spec = substitute(item["spec"], self.target.driver, self.classes, self.target.devices)
             self.claims[item["name"]] = self.tracker.create(self.build.claim_from_spec(spec))["metadata"]["name"]
         for item in scenario.claim_templates:
-            spec = substitute(item["spec"], self.driver.name, self.classes)
+            spec = substitute(item["spec"], self.target.driver, self.classes, self.target.devices)
             self.templates[item["name"]] = self.tracker.create(self.build.template_from_spec(spec))["metadata"]["name"]
         together = bool(scenario.exactly_one_scheduled)
         for item in scenario.pods:
@@ -142,7 +184,9 @@ class ScenarioRun:
             )
             for u in item["claims"]
         ]
-        pod = self.tracker.create(self.build.pod_with(uses, prefix=item["name"]))
+        pod = self.tracker.create(
+            self.build.pod_with(uses, prefix=item["name"], node=self.node, tolerations=self.target.tolerations)
+        )
         self.pods[item["name"]] = pod["metadata"]["name"]
 
     def read_pod(self, logical: str) -> client.V1Pod:
@@ -150,7 +194,7 @@ class ScenarioRun:
         return self.core.read_namespaced_pod(self.pods[logical], self.namespace)
 
     def _await_outcome(self, logical: str) -> None:
-        expected = self.scenario.expected(logical).get("scheduled")
+        expected = self.expected(logical).get("scheduled")
 
         def decided(pod: client.V1Pod) -> bool:
             condition = scheduled_condition(pod)
@@ -223,10 +267,14 @@ class ScenarioRun:
         """Device names the driver currently publishes."""
         listed = (
             self.tracker.resource(RESOURCE_API, "ResourceSlice")
-            .get(field_selector=f"spec.driver={self.driver.name},spec.nodeName={self.node}")
+            .get(field_selector=f"spec.driver={self.target.driver},spec.nodeName={self.node}")
             .to_dict()
         )
         return {d["name"] for s in listed["items"] for d in s["spec"].get("devices") or []}
+
+    def pools(self) -> set[str]:
+        """Names of the pools the driver publishes for the scenario's node."""
+        return set(node_pools(self.api_client, self.target.driver, self.node))
 
     @staticmethod
     def ref(claim: dict[str, Any]) -> ClaimRef:
@@ -234,11 +282,12 @@ class ScenarioRun:
         return ClaimRef.of(claim)
 
     def finish_record(self) -> CorrelationRecord:
-        """Add the driver's call log and the namespace's events to the record."""
-        try:
-            self.record.driver_calls = self.driver.on(self.node).control.calls()
-        except Exception as error:  # a crashed driver must not hide the record
-            self.record.driver_calls = [{"error": str(error)}]
+        """Add the driver's call log (the reference driver keeps one) and the namespace's events to the record."""
+        if self.target.control is not None:
+            try:
+                self.record.driver_calls = self.target.control.calls()
+            except Exception as error:  # a crashed driver must not hide the record
+                self.record.driver_calls = [{"error": str(error)}]
         events = self.core.list_namespaced_event(self.namespace).items
         self.record.events = [
             {

@@ -1,9 +1,9 @@
 """Allocation layer: what the scheduler assigned (or why not), for every scenario of the catalog.
 
-Each scenario is deployed against its own instance of the reference driver on one node. Then: scheduled pods
-are bound to that node with claims allocated from the driver's pool and reserved for them; unschedulable pods
-say so in PodScheduled and a FailedScheduling event; after the pods are deleted, claims are deallocated and
-generated claims are deleted.
+Each scenario is deployed on one node of the driver under test (the reference driver: an instance of its own;
+any other driver: a node the test leases). Then: scheduled pods are bound to that node with claims allocated from
+the driver's pools there and reserved for them; unschedulable pods say so in PodScheduled and a FailedScheduling
+event; after the pods are deleted, claims are deallocated and generated claims are deleted.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def _check_scheduled_pod(run: ScenarioRun, pod: str, expected: dict[str, Any]) -
         f"pod {pod} not bound to {run.node}: node={outcome.node}, {outcome.scheduled_condition}"
     )
     published = run.slice_devices()
+    pools = run.pools()
     for use, claim in run.pod_claims(pod).items():
         allocation = _allocation(claim)
         results = (allocation.get("devices") or {}).get("results") or []
@@ -41,9 +42,11 @@ def _check_scheduled_pod(run: ScenarioRun, pod: str, expected: dict[str, Any]) -
         wrong = [
             r
             for r in results
-            if (r["driver"], r["pool"]) != (run.driver.name, run.node) or r["device"] not in published
+            if r["driver"] != run.target.driver or r["pool"] not in pools or r["device"] not in published
         ]
-        assert not wrong, f"{where}: results outside the driver's pool {sorted(published)}: {wrong}"
+        assert not wrong, (
+            f"{where}: results outside the driver's pools {sorted(pools)} on {run.node} {sorted(published)}: {wrong}"
+        )
         want = expected.get("claims", {}).get(use, {}).get("devices")
         if want is not None:
             assert len(results) == want, f"{where}: {len(results)} devices allocated, expected {want}: {results}"
@@ -117,7 +120,7 @@ def test_scheduler_outcome_matches_the_scenario(
 ) -> None:
     run = scenario_run(scenario)
     for pod in run.pods:
-        expected = scenario.expected(pod)
+        expected = run.expected(pod)
         if expected.get("scheduled", True) and pod not in scenario.exactly_one_scheduled:
             _check_scheduled_pod(run, pod, expected)
         elif pod not in scenario.exactly_one_scheduled:
@@ -126,7 +129,7 @@ def test_scheduler_outcome_matches_the_scenario(
         winners = [p for p in scenario.exactly_one_scheduled if run.outcomes[p].scheduled]
         states = {p: run.outcomes[p].scheduled_condition for p in scenario.exactly_one_scheduled}
         assert len(winners) == 1, f"race for the last device: {len(winners)} winners {winners}; {states}"
-        _check_scheduled_pod(run, winners[0], scenario.expected(winners[0]))
+        _check_scheduled_pod(run, winners[0], run.expected(winners[0]))
         loser = next(p for p in scenario.exactly_one_scheduled if p != winners[0])
         _check_unschedulable_pod(run, loser, {"reason": "cannot allocate all claims"})
     _check_deallocation_after_pod_deletion(run)

@@ -1,9 +1,12 @@
 """Driver status and readiness layers: what the driver reports in status.devices, and whether the pod starts.
 
 For every scenario with a scheduled pod, the test plays the kubelet of the node: it calls NodePrepareResources
-(within the scenario's deadline), checks the outcome and the claim's status.devices (entries of this driver only,
-a Ready condition, networkData where the device has it), starts the containers (kwok then marks the pod
-Ready), and finally unprepares, after which this driver's entries must be gone.
+(within the scenario's deadline), checks the outcome and the claim's status.devices, starts the containers (kwok
+then marks the pod Ready), and finally unprepares, after which this driver's entries must be gone.
+
+status.devices is optional in the API: a driver whose profile declares it must write one entry per expected
+device, with a Ready condition and networkData where the device has it; any driver's entries, declared or not,
+must be its own and for allocated devices.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import grpc
 import pytest
 
+from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_condition, device_statuses
@@ -50,20 +54,22 @@ def _prepare(
     }
 
 
-def _check_status_entries(run: ScenarioRun, use: str, claim: dict[str, Any], expected: dict[str, Any]) -> None:
+def _check_status_entries(
+    run: ScenarioRun, use: str, claim: dict[str, Any], expected: dict[str, Any], *, declared: bool
+) -> None:
     entries = _status_devices(run, claim)
     where = f"claim {use} ({claim['metadata']['name']})"
-    if "statusDevices" in expected:
+    if declared and "statusDevices" in expected:
         assert len(entries) == expected["statusDevices"], f"{where}: status.devices {entries}"
     allocated = {(r["pool"], r["device"]) for r in claim["status"]["allocation"]["devices"]["results"]}
     for entry in entries:
-        assert entry["driver"] == run.driver.name, f"{where}: entry of another driver: {entry}"
+        assert entry["driver"] == run.target.driver, f"{where}: entry of another driver: {entry}"
         assert (entry["pool"], entry["device"]) in allocated, f"{where}: entry for an unallocated device: {entry}"
         ready = device_condition(entry, "Ready")
         assert ready is not None and ready["status"] == "True", (
             f"{where}: Ready condition of {entry['device']}: {entry}"
         )
-        if expected.get("networkData"):
+        if declared and expected.get("networkData"):
             network = entry.get("networkData") or {}
             assert network.get("interfaceName") and network.get("hardwareAddress"), f"{where}: networkData {network}"
             assert network.get("ips") and all("/" in ip for ip in network["ips"]), (
@@ -73,13 +79,17 @@ def _check_status_entries(run: ScenarioRun, use: str, claim: dict[str, Any], exp
 
 @pytest.mark.scenarios(needs_prepare=True)
 def test_driver_status_and_readiness_match_the_scenario(
-    scenario: Scenario, scenario_run: Callable[[Scenario], ScenarioRun], kubelet: KubeletRole
+    scenario: Scenario,
+    scenario_run: Callable[[Scenario], ScenarioRun],
+    kubelet: KubeletRole,
+    driver_profile: DriverProfile,
 ) -> None:
+    declared = driver_profile.declares(Capability.STATUS_DEVICES)
     run = scenario_run(scenario)
     scheduled = [pod for pod in run.pods if run.outcomes[pod].scheduled]
     assert scheduled, f"no pod was scheduled: {[o.scheduled_condition for o in run.outcomes.values()]}"
     for pod in scheduled:
-        expected = scenario.expected(pod)
+        expected = run.expected(pod)
         assert not _ready(run, pod), f"pod {pod} Ready before the kubelet prepared its claims"
         claims = run.pod_claims(pod)
         outcomes = _prepare(run, kubelet, claims)
@@ -89,12 +99,13 @@ def test_driver_status_and_readiness_match_the_scenario(
             if want.get("error"):
                 assert answer is not None and want["error"] in answer.error, f"pod {pod} claim {use}: error {answer}"
         if scenario.recover:
-            run.driver.on(run.node).control.set_faults([])
+            assert run.target.control is not None, f"scenario {scenario.id} recovers from a fault it cannot switch"
+            run.target.control.set_faults([])
             outcomes = _prepare(run, kubelet, claims)
             failed = {use: answer for use, (outcome, answer) in outcomes.items() if outcome != "ok"}
             assert not failed, f"pod {pod}: prepare after the fault was switched off: {failed}"
         for use, claim in claims.items():
-            _check_status_entries(run, use, claim, expected.get("claims", {}).get(use, {}))
+            _check_status_entries(run, use, claim, expected.get("claims", {}).get(use, {}), declared=declared)
 
         if all(outcome == "ok" for outcome, _ in outcomes.values()):
             kubelet.start_containers(run.namespace, run.pods[pod])
@@ -108,5 +119,5 @@ def test_driver_status_and_readiness_match_the_scenario(
         answers = kubelet.unprepare(run.endpoint, [run.ref(c) for c in claims.values()]).claims
         assert not any(a.error for a in answers.values()), f"pod {pod}: unprepare {answers}"
         for use, claim in claims.items():
-            left = [e for e in _status_devices(run, claim) if e["driver"] == run.driver.name]
+            left = [e for e in _status_devices(run, claim) if e["driver"] == run.target.driver]
             assert not left, f"pod {pod} claim {use}: status.devices left after unprepare: {left}"

@@ -52,7 +52,8 @@ def test_down_stops_every_component(private_backend: LocalBackend, timeouts: Tim
         "kube-scheduler",
         "kwok",
         "driver-kwok-node-0",
-        "driver-kwok-disruption",
+        "driver-kwok-set-aside-0",
+        "driver-kwok-set-aside-1",
         "fake-metrics",
     }
     assert set(pids) == expected, pids

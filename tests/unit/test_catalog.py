@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from dra_conformance import paths
+from dra_conformance.driver.profile import AttributeType, Capability, DeviceExpectations, DriverProfile, load_profile
 from dra_conformance.errors import FixtureError
 from dra_conformance.scenarios import catalog
 
@@ -123,6 +126,72 @@ def test_driver_placeholder_and_logical_class_names_are_substituted() -> None:
             "constraints": [{"matchAttribute": "{driver}/model"}],
         }
     }
-    done = substitute(spec, "gpu-1.example.com", {"gpu": "ns-class-1"})
+    done = substitute(spec, "gpu-1.example.com", {"gpu": "ns-class-1"}, devices=4)
     assert done["devices"]["requests"][0]["exactly"]["deviceClassName"] == "ns-class-1"
     assert done["devices"]["constraints"][0]["matchAttribute"] == "gpu-1.example.com/model"
+
+
+@pytest.mark.parametrize(("written", "devices", "resolved"), [("{devices}", 4, 4), ("{devices+1}", 4, 5), (3, 8, 3)])
+def test_relative_counts_resolve_against_the_devices_of_the_node(written: object, devices: int, resolved: int) -> None:
+    from dra_conformance.scenarios.runner import substitute
+
+    spec = {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "gpu", "count": written}}]}}
+    done = substitute(spec, "d.example.com", {"gpu": "c"}, devices=devices)
+    assert done["devices"]["requests"][0]["exactly"]["count"] == resolved, done
+
+
+def test_a_relative_count_that_is_not_devices_plus_a_number_is_rejected(tmp_path: Path) -> None:
+    scenario: dict[str, Any] = copy.deepcopy(VALID)
+    scenario["claims"][0]["spec"]["devices"]["requests"][0]["exactly"]["count"] = "{device}+1"
+    path = _write(tmp_path, scenario)
+    with pytest.raises(FixtureError, match=r"exactly\.count: '\{device\}\+1' does not match"):
+        catalog.load_file(path)
+
+
+def _profile() -> DriverProfile:
+    upstream = load_profile(paths.fixtures_dir() / "profiles" / "upstream-test-driver.yaml")
+    assert upstream.devices == DeviceExpectations(per_node=4, from_slices=True, attributes={}), upstream.devices
+    return upstream
+
+
+def _scenario(**fields: Any) -> catalog.Scenario:
+    return catalog.Scenario(id="s", description="d", source=Path("s.yaml"), **fields)
+
+
+def test_the_reference_driver_runs_every_scenario_whose_capabilities_it_declares() -> None:
+    reference = load_profile(paths.reference_driver_profile())
+    assert _scenario(reference_only="values", attributes={"x": AttributeType.INT}).not_applicable(reference) is None
+    assert "consumableCapacity" in str(
+        _scenario(capabilities=(Capability.CONSUMABLE_CAPACITY,)).not_applicable(reference)
+    )
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reason"),
+    [
+        (_scenario(reference_only="uses index 1"), "is for the reference driver only: uses index 1"),
+        (_scenario(min_devices=5), "needs 5 devices on a node; the profile declares 4"),
+        (
+            _scenario(capabilities=(Capability.STATUS_DEVICES,)),
+            "capabilities the profile does not declare: statusDevices",
+        ),
+        (
+            _scenario(attributes={"model": AttributeType.STRING}),
+            "attributes the profile does not declare: model (string)",
+        ),
+    ],
+    ids=["reference-only", "too-few-devices", "capability", "attribute"],
+)
+def test_a_scenario_the_driver_cannot_meet_says_why(candidate: catalog.Scenario, reason: str) -> None:
+    found = candidate.not_applicable(_profile())
+    assert found is not None and reason in found, found
+
+
+def test_a_scenario_within_the_drivers_declarations_applies() -> None:
+    assert _scenario(min_devices=4).not_applicable(_profile()) is None
+
+
+def test_every_fault_scenario_is_reference_only() -> None:
+    scenarios = catalog.load(paths.scenario_catalog())
+    faulty = [s.id for s in scenarios if s.fault and not s.reference_only]
+    assert faulty == [], faulty

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.base import DISRUPTION_TAINT, BackendCapability, ClusterInfo
+from dra_conformance.backends.base import SET_ASIDE_TAINT, BackendCapability, ClusterInfo
 from dra_conformance.backends.local import control_plane, drivers, metrics
 from dra_conformance.backends.local.build import Binaries, Builder, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -47,8 +47,9 @@ STARTUP_POLL_CAP = 0.1
 LOG_TAIL_LINES = 15
 # Lines of a driver's log quoted in its one-line start error.
 DRIVER_LOG_TAIL_LINES = 3
-# The node that checks disrupting the driver under test have to themselves (tainted; see DISRUPTION_TAINT).
-DISRUPTION_NODE = "kwok-disruption"
+# Nodes a check leases to have the driver under test there to itself (tainted; see SET_ASIDE_TAINT). Two, so that
+# the default two xdist workers never wait for one.
+SET_ASIDE_NODES = ("kwok-set-aside-0", "kwok-set-aside-1")
 # Capacity of each fake node; large so allocation, not CPU or memory, decides scheduling in the suites.
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
 
@@ -104,7 +105,7 @@ class LocalBackend:
         self.echo = echo
 
     def node_names(self) -> tuple[str, ...]:
-        """Names of the fake nodes, in index order (the disruption node not included)."""
+        """Names of the fake nodes, in index order (the set-aside nodes not included)."""
         return tuple(f"kwok-node-{index}" for index in range(self.config.nodes))
 
     # --- inspection -------------------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ class LocalBackend:
                 }
                 | ({BackendCapability.REFERENCE_DRIVER} if recorded.get("drivers") else set())
                 | ({BackendCapability.REFERENCE_METRICS_ADAPTER} if recorded.get("metrics") == "fake" else set())
-                | {BackendCapability.DISRUPTION_NODE}
+                | {BackendCapability.SET_ASIDE_NODES}
             ),
             drivers=tuple(
                 DriverEndpoint(
@@ -157,6 +158,7 @@ class LocalBackend:
                 )
                 for d in recorded.get("drivers", [])
             ),
+            set_aside_nodes=SET_ASIDE_NODES,
             pki_dir=self.layout.pki,
             audit_log=self.layout.audit_log,
             log_dir=self.layout.logs,
@@ -164,7 +166,6 @@ class LocalBackend:
                 "supervisor_pid": str(state["supervisor_pid"]),
                 "metrics.control_socket": str(self.metrics_control_socket),
                 "metrics": str(recorded.get("metrics") or "none"),
-                "disruption_node": DISRUPTION_NODE,
                 "profile": str(recorded.get("profile", "")),
                 "profile.digest": str(recorded.get("profile_digest", "")),
                 "state_dir": str(self.layout.root),
@@ -208,7 +209,7 @@ class LocalBackend:
                 timings.lap("control_plane")
                 nodes = self._register_nodes()
                 timings.lap("nodes_ready")
-                endpoints = self._start_drivers((*nodes, DISRUPTION_NODE), binaries)
+                endpoints = self._start_drivers((*nodes, *SET_ASIDE_NODES), binaries)
                 timings.lap("drivers_ready")
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)
@@ -460,15 +461,15 @@ class LocalBackend:
             raise BackendError(f"start local cluster: {error}; {self._reason()}") from None
 
     def _register_nodes(self) -> tuple[str, ...]:
-        """Create the fake nodes and the tainted disruption node; return the names of the fake nodes."""
+        """Create the fake nodes and the tainted set-aside nodes; return the names of the fake nodes."""
         regular = self.node_names()
-        names = (*regular, DISRUPTION_NODE)
+        names = (*regular, *SET_ASIDE_NODES)
         with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
             core = client.CoreV1Api(api_client)
             for index, name in enumerate(names):
                 manifest = self._node_manifest(index, name)
-                if name == DISRUPTION_NODE:
-                    manifest["spec"] = {"taints": [DISRUPTION_TAINT]}
+                if name in SET_ASIDE_NODES:
+                    manifest["spec"] = {"taints": [SET_ASIDE_TAINT]}
                 core.create_node(manifest)
 
             def ready_nodes() -> set[str]:
