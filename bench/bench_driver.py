@@ -9,6 +9,12 @@ For each driver profile, on a private one-node local cluster (temporary state di
    in flight at once (a thread pool released by a barrier, over one shared gRPC connection to the driver's
    socket, as the kubelet keeps one per plugin). The latency is client side (`CallResult.latency`); p50 and p99
    use the nearest-rank method. Everything is unprepared afterwards.
+   Next to it, the API floor: the API work a driver that reads its claim and writes status.devices before it
+   answers does per prepare (GET the claim, then a server-side apply of one status.devices entry for its device),
+   issued by this process for every claim at once over a warmed connection pool. No such driver can answer faster
+   than its API calls return, so the floor says how much of a driver's latency is its own
+   (ratio = driver / floor). The floor's entries, written under a field manager of their own, are removed before
+   the driver prepares.
 2. Pool publish time: a second cluster runs the profile with --pool-devices devices. The figure runs from the
    driver process's start (its start time in /proc, clock-tick resolution) until a poll of `node_pools` first
    sees the node's pool complete at its highest generation (slices == resourceSliceCount) with --pool-devices
@@ -37,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +52,7 @@ from typing import Any
 
 import grpc
 import yaml
-from kubernetes import client
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -88,6 +94,8 @@ POOL_POLL_INTERVAL = 0.025
 CONNECT_DEADLINE = 5.0
 # All calls start together once every thread is up; a thread pool of 100 starts in well under a second.
 BARRIER_DEADLINE = 30.0
+# Field manager of the API floor's status entries, so removing them leaves any other entry alone.
+FLOOR_FIELD_MANAGER = "bench-driver-floor"
 # Lines of each driver log quoted when a part fails, and their maximum width.
 LOG_TAIL_LINES = 10
 LOG_LINE_WIDTH = 600
@@ -190,6 +198,10 @@ class LatencyResult:
     errors: list[str] = field(default_factory=list)
     setup_seconds: float = 0.0
     unprepare_errors: int = 0
+    # The same concurrency of GET + status apply, and of GET alone, issued by the benchmark itself (see the
+    # module's docstring).
+    floor: LatencyResult | None = None
+    read_floor: LatencyResult | None = None
 
     def percentile(self, quantile: float) -> float:
         """Nearest-rank percentile, in seconds."""
@@ -224,6 +236,86 @@ def allocate(api: client.ApiClient, profile: DriverProfile, node: str, claims: i
         retry_on=(ApiException, HTTPError),
     )
     return allocated
+
+
+def concurrently(work: Callable[[Any], float], items: list[Any]) -> list[float]:
+    """Run `work` for every item at once (threads released by a barrier); its returned latencies, in order."""
+    barrier = threading.Barrier(len(items))
+
+    def call(item: Any) -> float:
+        barrier.wait(BARRIER_DEADLINE)
+        return work(item)
+
+    with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="floor") as executor:
+        return list(executor.map(call, items))
+
+
+def api_floor(kubeconfig: Path, claims: list[dict[str, Any]], result: LatencyResult, reads: LatencyResult) -> None:
+    """GET + status apply per claim, all at once, from this process (then GET alone, into `reads`).
+
+    The status entries are removed afterwards.
+    """
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration, persist_config=False)
+    configuration.connection_pool_maxsize = len(claims)  # one connection per concurrent caller, as a driver could
+    with client.ApiClient(configuration) as api:
+        resource = client.ResourceV1Api(api)
+
+        def read(claim: dict[str, Any]) -> float:
+            started = time.monotonic()
+            meta = claim["metadata"]
+            response = resource.read_namespaced_resource_claim(meta["name"], meta["namespace"], _preload_content=False)
+            response.data  # noqa: B018 - read the body, as a driver must
+            response.release_conn()
+            return time.monotonic() - started
+
+        def apply(claim: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+            meta = claim["metadata"]
+            body = {
+                "apiVersion": RESOURCE_API,
+                "kind": "ResourceClaim",
+                "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+                "status": {"devices": entries},
+            }
+            response = resource.patch_namespaced_resource_claim_status(
+                meta["name"],
+                meta["namespace"],
+                body,
+                field_manager=FLOOR_FIELD_MANAGER,
+                force=True,
+                _content_type="application/apply-patch+yaml",
+                _preload_content=False,
+            )
+            response.data  # noqa: B018
+            response.release_conn()
+
+        def entry(claim: dict[str, Any]) -> list[dict[str, Any]]:
+            allocated = claim["status"]["allocation"]["devices"]["results"][0]
+            condition = {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Floor",
+                "message": "bench/driver API floor",
+                "lastTransitionTime": "2026-01-01T00:00:00Z",
+            }
+            keys = {key: allocated[key] for key in ("driver", "pool", "device")}
+            return [{**keys, "conditions": [condition]}]
+
+        def read_and_write(claim: dict[str, Any]) -> float:
+            started = time.monotonic()
+            read(claim)
+            apply(claim, entry(claim))
+            return time.monotonic() - started
+
+        concurrently(read, claims)  # warms the connection pool: a driver's connections are up long before
+        result.latencies = concurrently(read_and_write, claims)
+        reads.latencies = concurrently(read, claims)
+
+        def remove(claim: dict[str, Any]) -> float:
+            apply(claim, [])
+            return 0.0
+
+        concurrently(remove, claims)
 
 
 def prepare_all(driver: DriverClient, refs: list[ClaimRef], result: LatencyResult) -> None:
@@ -280,6 +372,8 @@ def measure_latency(profile_path: Path, claims: int, scratch: Path, failure: lis
         with client_from_kubeconfig(info.kubeconfig) as api:
             allocated = allocate(api, profile, endpoint.node, claims)
         result.setup_seconds = time.monotonic() - started
+        result.floor, result.read_floor = LatencyResult(), LatencyResult()
+        api_floor(info.kubeconfig, allocated, result.floor, result.read_floor)
         refs = [ClaimRef.of(claim) for claim in allocated]
         with DriverClient(load(), endpoint.registration_socket) as driver:
             # Connect first, as the kubelet does when the plugin registers: no call pays for the connection.
@@ -398,6 +492,19 @@ def print_profile(report: ProfileReport, claims: int, pool_devices: int) -> None
         )
         for error in latency.errors[:3]:
             print(f"    error: {error}")
+        if latency.floor is not None and latency.floor.latencies:
+            floor = latency.floor
+            ratio = latency.percentile(0.99) / floor.percentile(0.99) if latency.latencies else float("nan")
+            print(
+                f"  {'API floor: GET + status apply per claim, same concurrency':<58} p50 {ms(floor.percentile(0.5))}"
+                f"  p99 {ms(floor.percentile(0.99))}  (driver p99 / floor p99 = {ratio:.2f})"
+            )
+        if latency.read_floor is not None and latency.read_floor.latencies:
+            reads = latency.read_floor
+            print(
+                f"  {'API floor: GET alone per claim, same concurrency':<58} p50 {ms(reads.percentile(0.5))}"
+                f"  p99 {ms(reads.percentile(0.99))}"
+            )
     else:
         print(f"  {label:<58} FAILED: {report.latency_error}")
         for line in report.latency_log:

@@ -16,7 +16,7 @@ from fake_dra.broken import BrokenMode
 from fake_dra.config import PROFILES, DriverConfig
 from fake_dra.core import DriverCore
 from fake_dra.faults import FaultSet
-from fake_dra.kube import DriverAPI, api_client, denial
+from fake_dra.kube import PUBLISH_WORKERS, DriverAPI, api_client, denial
 from fake_dra.recorder import CallLog
 from fake_dra.state import PreparedClaims
 
@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     try:
-        api = DriverAPI(api_client(config.kubeconfig), config.driver_name)
+        connections = server.WORKERS + PUBLISH_WORKERS  # every gRPC worker, or every slice writer, at once
+        api = DriverAPI(api_client(config.kubeconfig, connections), config.driver_name)
         core = DriverCore(
             config,
             api,
