@@ -134,6 +134,11 @@ def test_pool_with_a_tainted_device_uses_slices_of_at_most_64_devices(tmp_path: 
     assert manifests[-1]["spec"]["devices"][-1]["taints"][0]["key"] == devices.UNAVAILABLE_TAINT_KEY
 
 
+def _raw(body: dict[str, Any]) -> SimpleNamespace:
+    """A raw (`_preload_content=False`) response: its body, and the connection hand-back the driver calls."""
+    return SimpleNamespace(data=json.dumps(body).encode(), release_conn=lambda: None)
+
+
 class _FakeSlices:
     """The ResourceSlice calls of ResourceV1Api over a dict, enough for DriverAPI's pool helpers."""
 
@@ -148,7 +153,7 @@ class _FakeSlices:
             for s in self.stored.values()
             if (s["spec"]["driver"], s["spec"]["nodeName"]) == (wanted["spec.driver"], wanted["spec.nodeName"])
         ]
-        return SimpleNamespace(data=json.dumps({"items": items}).encode())
+        return _raw({"items": items})
 
     def _store(self, manifest: dict[str, Any]) -> None:
         self.version += 1
@@ -157,13 +162,15 @@ class _FakeSlices:
             "metadata": {**manifest["metadata"], "resourceVersion": str(self.version)},
         }
 
-    def create_resource_slice(self, manifest: dict[str, Any], **_: object) -> None:
+    def create_resource_slice(self, manifest: dict[str, Any], **_: object) -> SimpleNamespace:
         assert manifest["metadata"]["name"] not in self.stored, "create of an existing slice"
         self._store(manifest)
+        return _raw(manifest)
 
-    def replace_resource_slice(self, name: str, manifest: dict[str, Any], **_: object) -> None:
+    def replace_resource_slice(self, name: str, manifest: dict[str, Any], **_: object) -> SimpleNamespace:
         assert manifest["metadata"]["resourceVersion"] == self.stored[name]["metadata"]["resourceVersion"]
         self._store(manifest)
+        return _raw(manifest)
 
     def delete_resource_slice(self, name: str, **_: object) -> None:
         del self.stored[name]
