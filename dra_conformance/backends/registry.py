@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
+from dra_conformance.backends.kind import KindBackend, KindClusterConfig
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.config import SuiteConfig
@@ -39,8 +40,30 @@ def _existing(config: SuiteConfig, _owner_pid: int | None) -> ClusterBackend:
     return ExistingBackend(ExistingClusterConfig(config.kubeconfig, config.context, config.audit_log, config.profile))
 
 
+def kind_cluster_config(config: SuiteConfig, owner_pid: int | None) -> KindClusterConfig:
+    """The kind backend's settings: its files go to the state directory (`--cluster-state-dir`), `--nodes` workers."""
+    defaults = KindClusterConfig()
+    return KindClusterConfig(
+        state_dir=config.state_dir or defaults.state_dir,
+        profile=config.profile or defaults.profile,
+        workers=config.nodes,
+        timeouts=config.timeouts,
+        owner_pid=owner_pid,
+    )
+
+
+def _kind(config: SuiteConfig, owner_pid: int | None) -> ClusterBackend:
+    if config.nodes < 1:
+        raise UsageError(f"--nodes must be at least 1, got {config.nodes}")
+    return KindBackend(kind_cluster_config(config, owner_pid))
+
+
 # name -> factory(settings, owner pid); the first entry is the default.
-BACKENDS: dict[str, Callable[[SuiteConfig, int | None], ClusterBackend]] = {"local": _local, "existing": _existing}
+BACKENDS: dict[str, Callable[[SuiteConfig, int | None], ClusterBackend]] = {
+    "local": _local,
+    "existing": _existing,
+    "kind": _kind,
+}
 
 
 def make_backend(config: SuiteConfig, *, owner_pid: int | None = None) -> ClusterBackend:
