@@ -41,6 +41,9 @@ class Timeouts:
     delete: float = 60.0
     # A leased node is held for one check: the longest, a driver restart behind a faulty API, takes about a minute.
     node_lease: float = 180.0
+    # The csrsigning controller signs an approved CSR within one sync, well under a second; 60 s covers a
+    # controller-manager busy on 2 cores. A cluster with no signer for the request runs into it.
+    node_certificate: float = 60.0
     # Graceful stop of one control-plane process before it is killed: etcd flushes, apiserver drains watches.
     process_stop: float = 15.0
     # A cold build of the Kubernetes binaries from source takes 10-30 min on 2 cores; this guards a hung toolchain.

@@ -24,7 +24,8 @@ CERT_VALIDITY = datetime.timedelta(days=90)
 BACKDATE = datetime.timedelta(minutes=5)
 
 
-def _new_key() -> ec.EllipticCurvePrivateKey:
+def new_key() -> ec.EllipticCurvePrivateKey:
+    """A fresh P-256 private key (certificates and certificate requests alike)."""
     return ec.generate_private_key(ec.SECP256R1())
 
 
@@ -35,7 +36,8 @@ def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
-def _name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
+def subject_name(common_name: str, organizations: Sequence[str] = ()) -> x509.Name:
+    """The X.509 name Kubernetes reads as user (CN) and groups (O)."""
     attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
     attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
     return x509.Name(attributes)
@@ -67,9 +69,9 @@ class CertificateAuthority:
     @classmethod
     def create(cls, common_name: str) -> CertificateAuthority:
         """Create a new self-signed CA."""
-        key = _new_key()
+        key = new_key()
         now = datetime.datetime.now(datetime.UTC)
-        name = _name(common_name)
+        name = subject_name(common_name)
         cert = (
             x509.CertificateBuilder()
             .subject_name(name)
@@ -126,7 +128,7 @@ class CertificateAuthority:
         client: bool = True,
     ) -> IssuedCert:
         """Issue a leaf certificate; the CN is the Kubernetes user name and O the groups."""
-        key = _new_key()
+        key = new_key()
         now = datetime.datetime.now(datetime.UTC)
         usages = []
         if server:
@@ -135,7 +137,7 @@ class CertificateAuthority:
             usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
             x509.CertificateBuilder()
-            .subject_name(_name(common_name, organizations))
+            .subject_name(subject_name(common_name, organizations))
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
@@ -155,6 +157,6 @@ class CertificateAuthority:
 
 def service_account_keypair() -> tuple[bytes, bytes]:
     """Return (private key PEM, public key PEM) for signing service-account tokens (ES256)."""
-    key = _new_key()
+    key = new_key()
     public = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     return key_pem(key), public

@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import builders, discovery
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.claims import device_statuses, ready_device_status
+from dra_conformance.kube.csr import NodeCertificateError, certificate_client, node_client_certificate
 from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
@@ -67,6 +69,10 @@ class RbacEnvironment:
         self.home: dict[str, str] = {}
         self.slices: dict[str, str] = {}
         self.claims: dict[str, AllocatedClaim] = {}
+        # Why an identity could not be set up, as observed (e.g. a node certificate request nobody signed).
+        self.missing: dict[str, str] = {}
+        # Node certificate requests, deleted on `close`.
+        self._certificate_requests = ExitStack()
         self._create_targets()
         self._create_identities(cluster)
 
@@ -153,17 +159,30 @@ class RbacEnvironment:
         self.clients["tenant"] = self._namespaced_editor(self.tenant_namespace, "tenant")
         self.home = {name: self.namespace for name in self.clients} | {"tenant": self.tenant_namespace}
 
-        if cluster.pki_dir is not None:
-            ca = CertificateAuthority.load(cluster.pki_dir / "ca.crt", cluster.pki_dir / "ca.key")
-            cert, key = ca.issue(f"system:node:{self.node_a}", organizations=["system:nodes"]).write(
-                self.scratch, "node-a"
-            )
-            configuration = client.Configuration()
-            configuration.host = self.admin.configuration.host
-            configuration.ssl_ca_cert = self.admin.configuration.ssl_ca_cert
-            configuration.cert_file, configuration.key_file = str(cert), str(key)
-            self.clients["node-a"] = client.ApiClient(configuration)
-            self.home["node-a"] = self.namespace
+        self._create_node_identity("node-a", self.node_a, cluster.pki_dir)
+
+    def _create_node_identity(self, identity: str, node: str, pki_dir: Path | None) -> None:
+        """A `system:node:<node>` client: issued by the cluster CA when this backend holds it, else by CSR."""
+        if pki_dir is not None:
+            ca = CertificateAuthority.load(pki_dir / "ca.crt", pki_dir / "ca.key")
+            cert, key = ca.issue(f"system:node:{node}", organizations=["system:nodes"]).write(self.scratch, identity)
+        else:
+            try:
+                issued = self._certificate_requests.enter_context(
+                    node_client_certificate(
+                        self.admin,
+                        node,
+                        self.scratch,
+                        timeout=self.timeouts.node_certificate,
+                        delete_timeout=self.timeouts.delete,
+                    )
+                )
+            except NodeCertificateError as error:
+                self.missing[identity] = f"identity {identity}: {error}"
+                return
+            cert, key = issued.cert_path, issued.key_path
+        self.clients[identity] = certificate_client(self.admin, cert, key)
+        self.home[identity] = self.namespace
 
     def persisted_writes(self) -> list[str]:
         """Claims whose status a matrix cell changed for real (every write is a dry-run, so this must be empty)."""
@@ -177,10 +196,16 @@ class RbacEnvironment:
         return changed
 
     def close(self) -> None:
-        """Close every client and remove the scratch directory (the tracker removes the objects)."""
-        for api in self.clients.values():
-            api.close()
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        """Close every client, delete node certificate requests, remove the scratch directory.
+
+        The tracker removes the other objects.
+        """
+        try:
+            for api in self.clients.values():
+                api.close()
+            self._certificate_requests.close()
+        finally:
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
     # --- cells ----------------------------------------------------------------------------------------------
 
@@ -199,6 +224,8 @@ class RbacEnvironment:
         """Why this backend cannot act as `identity` ("" when it can): a limit of the backend, not of the driver."""
         if identity in self.clients:
             return ""
+        if identity in self.missing:
+            return self.missing[identity]
         if identity.startswith("node-"):
             return f"identity {identity} needs a system:node client certificate, and this backend holds no cluster CA"
         return f"identity {identity} is not available on this backend"
