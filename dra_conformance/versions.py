@@ -6,6 +6,10 @@ KUBERNETES = "v1.37.2"
 ETCD = "v3.6.16"
 KWOK = "v0.8.0"
 METRICS_SERVER = "v0.9.0"
+# containerd 2 for the real node tier (opt-in): the latest v2.3 patch; its go.mod needs Go >= 1.26.8.
+CONTAINERD = "v2.3.7"
+# runc for the real node tier (opt-in), started by containerd's runc shim: the latest v1.4 patch.
+RUNC = "v1.4.4"
 # The kubelet plugin API (.proto files) is pinned where its bindings are generated: dra_wire.kubelet_api.
 
 # Feature gates per Kubernetes minor, identical for every component. GA gates that are locked to their

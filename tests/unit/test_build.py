@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from dra_conformance import paths, versions
-from dra_conformance.backends.local.build import COMPONENTS, Binaries, Builder, Component
+from dra_conformance.backends.local.build import (
+    COMPONENTS,
+    REAL_NODE_COMPONENTS,
+    Binaries,
+    Builder,
+    Component,
+    RealNodeBinaries,
+    go_version,
+)
 from dra_conformance.errors import BuildError
 
 
@@ -63,3 +73,73 @@ def test_dra_test_driver_is_pinned_and_keyed_by_its_main(tmp_path: Path) -> None
     main = tmp_path / component.module / "main.go"
     main.write_text(main.read_text() + "\n// changed\n")
     assert component.cache_key(tmp_path) != before
+
+
+def _component(components: tuple[Component, ...], name: str) -> Component:
+    return next(c for c in components if c.name == name)
+
+
+def test_real_node_components_are_opt_in_and_match_their_binaries() -> None:
+    names = [c.name for c in REAL_NODE_COMPONENTS]
+    assert names == [f.name for f in dataclasses.fields(RealNodeBinaries)]
+    assert not set(names) & {c.name for c in COMPONENTS}, "the real node tier must not be built by ensure_all"
+    for component in REAL_NODE_COMPONENTS:
+        assert (paths.cluster_assets() / component.module / "go.mod").is_file(), component
+
+
+def test_real_node_components_carry_their_build_settings() -> None:
+    kubelet = _component(REAL_NODE_COMPONENTS, "kubelet")
+    assert kubelet.version == versions.KUBERNETES
+    assert kubelet.ldflags == _component(COMPONENTS, "kube").ldflags
+    assert f"version.gitVersion={versions.KUBERNETES} " in kubelet.ldflags, kubelet.ldflags
+    runc = _component(REAL_NODE_COMPONENTS, "runc")
+    assert runc.version == versions.RUNC
+    assert "seccomp" in runc.tags.split(), runc.tags
+    assert dict(runc.env)["CGO_ENABLED"] == "1"
+    for name in ("containerd", "containerd_shim_runc_v2", "ctr"):
+        component = _component(REAL_NODE_COMPONENTS, name)
+        assert component.version == versions.CONTAINERD
+        assert component.module == "containerd"
+        assert component.package == f"github.com/containerd/containerd/v2/cmd/{name.replace('_', '-')}"
+        assert dict(component.env)["CGO_ENABLED"] == "0"
+        assert f"version.Version={versions.CONTAINERD}" in component.ldflags, component.ldflags
+
+
+def _key_before_tags_and_env(component: Component, assets: Path) -> str:
+    # The cache key as computed before Component had tags and env: go.mod, go.sum and main.go only.
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum", "main.go"):
+        path = assets / component.module / name
+        if path.exists():
+            digest.update(name.encode() + b"\0" + path.read_bytes())
+    digest.update(f"{component.package}\0{component.ldflags}\0{go_version()}".encode())
+    return f"{component.name}-{component.version}-{digest.hexdigest()[:12]}"
+
+
+def test_existing_cache_keys_are_unchanged() -> None:
+    assets = paths.cluster_assets()
+    for component in COMPONENTS:
+        assert component.cache_key(assets) == _key_before_tags_and_env(component, assets), component.name
+
+
+def test_cache_key_covers_tags_env_and_every_go_file(tmp_path: Path) -> None:
+    _module(tmp_path, "tool", "package main\n\nfunc main() {}\n")
+    component = Component("tool", "tool", ".", "v1")
+    before = component.cache_key(tmp_path)
+    assert dataclasses.replace(component, tags="seccomp").cache_key(tmp_path) != before
+    assert dataclasses.replace(component, env=(("CGO_ENABLED", "0"),)).cache_key(tmp_path) != before
+    (tmp_path / "tool" / "tools.go").write_text("package main\n")
+    with_tools = component.cache_key(tmp_path)
+    assert with_tools != before
+    (tmp_path / "tool" / "internal").mkdir()
+    (tmp_path / "tool" / "internal" / "x.go").write_text("package internal\n")
+    assert component.cache_key(tmp_path) != with_tools
+
+
+def test_tags_and_env_reach_the_go_command(tmp_path: Path) -> None:
+    _module(tmp_path / "assets", "tool", "//go:build sometag\n\npackage main\n\nfunc main() {}\n")
+    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
+    component = Component("tool", "tool", ".", "v1", tags="sometag", env=(("CGO_ENABLED", "0"),))
+    built = builder.ensure(component)
+    settings = subprocess.run(["go", "version", "-m", str(built)], capture_output=True, text=True, check=True).stdout
+    assert "-tags=sometag" in settings and "CGO_ENABLED=0" in settings, settings

@@ -31,16 +31,32 @@ class Component:
     package: str  # package path to build inside that module
     version: str
     ldflags: str = ""
+    tags: str = ""  # build tags, passed as `-tags`
+    env: tuple[tuple[str, str], ...] = ()  # extra environment of the go command, e.g. CGO_ENABLED
 
     def cache_key(self, assets: Path) -> str:
-        """Hash of everything that decides the binary: module files, package, flags and Go version."""
+        """Hash of everything that decides the binary: module files, package, flags, tags, env and Go version."""
         digest = hashlib.sha256()
-        for name in ("go.mod", "go.sum", "main.go"):
-            path = assets / self.module / name
-            if path.exists():
-                digest.update(name.encode() + b"\0" + path.read_bytes())
+        for name, path in module_files(assets / self.module):
+            digest.update(name.encode() + b"\0" + path.read_bytes())
         digest.update(f"{self.package}\0{self.ldflags}\0{go_version()}".encode())
+        # Only when set, so the keys (and cached binaries) of components without tags or env stay what they were.
+        if self.tags:
+            digest.update(f"\0tags\0{self.tags}".encode())
+        for key, value in self.env:
+            digest.update(f"\0env\0{key}={value}".encode())
         return f"{self.name}-{self.version}-{digest.hexdigest()[:12]}"
+
+
+def module_files(module: Path) -> list[tuple[str, Path]]:
+    """The files of a wrapper module that decide its binaries: go.mod, go.sum, then every .go file by path.
+
+    Named relative to the module; the order is fixed, so a module holding only go.mod, go.sum and main.go hashes
+    exactly as it did when those three were the only files read.
+    """
+    files = [(name, module / name) for name in ("go.mod", "go.sum") if (module / name).is_file()]
+    sources = sorted((path.relative_to(module).as_posix(), path) for path in module.rglob("*.go") if path.is_file())
+    return files + sources
 
 
 def _kube_ldflags() -> str:
@@ -69,6 +85,43 @@ COMPONENTS: tuple[Component, ...] = (
 )
 
 
+def _containerd_ldflags() -> str:
+    # Without it `containerd --version` reports "<version>+unknown", as upstream's Makefile would outside a release.
+    return f"-s -w -X github.com/containerd/containerd/v2/version.Version={versions.CONTAINERD}"
+
+
+def _containerd(name: str) -> Component:
+    package = f"github.com/containerd/containerd/v2/cmd/{name.replace('_', '-')}"
+    # Pure Go without cgo (as upstream ships its static shim); the cgo-only btrfs snapshotter drops out.
+    return Component(
+        name, "containerd", package, versions.CONTAINERD, _containerd_ldflags(), env=(("CGO_ENABLED", "0"),)
+    )
+
+
+# The real node tier (opt-in, issue 11): a real kubelet on containerd 2 and runc. Not part of COMPONENTS, so runs
+# that do not ask for it never build these. CNI plugins and busybox come from Debian packages instead, listed in
+# clusters/local/real-node/debian-packages.txt (with libseccomp-dev and pkg-config, which the runc build needs).
+REAL_NODE_COMPONENTS: tuple[Component, ...] = (
+    Component("kubelet", "kubelet", ".", versions.KUBERNETES, _kube_ldflags()),
+    _containerd("containerd"),
+    _containerd("containerd_shim_runc_v2"),
+    _containerd("ctr"),
+    # Upstream's default build tags; seccomp needs cgo, libseccomp-dev and pkg-config (runc reads its version from
+    # the VERSION file it embeds, so no -X is needed).
+    Component(
+        "runc",
+        "runc",
+        "github.com/opencontainers/runc",
+        versions.RUNC,
+        "-s -w",
+        tags="seccomp urfave_cli_no_docs",
+        env=(("CGO_ENABLED", "1"),),
+    ),
+    # The sandbox image's program: the local cluster has no registry to pull upstream's pause image from.
+    Component("pause", "pause", ".", "v1", "-s -w", env=(("CGO_ENABLED", "0"),)),
+)
+
+
 def go_version() -> str:
     """Return `go version` output, part of the cache key; a missing Go is a usage error."""
     try:
@@ -86,6 +139,18 @@ class Binaries:
     kube: Path
     metrics_server: Path
     dra_test_driver: Path
+
+
+@dataclass(frozen=True)
+class RealNodeBinaries:
+    """Paths of the built binaries of the real node tier (one per entry of `REAL_NODE_COMPONENTS`)."""
+
+    kubelet: Path
+    containerd: Path
+    containerd_shim_runc_v2: Path
+    ctr: Path
+    runc: Path
+    pause: Path
 
 
 class Builder:
@@ -120,6 +185,11 @@ class Builder:
         paths = {component.name: self.ensure(component) for component in COMPONENTS}
         return Binaries(**paths)
 
+    def ensure_real_node(self) -> RealNodeBinaries:
+        """Return every binary of the real node tier, building the missing ones (never done by `ensure_all`)."""
+        paths = {component.name: self.ensure(component) for component in REAL_NODE_COMPONENTS}
+        return RealNodeBinaries(**paths)
+
     def ensure(self, component: Component) -> Path:
         """Return the cached binary, building it first if it is missing (one builder at a time)."""
         target = self.path(component)
@@ -136,16 +206,19 @@ class Builder:
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{target.parent.name}.log"
         partial = target.with_name(target.name + ".partial")
+        tags = ["-tags", component.tags] if component.tags else []
         command = [
             "go",
             "build",
             "-trimpath",
+            *tags,
             "-ldflags",
             component.ldflags,
             "-o",
             str(partial),
             component.package,
         ]
+        env_prefix = "".join(f"{key}={value} " for key, value in component.env)
         self.echo(f"building {component.name} {component.version} (log: {log_path})")
         started = time.monotonic()
         done = threading.Event()
@@ -158,7 +231,7 @@ class Builder:
         ticker.start()
         try:
             with log_path.open("w") as log:
-                log.write(f"$ (cd {self.assets / component.module} && {' '.join(command)})\n")
+                log.write(f"$ (cd {self.assets / component.module} && {env_prefix}{' '.join(command)})\n")
                 log.flush()
                 result = subprocess.run(
                     command,
@@ -168,7 +241,8 @@ class Builder:
                     stdin=subprocess.DEVNULL,
                     timeout=self.timeout,
                     check=False,
-                    env={**os.environ, **self.go_env},
+                    # The component's env last: it is part of the cache key, so nothing may override it.
+                    env={**os.environ, **self.go_env, **dict(component.env)},
                 )
             failed = result.returncode != 0
         except subprocess.TimeoutExpired:
