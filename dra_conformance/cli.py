@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = commands.add_parser("build", help="build the pinned upstream binaries of the local backend (cached)")
     build.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    build.add_argument(
+        "--real-node", action="store_true", help="also the real node's binaries and Debian packages (root)"
+    )
 
     cluster = commands.add_parser("cluster", help="manage the embedded local cluster")
     cluster.add_argument("action", choices=["up", "down", "status", "kubeconfig"])
@@ -57,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--state-dir", type=Path, help="cluster state directory (default reports/clusters/local)")
     cluster.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
     cluster.add_argument("--profile", type=Path, help="driver profile of the driver to run (default: reference driver)")
+    cluster.add_argument(
+        "--real-node", action="store_true", help="add a real node: kubelet on containerd and runc (root only)"
+    )
     cluster.add_argument(
         "--metrics",
         choices=METRICS_IMPLEMENTATIONS,
@@ -69,12 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig", type=Path)
     run.add_argument("--profile", type=Path, help="driver profile of the driver under test (default: reference driver)")
     run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
+    run.add_argument("--real-node", action="store_true", help="add a real node to the local cluster (root only)")
     run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
     return parser
 
 
 def _build(args: argparse.Namespace) -> int:
-    for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir)).items():
+    for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir, real_node=args.real_node)).items():
         print(f"{name}: {path}")
     print(f"kubelet plugin API bindings: {kubelet_api.generate(args.cache_dir or default_cache_dir())}")
     return EXIT_OK
@@ -89,11 +96,12 @@ def _cluster(args: argparse.Namespace) -> int:
         cache_dir=args.cache_dir,
         metrics=args.metrics,
         profile=args.profile,
+        real_node=args.real_node,
     )
     backend = make_backend(config)
     if args.action == "up":
         started = backend.start()
-        print(f"local cluster running: {started.server}, nodes {', '.join(started.nodes)}")
+        print(f"local cluster running: {started.server}, nodes {', '.join(started.nodes + started.real_nodes)}")
         print(f"kubeconfig: {started.kubeconfig}")
         print(f"logs: {started.log_dir}")
         return EXIT_OK
@@ -157,6 +165,8 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     ]
     if args.kubeconfig:
         options.append(f"--kubeconfig={args.kubeconfig}")
+    if args.real_node:
+        options.append("--real-node")
     if args.profile:
         options.append(f"--profile={args.profile.resolve()}")
     chosen = [arg for arg in pytest_args if "::" in arg or Path(arg).exists()]

@@ -34,4 +34,6 @@ class SuiteConfig:
     audit_log: Path | None = None
     # Driver profile of the driver under test; None means the reference driver's bundled profile.
     profile: Path | None = None
+    # Add a real node (kubelet on containerd and runc, as root on this machine) to a local cluster.
+    real_node: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)

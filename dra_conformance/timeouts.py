@@ -39,6 +39,11 @@ class Timeouts:
     claim_generated: float = 30.0
     # Deletion waits for finalizers (delete-protection, pod GC by kwok's pod-delete stage) to be removed.
     delete: float = 60.0
+    # On a real kubelet: sandbox, CNI, the driver's prepare and the container start take 1-3 s; 60 s covers a busy CI
+    # box and an image already on the node (nothing is pulled on the local cluster).
+    pod_running: float = 60.0
+    # A Job's one pod runs and exits on a real kubelet, then the job controller syncs within a second.
+    job_complete: float = 90.0
     # A leased node is held for one check: the longest, a driver restart behind a faulty API, takes about a minute.
     node_lease: float = 180.0
     # The csrsigning controller signs an approved CSR within one sync, well under a second; 60 s covers a

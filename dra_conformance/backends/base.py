@@ -29,12 +29,18 @@ class BackendCapability(StrEnum):
     # (kill, restart) or counting its devices exactly. Other tests never land there, because they carry
     # SET_ASIDE_TAINT (`ClusterInfo.set_aside_nodes`); a check leases one (see `driver.lease`).
     SET_ASIDE_NODES = "set-aside-nodes"
+    # A real kubelet (on containerd and runc) serves `ClusterInfo.real_nodes`: it prepares claims itself, and
+    # containers get what the driver's CDI specs inject.
+    REAL_KUBELET = "real-kubelet"
 
 
 # Keeps every pod that does not tolerate it off the set-aside nodes, so a driver restart or an exact device count
 # there is disturbed by no other test running in parallel.
 SET_ASIDE_TAINT = {"key": "dra-conformance.io/set-aside", "value": "true", "effect": "NoSchedule"}
 SET_ASIDE_TOLERATION = {"key": SET_ASIDE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
+# Keeps every pod but those of kubelet-mode checks off a real node, where a real kubelet would run it.
+REAL_NODE_TAINT = {"key": "dra-conformance.io/real-node", "value": "true", "effect": "NoSchedule"}
+REAL_NODE_TOLERATION = {"key": REAL_NODE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,8 @@ class ClusterInfo:
     drivers: tuple[DriverEndpoint, ...] = ()
     # Nodes of the driver under test that carry SET_ASIDE_TAINT (none on clusters this suite did not build).
     set_aside_nodes: tuple[str, ...] = ()
+    # Nodes a real kubelet serves, tainted with REAL_NODE_TAINT (kubelet-mode checks only).
+    real_nodes: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -71,6 +79,7 @@ class ClusterInfo:
             "log_dir": _optional_str(self.log_dir),
             "drivers": [[e.driver, e.node, str(e.kubelet_root), _optional_str(e.cdi_dir)] for e in self.drivers],
             "set_aside_nodes": list(self.set_aside_nodes),
+            "real_nodes": list(self.real_nodes),
             "details": dict(self.details),
         }
 
@@ -91,6 +100,7 @@ class ClusterInfo:
                 for driver, node, root, cdi in data["drivers"]
             ),
             set_aside_nodes=tuple(data.get("set_aside_nodes", ())),
+            real_nodes=tuple(data.get("real_nodes", ())),
             details=dict(data["details"]),
         )
 

@@ -16,6 +16,8 @@ from dra_conformance.errors import BackendError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import check_cluster
 
+# Nodes kubeadm and most installers mark as control plane: kubelet-mode checks stay off them.
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 # A usable API server lists nodes in milliseconds; 10 s covers a slow VPN to a staging cluster.
 REQUEST_TIMEOUT = 10.0
 
@@ -62,11 +64,14 @@ class ExistingBackend:
                 reason = getattr(error, "reason", None) or str(error).splitlines()[0]
                 raise BackendError(f"existing cluster at {server}: list nodes: {reason}") from None
         capabilities = {BackendCapability.AUDIT_LOG} if self.config.audit_log else set()
+        if any(_real_kubelet(node) for node in nodes.items):
+            capabilities.add(BackendCapability.REAL_KUBELET)
         return ClusterInfo(
             backend=self.name,
             kubeconfig=self.config.kubeconfig,
             server=server,
             nodes=tuple(sorted(node.metadata.name for node in nodes.items if _schedulable(node))),
+            real_nodes=tuple(sorted(node.metadata.name for node in nodes.items if _real_kubelet(node))),
             capabilities=frozenset(capabilities),
             audit_log=self.config.audit_log,
         )
@@ -76,6 +81,22 @@ class ExistingBackend:
 
     def release(self, owner_pid: int) -> None:
         """Do nothing: see `stop`."""
+
+
+def _real_kubelet(node: client.V1Node) -> bool:
+    """Whether kubelet-mode checks may use `node`: a real kubelet serves it, not cordoned, not a control plane.
+
+    Its taints do not rule it out: GPU pools are often tainted, and kubelet-mode pods tolerate the taints of the
+    node they are pinned to. kwok's fake nodes report a `kwok-` kubelet version.
+    """
+    info = node.status.node_info if node.status else None
+    labels = node.metadata.labels or {}
+    return (
+        info is not None
+        and not str(info.kubelet_version).startswith("kwok")
+        and not node.spec.unschedulable
+        and CONTROL_PLANE_LABEL not in labels
+    )
 
 
 def _schedulable(node: client.V1Node) -> bool:

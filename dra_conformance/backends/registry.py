@@ -8,6 +8,7 @@ from pathlib import Path
 from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
 from dra_conformance.backends.kind import KindBackend, KindClusterConfig
+from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.build import Builder, echo_stderr
 from dra_conformance.config import SuiteConfig
@@ -25,6 +26,7 @@ def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClu
         timeouts=config.timeouts,
         owner_pid=owner_pid,
         profile=config.profile or defaults.profile,
+        real_node=config.real_node,
     )
 
 
@@ -75,7 +77,15 @@ def make_backend(config: SuiteConfig, *, owner_pid: int | None = None) -> Cluste
 
 
 def build_local_binaries(config: SuiteConfig) -> dict[str, Path]:
-    """Build (or find in the cache) the pinned binaries the local backend runs: component name -> path."""
+    """Build (or find in the cache) the pinned binaries the local backend runs: component name -> path.
+
+    With `config.real_node`, also the real node's, after installing the Debian packages its build and its node
+    need.
+    """
     local = local_cluster_config(config, owner_pid=None)
     builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
-    return dict(sorted(vars(builder.ensure_all()).items()))
+    binaries = vars(builder.ensure_all())
+    if config.real_node:
+        host_packages.install(local.assets / "real-node" / "debian-packages.txt", echo_stderr)
+        binaries |= vars(builder.ensure_real_node())
+    return dict(sorted(binaries.items()))

@@ -100,8 +100,14 @@ class Builder:
         node: str | None = None,
         prefix: str = "pod",
         tolerations: tuple[Manifest, ...] = (),
+        image: str = PAUSE_IMAGE,
+        command: tuple[str, ...] = (),
     ) -> Manifest:
-        """A pod whose one container uses every claim in `uses`; `node` pins it through a nodeSelector."""
+        """A pod whose one container uses every claim in `uses`; `node` pins it through a nodeSelector.
+
+        On fake nodes nothing runs; on a real node the container runs `command` in `image` (present on the node or
+        pullable: IfNotPresent).
+        """
         references = [
             {"name": use.name, **({"resourceClaimName": use.claim} if use.claim else {})}
             | ({"resourceClaimTemplateName": use.template} if use.template else {})
@@ -117,8 +123,10 @@ class Builder:
                 "containers": [
                     {
                         "name": "app",
-                        "image": PAUSE_IMAGE,
+                        "image": image,
+                        "imagePullPolicy": "IfNotPresent",
                         "resources": {"claims": [{"name": use.name} for use in uses]},
+                        **({"command": list(command)} if command else {}),
                     }
                 ],
             },
@@ -128,6 +136,16 @@ class Builder:
         if tolerations:
             pod["spec"]["tolerations"] = list(tolerations)
         return pod
+
+    def job_with(self, pod: Manifest, *, prefix: str = "job") -> Manifest:
+        """A Job running `pod`'s spec once (no retries, restartPolicy Never); it succeeds when the container does."""
+        spec = {**pod["spec"], "restartPolicy": "Never"}
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": self.name(prefix), "namespace": self.namespace},
+            "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {"app": prefix}}, "spec": spec}},
+        }
 
     def pod(
         self,

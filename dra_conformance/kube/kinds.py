@@ -30,6 +30,7 @@ KINDS: dict[tuple[str, str], tuple[str, bool]] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rolebindings", True),
     ("apiregistration.k8s.io/v1", "APIService"): ("apiservices", False),
     ("apps/v1", "Deployment"): ("deployments", True),
+    ("batch/v1", "Job"): ("jobs", True),
     ("autoscaling/v2", "HorizontalPodAutoscaler"): ("horizontalpodautoscalers", True),
 }
 

@@ -19,8 +19,10 @@ from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
 from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
+from dra_conformance.driver.real_node import DEFAULT_WORKLOAD_IMAGE, RealNodeTarget, tolerations_of
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
 from dra_conformance.errors import BackendError
+from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.fault_proxy import ApiFaultProxy
 from dra_conformance.kube.leaks import LeakError
 from dra_conformance.kube.pki import CertificateAuthority
@@ -89,6 +91,35 @@ def disruption(
         disrupted.restore()
         if disrupted.killed:
             disrupted.start()
+
+
+@pytest.fixture
+def real_node(
+    request: pytest.FixtureRequest,
+    cluster: ClusterInfo,
+    driver_under_test: DriverUnderTest,
+    api_client: client.ApiClient,
+    node_leases: Path,
+    timeouts: Timeouts,
+) -> Iterator[RealNodeTarget]:
+    """A leased node a real kubelet serves; kubelet-mode checks share its driver, so they take turns there."""
+    if not cluster.real_nodes:
+        pytest.skip(
+            f"not applicable: no node of this {cluster.backend} cluster is served by a real kubelet "
+            "(the local backend adds one with --real-node)"
+        )
+    leases = NodeLeases(node_leases, "real", cluster.real_nodes)
+    with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as name:
+        node = client.CoreV1Api(api_client).read_node(name).to_dict()
+        endpoint = next((e for e in cluster.drivers if e.node == name and e.driver == driver_under_test.name), None)
+        image = cluster.details.get("workload_image", DEFAULT_WORKLOAD_IMAGE)
+        yield RealNodeTarget(name, endpoint, tolerations_of(node["spec"].get("taints") or []), image)
+
+
+@pytest.fixture
+def build(namespace: str, driver_under_test: DriverUnderTest) -> Builder:
+    """Builds objects for the driver under test in the test's namespace."""
+    return Builder(namespace=namespace, driver=driver_under_test.name)
 
 
 @pytest.fixture

@@ -54,6 +54,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="fake",
         help="Metrics API of a local cluster: fake (reference adapter, v1+v1beta1), metrics-server, none",
     )
+    group.addoption(
+        "--real-node",
+        action="store_true",
+        help="add a real node to a local cluster (kubelet, containerd, runc; root) for the kubelet-mode checks",
+    )
     group.addoption("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     group.addoption(
         "--keep-resources",
@@ -93,6 +98,7 @@ def suite_config_from(config: pytest.Config) -> SuiteConfig:
         metrics=config.getoption("--metrics-implementation"),
         audit_log=config.getoption("--audit-log"),
         profile=config.getoption("--profile"),
+        real_node=config.getoption("--real-node"),
         timeouts=Timeouts().override(**overrides),
     )
     try:

@@ -6,17 +6,10 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.timeouts import Timeouts
-
-
-@pytest.fixture
-def build(namespace: str, driver_under_test: DriverUnderTest) -> Builder:
-    """Builds objects for the driver under test in the test's namespace."""
-    return Builder(namespace=namespace, driver=driver_under_test.name)
 
 
 @pytest.fixture

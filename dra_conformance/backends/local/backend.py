@@ -24,8 +24,8 @@ from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
 from dra_conformance.backends.base import SET_ASIDE_TAINT, BackendCapability, ClusterInfo
-from dra_conformance.backends.local import control_plane, drivers, metrics
-from dra_conformance.backends.local.build import Binaries, Builder, echo_stderr
+from dra_conformance.backends.local import control_plane, drivers, images, metrics, real_node
+from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.driver.pool import PoolState, node_pools
@@ -33,6 +33,7 @@ from dra_conformance.driver.profile import DriverProfile, load_profile, profile_
 from dra_conformance.errors import BackendError, DriverStartError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig, status_message
+from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.timeouts import Timeouts
@@ -89,6 +90,8 @@ class LocalClusterConfig:
     metrics: str = "fake"
     # The driver under test, run on every node as its profile says (default: the reference driver).
     profile: Path = field(default_factory=paths.reference_driver_profile)
+    # Add a real node: a kubelet on containerd and runc on this machine (root only), for kubelet-mode checks.
+    real_node: bool = False
 
 
 class LocalBackend:
@@ -151,6 +154,7 @@ class LocalBackend:
                 | ({BackendCapability.REFERENCE_DRIVER} if recorded.get("drivers") else set())
                 | ({BackendCapability.REFERENCE_METRICS_ADAPTER} if recorded.get("metrics") == "fake" else set())
                 | {BackendCapability.SET_ASIDE_NODES}
+                | ({BackendCapability.REAL_KUBELET} if recorded.get("real_nodes") else set())
             ),
             drivers=tuple(
                 DriverEndpoint(
@@ -159,6 +163,7 @@ class LocalBackend:
                 for d in recorded.get("drivers", [])
             ),
             set_aside_nodes=SET_ASIDE_NODES,
+            real_nodes=tuple(recorded.get("real_nodes", [])),
             pki_dir=self.layout.pki,
             audit_log=self.layout.audit_log,
             log_dir=self.layout.logs,
@@ -169,6 +174,7 @@ class LocalBackend:
                 "profile": str(recorded.get("profile", "")),
                 "profile.digest": str(recorded.get("profile_digest", "")),
                 "state_dir": str(self.layout.root),
+                **({"workload_image": images.BUSYBOX_IMAGE} if recorded.get("real_nodes") else {}),
                 **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
                 **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
                 **{f"timeline.{event}": f"{at:.3f}" for event, at in state.get("timeline", {}).items()},
@@ -185,9 +191,11 @@ class LocalBackend:
             if running is not None:
                 self._check_same_driver(running)
                 return running
-            binaries = Builder(
+            builder = Builder(
                 self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
-            ).ensure_all()
+            )
+            binaries = builder.ensure_all()
+            real_binaries = builder.ensure_real_node() if self.config.real_node else None
             self._stop_locked()  # a half-started or crashed cluster from an earlier run
             timings = Stopwatch()
             self._reset_state_dir()
@@ -211,6 +219,11 @@ class LocalBackend:
                 timings.lap("nodes_ready")
                 endpoints = self._start_drivers((*nodes, *SET_ASIDE_NODES), binaries)
                 timings.lap("drivers_ready")
+                if real_binaries is not None:
+                    self._start_real_node(real_binaries)
+                    timings.lap("real_node_ready")
+                    endpoints += self._start_drivers((real_node.REAL_NODE,), binaries)
+                    timings.lap("real_node_driver_ready")
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)
                     timings.lap("metrics_available")
@@ -225,6 +238,7 @@ class LocalBackend:
                 raise
             recorded = {
                 "nodes": list(nodes),
+                "real_nodes": [real_node.REAL_NODE] if real_binaries is not None else [],
                 "startup": timings.laps,
                 "metrics": self.config.metrics if self.config.metrics != "none" else None,
                 "profile": str(self.config.profile),
@@ -239,6 +253,47 @@ class LocalBackend:
             if info is None:
                 raise BackendError(f"start local cluster: supervisor stopped right after start-up: {self._reason()}")
             return info
+
+    def _start_real_node(self, binaries: RealNodeBinaries) -> None:
+        """Start containerd and the kubelet of the real node and wait until the node is Ready."""
+        node = real_node.RealNode(self.layout, binaries, binaries.pause, real_node.primary_address())
+        node.record_host()  # before anything changes the host, so a failed start can be undone
+        state = self._state() or {}
+        node.write_files(
+            CertificateAuthority.load(self.layout.pki / "ca.crt", self.layout.pki / "ca.key"),
+            str(state["server"]),
+        )
+        self._add_processes([node.containerd_process()])
+        waits.until(
+            lambda: _listening(node.containerd_socket),
+            bool,
+            timeout=real_node.CONTAINERD_READY,
+            what=f"containerd of {real_node.REAL_NODE} answering on {node.containerd_socket}",
+            describe=lambda _up: f"not yet; last lines of its log: {self._log_tail('containerd')}",
+            max_interval=STARTUP_POLL_CAP,
+        )
+        node.import_images()
+        self._add_processes([node.kubelet_process()])
+        with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
+            core = client.CoreV1Api(api_client)
+
+            def ready() -> str:
+                found = core.list_node(field_selector=f"metadata.name={real_node.REAL_NODE}", _request_timeout=5)
+                conditions = [c for n in found.items for c in n.status.conditions or [] if c.type == "Ready"]
+                return f"{conditions[0].status}: {conditions[0].message}" if conditions else "not registered"
+
+            try:
+                waits.until(
+                    ready,
+                    lambda seen: seen.startswith("True"),
+                    timeout=self.config.timeouts.node_ready,
+                    what=f"real node {real_node.REAL_NODE} Ready",
+                    describe=str,
+                    retry_on=(ApiException, HTTPError),
+                    max_interval=STARTUP_POLL_CAP,
+                )
+            except WaitTimeout as error:
+                raise BackendError(f"start local cluster: {error}; kubelet log: {self._log_tail('kubelet')}") from None
 
     def _check_same_driver(self, running: ClusterInfo) -> None:
         """A running cluster serves one driver: attaching with another profile would certify the wrong driver."""
@@ -546,6 +601,15 @@ class LocalBackend:
                 self._stop_locked()
 
     def _stop_locked(self) -> None:
+        try:
+            self._stop_supervisor()
+        finally:
+            # The supervisor tears the real node down itself; after a killed supervisor, this does it.
+            problems = real_node.teardown(self.layout)
+        if problems:
+            raise BackendError(f"stop local cluster: real node left behind: {'; '.join(problems)}")
+
+    def _stop_supervisor(self) -> None:
         state = self._state()
         if state is None or not self._supervisor_alive(state):
             return

@@ -152,6 +152,10 @@ def render(
         client=False,
     ).write(pki, "apiserver")
     front_proxy_ca.issue(FRONT_PROXY_CLIENT).write(pki, "front-proxy-client")
+    # How kube-apiserver authenticates to a real kubelet (logs, exec); fake nodes never see it.
+    cluster_ca.issue("kube-apiserver-kubelet-client", organizations=["system:masters"]).write(
+        pki, "apiserver-kubelet-client"
+    )
     sa_private, sa_public = service_account_keypair()
     (pki / "sa.key").touch(mode=0o600)
     (pki / "sa.key").write_bytes(sa_private)
@@ -235,6 +239,10 @@ def render(
             "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
             f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            # A real node's name does not resolve here; its InternalIP does (and its serving cert names it).
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
             # No --enable-aggregator-routing: with it the aggregator dials EndpointSlice addresses, and EndpointSlice
             # validation rejects loopback ones. Without it, an ExternalName Service (localhost) routes an aggregated
             # API to a local process, and nothing dials a Service ClusterIP (there is no kube-proxy).

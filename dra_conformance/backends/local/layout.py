@@ -48,6 +48,11 @@ class ClusterLayout:
         return self.root / "extra-processes.json"
 
     @property
+    def teardown(self) -> Path:
+        """Commands the supervisor runs after its children stopped (the real node's host clean-up)."""
+        return self.root / "teardown.json"
+
+    @property
     def kubeconfig(self) -> Path:
         """The admin kubeconfig users and tests connect with."""
         return self.root / "kubeconfig"

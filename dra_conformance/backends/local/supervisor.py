@@ -31,6 +31,8 @@ from dra_conformance.processes import die_with_parent
 PROBE_INTERVAL = 0.05
 # Per-request timeout of that probe: loopback, so anything slower means "not ready yet".
 PROBE_REQUEST_TIMEOUT = 2.0
+# A teardown kills a few processes, unmounts, removes cgroups and files: seconds; this guards a hung umount.
+TEARDOWN_TIMEOUT = 60.0
 
 
 class StopRequested(Exception):
@@ -104,6 +106,7 @@ class Supervisor:
             self._fail(f"supervisor error: {type(error).__name__}: {error}")
         self.write_state("stopping")
         self._stop_all()
+        self._run_teardown()
         for path in self.plan.cleanup_paths:
             shutil.rmtree(path, ignore_errors=True)
         self.write_state("failed" if self.failed else "stopped")
@@ -207,6 +210,26 @@ class Supervisor:
             f"{spec.wait_for} not ready within {self.plan.ready_timeout:g}s (before starting {spec.name}): {last}"
         )
         raise StopRequested
+
+    def _run_teardown(self) -> None:
+        """Run the teardown commands a component registered (see ClusterLayout.teardown); log their failures."""
+        try:
+            commands = json.loads(self.layout.teardown.read_text())
+        except (OSError, ValueError):
+            return
+        for argv in commands:
+            with self.layout.component_log("teardown").open("ab") as log:
+                try:
+                    subprocess.run(
+                        argv,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        timeout=TEARDOWN_TIMEOUT,
+                        check=False,
+                    )
+                except subprocess.TimeoutExpired:
+                    log.write(f"teardown {argv} timed out after {TEARDOWN_TIMEOUT:g}s\n".encode())
 
     def _stop_all(self) -> None:
         """SIGTERM everything but etcd together, then etcd (the API server needs it while draining)."""

@@ -1,0 +1,444 @@
+"""The local cluster's real node: a kubelet v1.37 on containerd 2 and runc, on this machine.
+
+The kubelet joins the local control plane with a `system:node:<name>` client certificate and registers with a
+taint that only kubelet-mode checks tolerate. The driver under test runs beside it as a host process (the backend
+starts it like every other node's driver, in the kubelet's own root directory), so the kubelet finds it through
+`plugins_registry` and calls it for real, and containerd injects what the driver's CDI specs say.
+
+A node changes its host: sysctls, a CNI bridge, `kubepods` cgroups in every hierarchy, mounts, network
+namespaces, and a few fixed paths the kubelet and containerd hard-code. `HostRecord` writes down, before anything
+starts, what was there; `teardown` (run by the supervisor after it stopped its children, and again by
+`cluster down` after a killed run) removes what the node added and restores the rest. It never remounts cgroups
+and only signals processes that are ours: those in the node's own cgroups, and shims of our containerd binary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from dra_conformance import versions
+from dra_conformance.backends.base import REAL_NODE_TAINT
+from dra_conformance.backends.local import drivers, images
+from dra_conformance.backends.local.build import RealNodeBinaries
+from dra_conformance.backends.local.control_plane import ProcessSpec
+from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.errors import BackendError
+from dra_conformance.kube import kubeconfig
+from dra_conformance.kube.pki import CertificateAuthority
+
+REAL_NODE = "real-node-0"
+# Pods on the real node get addresses from this bridge (no masquerading, no port mapping: no iptables rules).
+BRIDGE = "dracni0"
+POD_SUBNET = "10.88.0.0/16"
+# What the kubelet and the bridge plugin change; restored on teardown.
+SYSCTLS = (
+    "kernel.panic",
+    "kernel.panic_on_oops",
+    "vm.overcommit_memory",
+    "vm.panic_on_oom",
+    "kernel.keys.root_maxkeys",
+    "kernel.keys.root_maxbytes",
+    "net.ipv4.ip_forward",
+)
+# Paths the kubelet, containerd and the CNI plugins use whatever they are configured with; removed on teardown
+# when they did not exist before the node started.
+FIXED_PATHS = ("/var/lib/kubelet", "/var/lib/cni", "/run/containerd", "/var/log/containers", "/var/log/pods")
+NETNS_DIR = Path("/run/netns")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+KUBEPODS = "kubepods"
+# containerd answers on its socket within a second of start; its CRI plugin loads the CNI config at once.
+CONTAINERD_READY = 30.0
+# `ctr images import` of a few MiB of local archive.
+IMPORT_TIMEOUT = 60.0
+# The kubelet's listening ports (the node has a real address, so they cannot clash with kwok's loopback ones).
+KUBELET_PORT = 10250
+KUBELET_HEALTHZ_PORT = 10248
+KUBELET_SYNC_FREQUENCY = "10s"
+
+
+def primary_address() -> str:
+    """The machine's first global IPv4 address (the kubelet refuses a loopback node IP)."""
+    listed = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    for line in listed.stdout.splitlines():
+        fields = line.split()
+        if "inet" in fields:
+            return fields[fields.index("inet") + 1].split("/")[0]
+    raise BackendError("real node: this machine has no global IPv4 address (ip -4 addr); the kubelet needs one")
+
+
+def _sysctl_path(name: str) -> Path:
+    return Path("/proc/sys") / name.replace(".", "/")
+
+
+@dataclass(frozen=True)
+class HostRecord:
+    """What the host looked like before the node started: the state teardown restores."""
+
+    sysctls: dict[str, str]
+    absent_paths: list[str]
+    netns: list[str]
+    containerd_shim: str
+
+    @classmethod
+    def take(cls, shim: Path) -> HostRecord:
+        """Read the host now."""
+        return cls(
+            sysctls={name: _sysctl_path(name).read_text().strip() for name in SYSCTLS if _sysctl_path(name).exists()},
+            absent_paths=[path for path in FIXED_PATHS if not os.path.lexists(path)],
+            netns=sorted(p.name for p in NETNS_DIR.iterdir()) if NETNS_DIR.is_dir() else [],
+            containerd_shim=str(shim.resolve()),
+        )
+
+    def write(self, path: Path) -> None:
+        """Save as JSON (before the node starts, so a killed run can still be undone)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def read(cls, path: Path) -> HostRecord | None:
+        """The saved record, or None when no node was started."""
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+
+def host_record_path(layout: ClusterLayout) -> Path:
+    """Where the host record of the cluster's real node lives."""
+    return layout.root / "nodes" / REAL_NODE / "host.json"
+
+
+class RealNode:
+    """Files and processes of the real node of one local cluster."""
+
+    def __init__(self, layout: ClusterLayout, binaries: RealNodeBinaries, pause: Path, address: str) -> None:
+        """A node of the cluster in `layout`, at `address`, running `binaries` (and `pause` as sandbox image)."""
+        self.layout, self.binaries, self.pause, self.address = layout, binaries, pause, address
+        self.dir = layout.root / "nodes" / REAL_NODE
+        # Socket paths are limited to 107 bytes: the kubelet root and containerd's sockets sit in the short dir.
+        self.kubelet_root = drivers.kubelet_root(layout, REAL_NODE)
+        self.runtime = drivers.runtime_dir(layout) / "containerd"
+        self.cdi_dir = self.dir / "cdi"
+
+    @property
+    def containerd_socket(self) -> Path:
+        """The gRPC socket of containerd (the kubelet's CRI endpoint)."""
+        return self.runtime / "containerd.sock"
+
+    @property
+    def bin_dir(self) -> Path:
+        """The PATH directory where containerd finds `containerd-shim-runc-v2` and the runc binary by name."""
+        return self.dir / "bin"
+
+    def record_host(self) -> None:
+        """Write down the host's state and arrange the supervisor's teardown; call before anything starts.
+
+        One real node per machine: the kubelet and containerd share fixed paths and ports with any other.
+        """
+        others = [found for found in leftovers_on_host() if found]
+        if others:
+            raise BackendError(
+                f"real node: another real node's traces are on this machine ({'; '.join(others[:3])}); stop the "
+                "cluster that runs it (dra-conformance cluster down --state-dir ...) first"
+            )
+        HostRecord.take(self.binaries.containerd_shim_runc_v2).write(host_record_path(self.layout))
+        teardown = [sys.executable, "-m", "dra_conformance.backends.local.real_node", "teardown", str(self.layout.root)]
+        self.layout.teardown.write_text(json.dumps([teardown]))
+
+    # --- files ------------------------------------------------------------------------------------------------
+
+    def write_files(self, authority: CertificateAuthority, server: str) -> None:
+        """Certificates, kubeconfig, containerd and kubelet configs, CNI config, and the images to import."""
+        for directory in (self.dir / "pki", self.cdi_dir, self.dir / "cni", self.bin_dir, self.kubelet_root):
+            directory.mkdir(parents=True, exist_ok=True)
+        for name, target in (
+            ("containerd-shim-runc-v2", self.binaries.containerd_shim_runc_v2),
+            ("runc", self.binaries.runc),
+        ):
+            link = self.bin_dir / name
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+        client = authority.issue(f"system:node:{REAL_NODE}", organizations=["system:nodes"])
+        client.write(self.dir / "pki", "kubelet-client")
+        authority.issue(REAL_NODE, dns_names=[REAL_NODE], ip_addresses=[self.address], server=True, client=False).write(
+            self.dir / "pki", "kubelet-serving"
+        )
+        kubeconfig.write(
+            self.dir / "kubelet.kubeconfig",
+            kubeconfig.render(
+                server,
+                authority.cert_pem,
+                user=f"system:node:{REAL_NODE}",
+                client_cert_pem=client.cert_pem,
+                client_key_pem=client.key_pem,
+            ),
+        )
+        (self.dir / "cni" / "10-dra-conformance.conflist").write_text(json.dumps(self._cni_config(), indent=2))
+        (self.dir / "containerd.toml").write_text(self._containerd_config())
+        (self.dir / "kubelet.yaml").write_text(json.dumps(self._kubelet_config(), indent=2))
+        for spec in (images.pause_image(self.pause), images.busybox_image(Path("/bin/busybox"))):
+            images.write_archive(spec, self.dir / "images" / f"{spec.name.replace('/', '_')}.tar")
+
+    def _cni_config(self) -> dict[str, Any]:
+        return {
+            "cniVersion": "1.0.0",
+            "name": "dra-conformance",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": BRIDGE,
+                    "isGateway": True,
+                    "ipMasq": False,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": POD_SUBNET}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                        "dataDir": str(self.dir / "cni-ipam"),
+                    },
+                },
+                {"type": "loopback"},
+            ],
+        }
+
+    def _containerd_config(self) -> str:
+        runtime = "plugins.'io.containerd.cri.v1.runtime'"
+        return "\n".join(
+            [
+                "version = 3",
+                f'root = "{self.dir / "containerd"}"',
+                f'state = "{self.runtime / "state"}"',
+                "[grpc]",
+                f'  address = "{self.containerd_socket}"',
+                "[ttrpc]",
+                f'  address = "{self.containerd_socket}.ttrpc"',
+                "[plugins.'io.containerd.cri.v1.images'.pinned_images]",
+                f'  sandbox = "{images.PAUSE_IMAGE}"',
+                f"[{runtime}]",
+                # Root here lacks CAP_SYS_RESOURCE: without this, sandbox creation fails writing oom_score_adj.
+                "  restrict_oom_score_adj = true",
+                "  enable_cdi = true",
+                f'  cdi_spec_dirs = ["{self.cdi_dir}"]',
+                f"[{runtime}.containerd.runtimes.runc.options]",
+                f'  BinaryName = "{self.bin_dir / "runc"}"',
+                f"[{runtime}.cni]",
+                '  bin_dirs = ["/usr/lib/cni"]',
+                f'  conf_dir = "{self.dir / "cni"}"',
+                "",
+            ]
+        )
+
+    def _kubelet_config(self) -> dict[str, Any]:
+        pki = self.layout.pki
+        return {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "authentication": {
+                "x509": {"clientCAFile": str(pki / "ca.crt")},
+                "webhook": {"enabled": True},
+                "anonymous": {"enabled": False},
+            },
+            "authorization": {"mode": "Webhook"},
+            "address": self.address,
+            "port": KUBELET_PORT,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": KUBELET_HEALTHZ_PORT,
+            "tlsCertFile": str(self.dir / "pki" / "kubelet-serving.crt"),
+            "tlsPrivateKeyFile": str(self.dir / "pki" / "kubelet-serving.key"),
+            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "cgroupDriver": "cgroupfs",
+            # This machine's hosts run cgroup v1, which 1.37 refuses unless told otherwise.
+            "failCgroupV1": False,
+            "failSwapOn": False,
+            "featureGates": versions.FEATURE_GATES[versions.minor()],
+            "podLogsDir": str(self.dir / "pod-logs"),
+            "resolvConf": "",
+            # A shared CI disk is often fuller than the kubelet's defaults allow; eviction is not what is tested.
+            "evictionHard": {"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "registerWithTaints": [dict(REAL_NODE_TAINT)],
+            "seccompDefault": False,
+            # A pod whose claims failed to prepare is retried on the next sync, by default a minute later; checks
+            # that clear a fault, or restart a driver, wait for that retry.
+            "syncFrequency": KUBELET_SYNC_FREQUENCY,
+            "localStorageCapacityIsolation": False,
+        }
+
+    # --- processes --------------------------------------------------------------------------------------------
+
+    def containerd_process(self) -> ProcessSpec:
+        """containerd, with the node's bin dir first on PATH (it finds its shim and runc by name)."""
+        return ProcessSpec(
+            "containerd",
+            [str(self.binaries.containerd), "--config", str(self.dir / "containerd.toml")],
+            str(self.layout.component_log("containerd")),
+            critical=False,
+            env={"PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"},
+        )
+
+    def kubelet_process(self) -> ProcessSpec:
+        """The kubelet of the node."""
+        return ProcessSpec(
+            "kubelet",
+            [
+                str(self.binaries.kubelet),
+                f"--config={self.dir / 'kubelet.yaml'}",
+                f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}",
+                f"--root-dir={self.kubelet_root}",
+                f"--hostname-override={REAL_NODE}",
+                f"--node-ip={self.address}",
+                "--v=2",
+            ],
+            str(self.layout.component_log("kubelet")),
+            critical=False,
+            env={"PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"},
+        )
+
+    def import_images(self) -> None:
+        """Load the pause and workload images into containerd's `k8s.io` namespace (the CRI's)."""
+        for archive in sorted((self.dir / "images").glob("*.tar")):
+            command = [
+                str(self.binaries.ctr),
+                f"--address={self.containerd_socket}",
+                "--namespace=k8s.io",
+                "images",
+                "import",
+                str(archive),
+            ]
+            result = subprocess.run(command, capture_output=True, text=True, timeout=IMPORT_TIMEOUT, check=False)
+            if result.returncode != 0:
+                raise BackendError(f"real node: import {archive.name}: {' '.join(result.stderr.split())}")
+
+
+# --- teardown ---------------------------------------------------------------------------------------------------
+
+
+def _kubepods_cgroups() -> list[Path]:
+    """Every cgroup under `kubepods` in every hierarchy, deepest first."""
+    tops = [CGROUP_ROOT / KUBEPODS]  # cgroup v2: one hierarchy
+    if CGROUP_ROOT.is_dir():
+        tops += [hierarchy / KUBEPODS for hierarchy in CGROUP_ROOT.iterdir() if hierarchy.name != KUBEPODS]
+    found = {Path(path) for top in tops if top.is_dir() for path, _, _ in os.walk(top)}
+    return sorted(found, key=lambda p: len(p.parts), reverse=True)
+
+
+def _pids_in(cgroups: list[Path]) -> set[int]:
+    pids: set[int] = set()
+    for cgroup in cgroups:
+        with contextlib.suppress(OSError, ValueError):
+            pids |= {int(line) for line in (cgroup / "cgroup.procs").read_text().split()}
+    return pids
+
+
+def _processes_of(executable: str) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(entry / "exe") == executable:
+                    found.add(int(entry.name))
+    return found
+
+
+def _mounts_under(roots: list[Path]) -> list[str]:
+    """Mount points at or under `roots`, deepest first (from /proc/self/mountinfo)."""
+    prefixes = [str(root.resolve()) for root in roots]
+    points = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if any(point == prefix or point.startswith(prefix + "/") for prefix in prefixes):
+            points.append(point)
+    return sorted(set(points), key=lambda p: p.count("/"), reverse=True)
+
+
+def _unmount(point: str) -> None:
+    # umount(8) rather than a syscall binding: util-linux is on every machine this runs on.
+    if subprocess.run(["umount", point], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+
+
+def teardown(layout: ClusterLayout) -> list[str]:
+    """Undo what the real node did to the host; idempotent. Returns what could not be undone."""
+    record = HostRecord.read(host_record_path(layout))
+    if record is None:
+        return []
+    problems: list[str] = []
+    cgroups = _kubepods_cgroups()
+    for pid in _pids_in(cgroups) | _processes_of(record.containerd_shim):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    new_netns = [NETNS_DIR / name for name in (os.listdir(NETNS_DIR) if NETNS_DIR.is_dir() else [])]
+    new_netns = [path for path in new_netns if path.name not in record.netns and path.name.startswith("cni-")]
+    roots = [drivers.runtime_dir(layout), layout.root / "nodes" / REAL_NODE, *map(Path, record.absent_paths)]
+    for point in [*_mounts_under(roots), *map(str, new_netns)]:
+        _unmount(point)
+    for path in new_netns:
+        path.unlink(missing_ok=True)
+    for cgroup in _kubepods_cgroups():
+        try:
+            cgroup.rmdir()
+        except OSError as error:
+            problems.append(f"cgroup {cgroup}: {error.strerror}")
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True, check=False)
+    for name, value in record.sysctls.items():
+        try:
+            _sysctl_path(name).write_text(value)
+        except OSError as error:
+            problems.append(f"sysctl {name}={value}: {error.strerror}")
+    for path in map(Path, record.absent_paths):
+        if path.is_dir() and not path.is_symlink():
+            subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True, check=False)
+        else:
+            path.unlink(missing_ok=True)
+    if not problems:
+        host_record_path(layout).unlink(missing_ok=True)
+    return problems
+
+
+def leftovers_on_host() -> list[str]:
+    """Traces of any real node on this machine: kubepods cgroups, the CNI bridge."""
+    found = [f"cgroup {path}" for path in _kubepods_cgroups()]
+    if Path(f"/sys/class/net/{BRIDGE}").exists():
+        found.append(f"network device {BRIDGE}")
+    return found
+
+
+def leftovers(layout: ClusterLayout) -> list[str]:
+    """What of the node is still on the host (empty after a clean teardown)."""
+    record = HostRecord.read(host_record_path(layout))
+    found = leftovers_on_host()
+    found += [f"mount {point}" for point in _mounts_under([drivers.runtime_dir(layout), layout.root / "nodes"])]
+    if record is not None:
+        found += [f"process {pid} ({record.containerd_shim})" for pid in _processes_of(record.containerd_shim)]
+        found += [f"path {path}" for path in record.absent_paths if os.path.lexists(path)]
+        found += [
+            f"sysctl {name}={_sysctl_path(name).read_text().strip()} (was {value})"
+            for name, value in record.sysctls.items()
+            if _sysctl_path(name).read_text().strip() != value
+        ]
+    return found
+
+
+def main(argv: list[str]) -> int:
+    """`python -m dra_conformance.backends.local.real_node teardown <state-dir>` (the supervisor's hook)."""
+    if len(argv) != 3 or argv[1] != "teardown":
+        print("usage: python -m dra_conformance.backends.local.real_node teardown <state-dir>", file=sys.stderr)
+        return 2
+    problems = teardown(ClusterLayout(Path(argv[2])))
+    for problem in problems:
+        print(f"real node teardown: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

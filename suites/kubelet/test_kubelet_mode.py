@@ -1,0 +1,288 @@
+"""Kubelet mode: on a node a real kubelet serves, the kubelet prepares claims and the suite only observes.
+
+Every check pins its pods to a leased real node and looks through the API (pod status, events, logs), and where
+this machine can see the node (the local backend) at the driver's CDI specs. Nothing here plays the kubelet.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import allure
+import pytest
+import yaml
+from kubernetes import client
+
+from dra_conformance.backends.base import ClusterInfo, DriverProcesses
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.profile import Capability, DriverProfile
+from dra_conformance.driver.real_node import RealNodeTarget
+from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.errors import WaitTimeout
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse
+from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.pods import describe_pod, pod_ready
+from dra_conformance.kube.tracker import ResourceTracker, TrackedObject
+from dra_conformance.plugin.session import backend_of
+from dra_conformance.report.findings import Obligations
+from dra_conformance.timeouts import Timeouts
+
+# The container prints its environment, then stays up so the claim stays prepared while the test looks.
+PRINT_ENV_AND_WAIT = ("sh", "-c", "env; exec sleep 3600")
+# The kubelet's event when NodePrepareResources fails (pkg/kubelet/events/event.go).
+FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
+
+
+def _running_pod(
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    build: Builder,
+    node: RealNodeTarget,
+    timeouts: Timeouts,
+    *,
+    wait: bool = True,
+) -> client.V1Pod:
+    """A pod on `node` with a claim of its own; by default once it is Ready."""
+    device_class = tracker.create(build.device_class())["metadata"]["name"]
+    created = tracker.create(build.claim(device_class))
+    pod = tracker.create(
+        build.pod_with(
+            [ClaimUse("devices", claim=created["metadata"]["name"])],
+            node=node.name,
+            tolerations=node.tolerations,
+            image=node.image,
+            command=PRINT_ENV_AND_WAIT,
+        )
+    )
+    core = client.CoreV1Api(api_client)
+    read = functools.partial(core.read_namespaced_pod, pod["metadata"]["name"], build.namespace)
+    if not wait:
+        return read()
+    return waits.until(
+        read,
+        pod_ready,
+        timeout=timeouts.pod_running,
+        what=f"pod {pod['metadata']['name']} Ready",
+        describe=describe_pod,
+    )
+
+
+def _claim_of(tracker: ResourceTracker, namespace: str, name: str) -> dict[str, Any]:
+    return tracker.get(RESOURCE_API, "ResourceClaim", name, namespace)
+
+
+def _cdi_specs_naming(cdi_dir: Path, claim_uid: str) -> list[dict[str, Any]]:
+    """The CDI specs in `cdi_dir` that name the claim (in their file name or content)."""
+    specs = []
+    for path in sorted(cdi_dir.glob("*")):
+        if path.suffix not in (".json", ".yaml", ".yml") or not path.is_file():
+            continue
+        text = path.read_text(errors="replace")
+        if claim_uid in path.name or claim_uid in text:
+            specs.append(json.loads(text) if path.suffix == ".json" else yaml.safe_load(text))
+    return specs
+
+
+def _injected_env(specs: list[dict[str, Any]]) -> set[str]:
+    edits = [spec.get("containerEdits") or {} for spec in specs]
+    edits += [device.get("containerEdits") or {} for spec in specs for device in spec.get("devices") or []]
+    return {entry for edit in edits for entry in edit.get("env") or []}
+
+
+def test_container_sees_the_environment_the_drivers_cdi_spec_injects(
+    real_node: RealNodeTarget,
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    build: Builder,
+    namespace: str,
+    timeouts: Timeouts,
+) -> None:
+    if real_node.endpoint is None or real_node.endpoint.cdi_dir is None:
+        pytest.skip(f"not applicable: the CDI spec directory of {real_node.name} is not readable from this machine")
+    pod = _running_pod(tracker, api_client, build, real_node, timeouts)
+    claim_name = pod.spec.resource_claims[0].resource_claim_name
+    claim_uid = _claim_of(tracker, namespace, claim_name)["metadata"]["uid"]
+    specs = _cdi_specs_naming(real_node.endpoint.cdi_dir, claim_uid)
+    if not specs:
+        pytest.skip(f"not applicable: the driver wrote no CDI spec naming claim {claim_uid} in its CDI directory")
+    expected = _injected_env(specs)
+    if not expected:
+        pytest.skip("not applicable: the driver's CDI spec injects no environment (device nodes, mounts: not checked)")
+    logs = client.CoreV1Api(api_client).read_namespaced_pod_log(pod.metadata.name, namespace)
+    seen = set(logs.splitlines())
+    allure.attach(logs, "container environment", allure.attachment_type.TEXT)
+    missing = sorted(expected - seen)
+    # The kubelet hands the CDI IDs of the prepare answer to the runtime for the claim's containers (mgr:583-593).
+    assert not missing, f"container of pod {pod.metadata.name} lacks {missing} of its CDI spec; it saw: {sorted(seen)}"
+
+
+def test_job_using_a_claim_completes(
+    real_node: RealNodeTarget,
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    build: Builder,
+    namespace: str,
+    timeouts: Timeouts,
+) -> None:
+    device_class = tracker.create(build.device_class())["metadata"]["name"]
+    template = tracker.create(build.claim_template(device_class))["metadata"]["name"]
+    pod = build.pod_with(
+        [ClaimUse("devices", template=template)],
+        node=real_node.name,
+        tolerations=real_node.tolerations,
+        image=real_node.image,
+        command=("sh", "-c", "true"),
+    )
+    job = tracker.create(build.job_with(pod))
+    batch = client.BatchV1Api(api_client)
+
+    def state() -> client.V1JobStatus:
+        return batch.read_namespaced_job_status(job["metadata"]["name"], namespace).status
+
+    try:
+        status = waits.until(
+            state,
+            lambda s: bool(s.succeeded) or bool(s.failed),
+            timeout=timeouts.job_complete,
+            what=f"job {job['metadata']['name']} finished",
+            describe=lambda s: f"active={s.active} succeeded={s.succeeded} failed={s.failed}",
+        )
+    except WaitTimeout as error:
+        events = client.CoreV1Api(api_client).list_namespaced_event(namespace).items
+        pytest.fail(f"{error}; events: {[f'{e.reason}: {e.message}' for e in events]}", pytrace=False)
+    assert status.succeeded == 1, f"job {job['metadata']['name']} failed: {status}"
+    tracker.delete(TrackedObject.of(job))
+    _await_no_pods(api_client, namespace, timeouts)
+
+
+def _await_no_pods(api_client: client.ApiClient, namespace: str, timeouts: Timeouts) -> None:
+    core = client.CoreV1Api(api_client)
+    waits.until(
+        lambda: [p.metadata.name for p in core.list_namespaced_pod(namespace).items],
+        lambda left: not left,
+        timeout=timeouts.delete,
+        what=f"every pod of namespace {namespace} gone",
+        describe=str,
+    )
+
+
+def test_claim_is_unprepared_after_pod_deletion(
+    real_node: RealNodeTarget,
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    build: Builder,
+    namespace: str,
+    timeouts: Timeouts,
+    driver_profile: DriverProfile,
+    obligations: Obligations,
+) -> None:
+    pod = _running_pod(tracker, api_client, build, real_node, timeouts)
+    claim_name = pod.spec.resource_claims[0].resource_claim_name
+    claim = _claim_of(tracker, namespace, claim_name)
+    uid = claim["metadata"]["uid"]
+    cdi_dir = real_node.endpoint.cdi_dir if real_node.endpoint else None
+    had_spec = bool(cdi_dir and _cdi_specs_naming(cdi_dir, uid))
+    tracker.delete(TrackedObject("v1", "Pod", pod.metadata.name, namespace))
+
+    def entries() -> list[dict[str, Any]]:
+        current = _claim_of(tracker, namespace, claim_name)
+        return [e for e in device_statuses(current) if e["driver"] == build.driver]
+
+    if driver_profile.declares(Capability.STATUS_DEVICES):
+        try:
+            left = waits.until(
+                entries, lambda found: not found, timeout=timeouts.status_written, what="driver's entries removed"
+            )
+        except WaitTimeout:
+            left = entries()
+        # No rule obliges it; the API server drops entries of a deallocated claim anyway (audit R17).
+        obligations.defensive(
+            not left,
+            "the driver's status.devices entries are removed once the kubelet unprepared the claim",
+            left,
+            "contract-audit R17",
+        )
+    if had_spec and cdi_dir is not None:
+        try:
+            specs = waits.until(
+                lambda: _cdi_specs_naming(cdi_dir, uid),
+                lambda found: not found,
+                timeout=timeouts.status_written,
+                what=f"CDI spec of claim {uid} removed",
+            )
+        except WaitTimeout:
+            specs = _cdi_specs_naming(cdi_dir, uid)
+        obligations.defensive(
+            not specs,
+            "the claim's CDI spec is removed when the kubelet unprepares it after the pod's deletion",
+            specs,
+            "helper:148-165 (contract-audit U6)",
+        )
+
+
+def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
+    pytestconfig: pytest.Config,
+    real_node: RealNodeTarget,
+    cluster: ClusterInfo,
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    build: Builder,
+    timeouts: Timeouts,
+) -> None:
+    backend = backend_of(pytestconfig)
+    if real_node.endpoint is None or not isinstance(backend, DriverProcesses):
+        pytest.skip(f"not applicable: backend {cluster.backend} cannot restart the driver's process on the node")
+    with allure.step(f"SIGKILL the driver on {real_node.name}, then start it again"):
+        backend.kill_driver(real_node.name)
+        backend.start_driver(real_node.name)  # waits for its registration socket and a complete pool
+    pod = _running_pod(tracker, api_client, build, real_node, timeouts)
+    assert pod_ready(pod), f"pod on {real_node.name} after the driver's restart: {describe_pod(pod)}"
+
+
+def test_failed_prepare_gives_an_event_and_a_waiting_pod_that_starts_once_it_succeeds(
+    real_node: RealNodeTarget,
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    build: Builder,
+    namespace: str,
+    timeouts: Timeouts,
+    driver_under_test: DriverUnderTest,
+) -> None:
+    if not driver_under_test.profile.declares(Capability.REFERENCE_FAULTS) or real_node.endpoint is None:
+        pytest.skip(
+            f"not applicable: needs the reference driver's fault switches on {real_node.name}; the driver under "
+            f"test is {driver_under_test.name} (the kubelet-side interposer that fails any driver is not built yet)"
+        )
+    control = FakeDriverControl(real_node.endpoint)
+    undo = control.set_faults([{"mode": "prepare-error", "message": "injected by the kubelet-mode suite"}])
+    try:
+        pod = _running_pod(tracker, api_client, build, real_node, timeouts, wait=False)
+        core = client.CoreV1Api(api_client)
+
+        def failed_prepare_events() -> list[str]:
+            listed = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod.metadata.name}")
+            return [e.message for e in listed.items if e.reason == FAILED_PREPARE_REASON]
+
+        messages = waits.until(
+            failed_prepare_events,
+            bool,
+            timeout=timeouts.pod_running,
+            what=f"{FAILED_PREPARE_REASON} event for pod {pod.metadata.name}",
+        )
+        current = core.read_namespaced_pod(pod.metadata.name, namespace)
+        assert not pod_ready(current), f"pod Ready although its prepare fails: {describe_pod(current)}"
+        assert any("injected by the kubelet-mode suite" in m for m in messages), messages
+    finally:
+        undo()
+    ready = waits.until(
+        functools.partial(core.read_namespaced_pod, pod.metadata.name, namespace),
+        pod_ready,
+        timeout=timeouts.pod_running,
+        what=f"pod {pod.metadata.name} Ready after the prepare fault was cleared",
+        describe=describe_pod,
+    )
+    assert pod_ready(ready)
