@@ -121,6 +121,8 @@ class RealNode:
 
     def __init__(self, layout: ClusterLayout, binaries: RealNodeBinaries, pause: Path, address: str) -> None:
         """A node of the cluster in `layout`, at `address`, running `binaries` (and `pause` as sandbox image)."""
+        # The kubelet reads relative paths in its config relative to the config file: every path here is absolute.
+        layout = ClusterLayout(layout.root.resolve())
         self.layout, self.binaries, self.pause, self.address = layout, binaries, pause, address
         self.dir = layout.root / "nodes" / REAL_NODE
         # Socket paths are limited to 107 bytes: the kubelet root and containerd's sockets sit in the short dir.
