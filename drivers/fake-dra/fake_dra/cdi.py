@@ -23,8 +23,13 @@ def device_id(driver: str, profile: str, claim_uid: str, device: str) -> str:
     return f"{kind(driver, profile)}={claim_uid}-{device}"
 
 
-def write_spec(cdi_dir: Path, driver: str, profile: str, claim_uid: str, devices: list[str]) -> list[str]:
-    """Write the claim's spec (atomically) and return its CDI device IDs."""
+def write_spec(
+    cdi_dir: Path, driver: str, profile: str, claim_uid: str, devices: list[str], *, edits: bool = True
+) -> list[str]:
+    """Write the claim's spec (atomically) and return its CDI device IDs.
+
+    `edits=False` leaves out what identifies the device (the spec stays valid: a CDI device needs some edit).
+    """
     cdi_dir.mkdir(parents=True, exist_ok=True)
     spec = {
         "cdiVersion": CDI_VERSION,
@@ -32,7 +37,11 @@ def write_spec(cdi_dir: Path, driver: str, profile: str, claim_uid: str, devices
         "devices": [
             {
                 "name": f"{claim_uid}-{device}",
-                "containerEdits": {"env": [f"FAKE_DRA_DEVICE={device}", f"FAKE_DRA_CLAIM={claim_uid}"]},
+                "containerEdits": {
+                    "env": [f"FAKE_DRA_DEVICE={device}", f"FAKE_DRA_CLAIM={claim_uid}"]
+                    if edits
+                    else [f"FAKE_DRA_CLAIM={claim_uid}"]
+                },
             }
             for device in devices
         ],

@@ -164,7 +164,10 @@ class DriverCore:
             if problem:
                 return PrepareResult(error=problem)
             names = [result["device"] for result in mine]
-            cdi_ids = cdi.write_spec(self.config.cdi_dir, self.config.driver_name, self.config.profile, ref.uid, names)
+            edits = self.faults.find("cdi-without-edits", claim=ref.uid, devices=names) is None
+            cdi_ids = cdi.write_spec(
+                self.config.cdi_dir, self.config.driver_name, self.config.profile, ref.uid, names, edits=edits
+            )
             prepared = [
                 {
                     "requestNames": [result["request"]],

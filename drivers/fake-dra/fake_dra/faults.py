@@ -25,6 +25,7 @@ MODES = {
     "hang-prepare": "NodePrepareResources blocks until the fault is cleared",
     "hang-unprepare": "NodeUnprepareResources blocks until the fault is cleared",
     "status-write-failure": "status.devices is not written; prepare reports the failure per claim",
+    "cdi-without-edits": "prepare succeeds and reports Ready, but the claim's CDI spec leaves out the device",
     "registration-failure": "Registration/GetInfo fails",
     "crash": "the process exits at once (exit code 3)",
 }
