@@ -28,6 +28,8 @@ from dra_conformance.kube.claims import device_condition, device_statuses
 
 # The workload's exit code when the environment its driver's CDI spec should have injected is absent.
 DEVICE_MISSING_EXIT = 3
+# Waiting reasons that mean the container will not start as given (the kubelet keeps retrying, with backoff).
+START_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff")
 # The kubelet's event reason when NodePrepareResources fails (pkg/kubelet/events/event.go).
 FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
 
@@ -154,7 +156,8 @@ def readiness_answer(pod: client.V1Pod | None) -> LayerAnswer:
     if state is not None and state.running is not None:
         return LayerAnswer(Answer.OK, "the container is running")
     waiting = state.waiting if state is not None else None
-    if waiting is not None and (waiting.reason or "").endswith("Error"):
+    reason = (waiting.reason or "") if waiting is not None else ""
+    if waiting is not None and (reason.endswith("Error") or reason in START_FAILURES):
         # CreateContainerError (e.g. an unresolvable CDI device), RunContainerError, ...: the kubelet retries, but
         # the workload did not start with what it was given.
         return LayerAnswer(Answer.FAILED, f"container {waiting.reason}: {waiting.message}")

@@ -96,6 +96,7 @@ def disruption(
 @pytest.fixture
 def real_node(
     request: pytest.FixtureRequest,
+    pytestconfig: pytest.Config,
     cluster: ClusterInfo,
     driver_under_test: DriverUnderTest,
     api_client: client.ApiClient,
@@ -112,7 +113,11 @@ def real_node(
     with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as name:
         node = client.CoreV1Api(api_client).read_node(name).to_dict()
         endpoint = next((e for e in cluster.drivers if e.node == name and e.driver == driver_under_test.name), None)
-        image = cluster.details.get("workload_image", DEFAULT_WORKLOAD_IMAGE)
+        image = (
+            pytestconfig.getoption("--workload-image")
+            or cluster.details.get("workload_image")
+            or DEFAULT_WORKLOAD_IMAGE
+        )
         yield RealNodeTarget(name, endpoint, tolerations_of(node["spec"].get("taints") or []), image)
 
 

@@ -59,6 +59,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="add a real node to a local cluster (kubelet, containerd, runc; root) for the kubelet-mode checks",
     )
+    group.addoption(
+        "--workload-image",
+        default=None,
+        help="image with a shell (busybox) that kubelet-mode pods run; the nodes must have it or be able to pull it "
+        "(default: the local real node's own, else busybox:1.36)",
+    )
     group.addoption("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     group.addoption(
         "--keep-resources",

@@ -82,6 +82,7 @@ def test_readiness_fails_only_for_the_missing_device_exit_code() -> None:
 def test_a_container_the_runtime_cannot_create_fails_readiness_with_its_message() -> None:
     answer = readiness_answer(_pod(waiting="CreateContainerError"))
     assert answer.answer == Answer.FAILED and "CreateContainerError: m" in answer.evidence
+    assert readiness_answer(_pod(waiting="ImagePullBackOff")).answer == Answer.FAILED
 
 
 def test_allocation_is_pending_until_the_claim_is_allocated() -> None:
