@@ -36,6 +36,14 @@ DECISIONS = (
     "keep serving both versions",
     "safe to move consumers to v1",
 )
+# The last Kubernetes minor whose HPA controller (in kube-controller-manager) reads only metrics.k8s.io/v1beta1, as
+# measured here by the consumer inventory on 1.37 (suites/metrics). The version skew policy keeps the
+# controller-manager no newer than kube-apiserver, so an API server at or below this minor implies it.
+HPA_READS_ONLY_V1BETA1_UNTIL_MINOR = 37
+HPA_RULE = (
+    "the HPA controller of kube-controller-manager <= 1.{minor} reads only metrics.k8s.io/v1beta1, and the "
+    "controller-manager is never newer than the API server ({server})"
+)
 
 
 def suite_client(admin: client.ApiClient) -> client.ApiClient:
@@ -177,6 +185,20 @@ class Evidence:
     slo: float = FRESHNESS_SLO
     new_sample_seen: bool | None = None
     v1beta1_only_consumers: list[str] = field(default_factory=list)
+    # kube-apiserver's /version gitVersion (e.g. "v1.37.2"); None when it was not read.
+    server_version: str | None = None
+
+    def hpa_needs_v1beta1(self) -> str | None:
+        """The rule that keeps v1beta1 served whatever objects exist now, or None when it does not apply."""
+        if self.server_version is None:
+            return None
+        try:
+            minor = int(self.server_version.removeprefix("v").split(".")[1].rstrip("+"))
+        except (IndexError, ValueError):
+            return None
+        if minor > HPA_READS_ONLY_V1BETA1_UNTIL_MINOR:
+            return None
+        return HPA_RULE.format(minor=HPA_READS_ONLY_V1BETA1_UNTIL_MINOR, server=self.server_version)
 
     def to_json(self) -> str:
         """JSON for the report."""
@@ -191,7 +213,7 @@ def verdict(evidence: Evidence) -> list[str]:
     stale = evidence.lag_p95 is not None and evidence.lag_p95 > evidence.slo
     if stale or evidence.new_sample_seen is False:
         decisions.append(DECISIONS[1])
-    if evidence.v1beta1_only_consumers:
+    if evidence.v1beta1_only_consumers or evidence.hpa_needs_v1beta1():
         decisions.append(DECISIONS[2])
     return decisions or [DECISIONS[3]]
 

@@ -13,7 +13,7 @@ RECORD_KIND = "metrics-verdict"
 
 def verdict_record(evidence: Evidence, decisions: list[str]) -> dict[str, Any]:
     """One evaluation of the verdict."""
-    return {"decisions": decisions, "evidence": json.loads(evidence.to_json())}
+    return {"decisions": decisions, "rule": evidence.hpa_needs_v1beta1(), "evidence": json.loads(evidence.to_json())}
 
 
 def summarize_verdict(entries: list[dict[str, Any]]) -> Section | None:
@@ -29,6 +29,7 @@ def summarize_verdict(entries: list[dict[str, Any]]) -> Section | None:
             f"  available: {evidence['available']}; sample age p50/p95: {evidence['lag_p50']}/"
             f"{evidence['lag_p95']} s (SLO {evidence['slo']} s); v1beta1-only consumers: "
             f"{evidence['v1beta1_only_consumers']}; details: metrics-verdict.json in the run's reports",
+            *(f"  because {rule}" for rule in [document.get("rule")] if rule),
         ],
         artifact="metrics-verdict.json",
         document=document,

@@ -234,6 +234,7 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
         evidence.lag_p50, evidence.lag_p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
     if cluster.audit_log is not None:
         evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))
+    evidence.server_version = client.VersionApi(metrics_client).get_code().git_version
     decisions = metrics_api.verdict(evidence)
     run_records.add(RECORD_KIND, verdict_record(evidence, decisions))
     allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)

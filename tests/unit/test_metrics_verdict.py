@@ -30,6 +30,19 @@ def test_verdict_follows_the_decision_table(evidence: Evidence, expected: list[s
     assert verdict(evidence) == expected
 
 
+@pytest.mark.parametrize("server", ["v1.37.2", "v1.36.0", "v1.37.0-rc.1"])
+def test_on_a_control_plane_up_to_1_37_keep_serving_v1beta1_even_with_no_consumer_seen(server: str) -> None:
+    evidence = Evidence(available=HEALTHY, lag_p95=10.0, new_sample_seen=True, server_version=server)
+    assert verdict(evidence) == [DECISIONS[2]]
+    rule = evidence.hpa_needs_v1beta1()
+    assert rule is not None and "HPA controller" in rule and server in rule
+
+
+def test_a_newer_control_plane_leaves_the_decision_to_the_consumers_seen() -> None:
+    evidence = Evidence(available=HEALTHY, lag_p95=10.0, new_sample_seen=True, server_version="v1.38.0")
+    assert evidence.hpa_needs_v1beta1() is None and verdict(evidence) == [DECISIONS[3]]
+
+
 def test_quantities_parse_into_millicores_and_bytes() -> None:
     assert metrics_api.parse_cpu("250m") == 250 and metrics_api.parse_cpu("2") == 2000
     assert metrics_api.parse_cpu("1500000n") == 1.5
