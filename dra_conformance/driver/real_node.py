@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from dra_conformance.driver.endpoint import DriverEndpoint
-from dra_conformance.kube.builders import Manifest
+from kubernetes import client
 
+from dra_conformance.driver.endpoint import DriverEndpoint
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import Builder, ClaimUse, Manifest
+from dra_conformance.kube.pods import describe_pod, pod_ready
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.timeouts import Timeouts
+
+# The container prints its environment, then stays up so the claim stays prepared while the check looks.
+PRINT_ENV_AND_WAIT = ("sh", "-c", "env; exec sleep 3600")
 # The workload image where the cluster names none: a busybox any registry mirror has.
 DEFAULT_WORKLOAD_IMAGE = "busybox:1.36"
 
@@ -30,4 +39,37 @@ def tolerations_of(taints: list[Manifest]) -> tuple[Manifest, ...]:
         {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
         for taint in taints
         if taint.get("effect") in ("NoSchedule", "NoExecute")
+    )
+
+
+def running_pod(
+    tracker: ResourceTracker,
+    api_client: client.ApiClient,
+    build: Builder,
+    node: RealNodeTarget,
+    timeouts: Timeouts,
+    *,
+    wait: bool = True,
+) -> client.V1Pod:
+    """A pod on `node` with a claim of its own that prints its environment; by default once it is Ready."""
+    device_class = tracker.create(build.device_class())["metadata"]["name"]
+    created = tracker.create(build.claim(device_class))
+    pod = tracker.create(
+        build.pod_with(
+            [ClaimUse("devices", claim=created["metadata"]["name"])],
+            node=node.name,
+            tolerations=node.tolerations,
+            image=node.image,
+            command=PRINT_ENV_AND_WAIT,
+        )
+    )
+    read = functools.partial(client.CoreV1Api(api_client).read_namespaced_pod, pod["metadata"]["name"], build.namespace)
+    if not wait:
+        return read()
+    return waits.until(
+        read,
+        pod_ready,
+        timeout=timeouts.pod_running,
+        what=f"pod {pod['metadata']['name']} Ready",
+        describe=describe_pod,
     )

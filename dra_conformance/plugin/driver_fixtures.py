@@ -7,6 +7,8 @@ never see each other's faults.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,6 +30,7 @@ from dra_conformance.kube.leaks import LeakError
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
+from dra_conformance.kubelet.interposer import KubeletInterposer
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.plugin import stash
@@ -119,6 +122,22 @@ def real_node(
             or DEFAULT_WORKLOAD_IMAGE
         )
         yield RealNodeTarget(name, endpoint, tolerations_of(node["spec"].get("taints") or []), image)
+
+
+@pytest.fixture
+def interposer(real_node: RealNodeTarget, kubelet_api: KubeletAPI, timeouts: Timeouts) -> Iterator[KubeletInterposer]:
+    """A kubelet-side fault interposer registered for the driver under test on the leased real node."""
+    if real_node.endpoint is None:
+        pytest.skip(f"not applicable: the driver's sockets on {real_node.name} are not reachable from this machine")
+    # Unix socket paths are limited to 107 bytes: the interposer's socket goes in a short temporary directory.
+    scratch = Path(tempfile.mkdtemp(prefix="dra-ip-"))
+    interposer = KubeletInterposer(kubelet_api, real_node.endpoint, scratch)
+    try:
+        interposer.start(timeouts.driver_ready)
+        yield interposer
+    finally:
+        interposer.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture

@@ -3,12 +3,13 @@
 Each case runs one Job with a claim on a real node and builds its correlation record from the API alone. Where the
 layers disagree, the record names the first layer that broke: allocated but prepare failed (driver status),
 status Ready but the container lacks its device (readiness), started with its device but the work failed (job
-outcome). The cases that make a layer break on purpose switch a fault of the reference driver; the others run with
-any driver.
+outcome). A failing prepare comes from the kubelet-side interposer, so that case runs with any driver; the missing
+device needs a fault of the reference driver.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder, ClaimUse
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.interposer import InterposedFault, KubeletInterposer
 from dra_conformance.kubelet.layers import DEVICE_MISSING_EXIT, FourLayerRecord, Layer, WorkloadObserver
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
@@ -40,7 +42,8 @@ class Case:
 
     id: str
     broken: Layer | None
-    fault: dict[str, Any] | None = None
+    fault: dict[str, Any] | None = None  # a reference-driver fault
+    interposed: InterposedFault | None = None  # a fault of the kubelet-side interposer (any driver)
     work_exit: int = 0
 
     def __str__(self) -> str:
@@ -52,7 +55,7 @@ CASES = (
     Case(
         "allocated-but-prepare-failed",
         Layer.DRIVER_STATUS,
-        fault={"mode": "prepare-error", "message": "injected by the four-layer check"},
+        interposed=InterposedFault("NodePrepareResources", "error", message="injected by the four-layer check"),
     ),
     Case("status-ready-but-container-lacks-device", Layer.READINESS, fault={"mode": "cdi-without-edits"}),
     Case("ready-but-job-fails", Layer.JOB_OUTCOME, work_exit=1),
@@ -86,6 +89,10 @@ def test_four_layers_name_the_layer_that_broke(
             f"under test is {driver_under_test.name}"
         )
     undo = FakeDriverControl(real_node.endpoint).set_faults([case.fault]) if case.fault and real_node.endpoint else None
+    if case.interposed is not None:
+        interposer: KubeletInterposer = request.getfixturevalue("interposer")
+        interposer.set_faults([case.interposed])
+        undo = functools.partial(interposer.set_faults, [])
     try:
         device_class = tracker.create(build.device_class())["metadata"]["name"]
         template = tracker.create(build.claim_template(device_class))["metadata"]["name"]

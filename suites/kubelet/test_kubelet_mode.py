@@ -6,7 +6,6 @@ this machine can see the node (the local backend) at the driver's CDI specs. Not
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,8 @@ import yaml
 from kubernetes import client
 
 from dra_conformance.backends.base import ClusterInfo, DriverProcesses
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.real_node import RealNodeTarget
-from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.driver.real_node import RealNodeTarget, running_pod
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse
@@ -31,44 +28,8 @@ from dra_conformance.plugin.session import backend_of
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
-# The container prints its environment, then stays up so the claim stays prepared while the test looks.
-PRINT_ENV_AND_WAIT = ("sh", "-c", "env; exec sleep 3600")
 # The kubelet's event when NodePrepareResources fails (pkg/kubelet/events/event.go).
 FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
-
-
-def _running_pod(
-    tracker: ResourceTracker,
-    api_client: client.ApiClient,
-    build: Builder,
-    node: RealNodeTarget,
-    timeouts: Timeouts,
-    *,
-    wait: bool = True,
-) -> client.V1Pod:
-    """A pod on `node` with a claim of its own; by default once it is Ready."""
-    device_class = tracker.create(build.device_class())["metadata"]["name"]
-    created = tracker.create(build.claim(device_class))
-    pod = tracker.create(
-        build.pod_with(
-            [ClaimUse("devices", claim=created["metadata"]["name"])],
-            node=node.name,
-            tolerations=node.tolerations,
-            image=node.image,
-            command=PRINT_ENV_AND_WAIT,
-        )
-    )
-    core = client.CoreV1Api(api_client)
-    read = functools.partial(core.read_namespaced_pod, pod["metadata"]["name"], build.namespace)
-    if not wait:
-        return read()
-    return waits.until(
-        read,
-        pod_ready,
-        timeout=timeouts.pod_running,
-        what=f"pod {pod['metadata']['name']} Ready",
-        describe=describe_pod,
-    )
 
 
 def _claim_of(tracker: ResourceTracker, namespace: str, name: str) -> dict[str, Any]:
@@ -103,7 +64,7 @@ def test_container_sees_the_environment_the_drivers_cdi_spec_injects(
 ) -> None:
     if real_node.endpoint is None or real_node.endpoint.cdi_dir is None:
         pytest.skip(f"not applicable: the CDI spec directory of {real_node.name} is not readable from this machine")
-    pod = _running_pod(tracker, api_client, build, real_node, timeouts)
+    pod = running_pod(tracker, api_client, build, real_node, timeouts)
     claim_name = pod.spec.resource_claims[0].resource_claim_name
     claim_uid = _claim_of(tracker, namespace, claim_name)["metadata"]["uid"]
     specs = _cdi_specs_naming(real_node.endpoint.cdi_dir, claim_uid)
@@ -180,7 +141,7 @@ def test_claim_is_unprepared_after_pod_deletion(
     driver_profile: DriverProfile,
     obligations: Obligations,
 ) -> None:
-    pod = _running_pod(tracker, api_client, build, real_node, timeouts)
+    pod = running_pod(tracker, api_client, build, real_node, timeouts)
     claim_name = pod.spec.resource_claims[0].resource_claim_name
     claim = _claim_of(tracker, namespace, claim_name)
     uid = claim["metadata"]["uid"]
@@ -239,50 +200,5 @@ def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
     with allure.step(f"SIGKILL the driver on {real_node.name}, then start it again"):
         backend.kill_driver(real_node.name)
         backend.start_driver(real_node.name)  # waits for its registration socket and a complete pool
-    pod = _running_pod(tracker, api_client, build, real_node, timeouts)
+    pod = running_pod(tracker, api_client, build, real_node, timeouts)
     assert pod_ready(pod), f"pod on {real_node.name} after the driver's restart: {describe_pod(pod)}"
-
-
-def test_failed_prepare_gives_an_event_and_a_waiting_pod_that_starts_once_it_succeeds(
-    real_node: RealNodeTarget,
-    tracker: ResourceTracker,
-    api_client: client.ApiClient,
-    build: Builder,
-    namespace: str,
-    timeouts: Timeouts,
-    driver_under_test: DriverUnderTest,
-) -> None:
-    if not driver_under_test.profile.declares(Capability.REFERENCE_FAULTS) or real_node.endpoint is None:
-        pytest.skip(
-            f"not applicable: needs the reference driver's fault switches on {real_node.name}; the driver under "
-            f"test is {driver_under_test.name} (the kubelet-side interposer that fails any driver is not built yet)"
-        )
-    control = FakeDriverControl(real_node.endpoint)
-    undo = control.set_faults([{"mode": "prepare-error", "message": "injected by the kubelet-mode suite"}])
-    try:
-        pod = _running_pod(tracker, api_client, build, real_node, timeouts, wait=False)
-        core = client.CoreV1Api(api_client)
-
-        def failed_prepare_events() -> list[str]:
-            listed = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod.metadata.name}")
-            return [e.message for e in listed.items if e.reason == FAILED_PREPARE_REASON]
-
-        messages = waits.until(
-            failed_prepare_events,
-            bool,
-            timeout=timeouts.pod_running,
-            what=f"{FAILED_PREPARE_REASON} event for pod {pod.metadata.name}",
-        )
-        current = core.read_namespaced_pod(pod.metadata.name, namespace)
-        assert not pod_ready(current), f"pod Ready although its prepare fails: {describe_pod(current)}"
-        assert any("injected by the kubelet-mode suite" in m for m in messages), messages
-    finally:
-        undo()
-    ready = waits.until(
-        functools.partial(core.read_namespaced_pod, pod.metadata.name, namespace),
-        pod_ready,
-        timeout=timeouts.pod_running,
-        what=f"pod {pod.metadata.name} Ready after the prepare fault was cleared",
-        describe=describe_pod,
-    )
-    assert pod_ready(ready)
