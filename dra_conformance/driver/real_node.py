@@ -63,13 +63,13 @@ def running_pod(
             command=PRINT_ENV_AND_WAIT,
         )
     )
-    read = functools.partial(client.CoreV1Api(api_client).read_namespaced_pod, pod["metadata"]["name"], build.namespace)
+    name = pod["metadata"]["name"]
     if not wait:
-        return read()
-    return waits.until(
-        read,
-        pod_ready,
-        timeout=timeouts.pod_running,
-        what=f"pod {pod['metadata']['name']} Ready",
-        describe=describe_pod,
-    )
+        return client.CoreV1Api(api_client).read_namespaced_pod(name, build.namespace)
+    return await_ready(api_client, build.namespace, name, timeouts.pod_running, f"pod {name} Ready")
+
+
+def await_ready(api_client: client.ApiClient, namespace: str, pod: str, timeout: float, what: str) -> client.V1Pod:
+    """The pod once it is Ready, within `timeout` seconds (`what` names the wait in its timeout message)."""
+    read = functools.partial(client.CoreV1Api(api_client).read_namespaced_pod, pod, namespace)
+    return waits.until(read, pod_ready, timeout=timeout, what=what, describe=describe_pod)

@@ -174,6 +174,12 @@ def job_answer(job: client.V1Job) -> LayerAnswer:
     return LayerAnswer(Answer.PENDING, f"active={status.active or 0}")
 
 
+def failed_prepare_messages(core: client.CoreV1Api, namespace: str, pod: str) -> list[str]:
+    """Messages of the kubelet's FailedPrepareDynamicResources events for `pod`, oldest first."""
+    listed = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}")
+    return [e.message for e in listed.items if e.reason == FAILED_PREPARE_REASON]
+
+
 class WorkloadObserver:
     """Polls one Job with a claim and fills its four-layer record."""
 
@@ -207,12 +213,7 @@ class WorkloadObserver:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={self.job}").items
         pod = pods[0] if pods else None
         claim = self._claim(pod)
-        events = (
-            self.core.list_namespaced_event(self.namespace, field_selector=f"involvedObject.name={pod.metadata.name}")
-            if pod
-            else None
-        )
-        failed = [e.message for e in (events.items if events else []) if e.reason == FAILED_PREPARE_REASON]
+        failed = failed_prepare_messages(self.core, self.namespace, pod.metadata.name) if pod else []
         record = self.record
         record.update(Layer.ALLOCATION, allocation_answer(claim, self.driver, pod))
         record.update(

@@ -13,13 +13,13 @@ import functools
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.real_node import RealNodeTarget, running_pod
+from dra_conformance.driver.real_node import RealNodeTarget, await_ready, running_pod
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.interposer import InterposedFault, KubeletInterposer
-from dra_conformance.kubelet.layers import FAILED_PREPARE_REASON
+from dra_conformance.kubelet.layers import FAILED_PREPARE_REASON, failed_prepare_messages
 from dra_conformance.timeouts import Timeouts
 
 # The delay a slow prepare gets: long enough to tell from the usual 1-3 s start, short enough for CI.
@@ -27,21 +27,6 @@ SLOW_PREPARE_SECONDS = 5.0
 # The kubelet gives NodePrepareResources a deadline of its own (pkg/kubelet/cm/dra); a hung call ends there and is
 # retried. 150 s covers it, the retry after a 10 s sync, and a busy machine.
 KUBELET_DEADLINE_BOUND = 150.0
-
-
-def _failed_prepares(core: client.CoreV1Api, namespace: str, pod: str) -> list[str]:
-    listed = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}")
-    return [e.message for e in listed.items if e.reason == FAILED_PREPARE_REASON]
-
-
-def _await_ready(core: client.CoreV1Api, namespace: str, pod: str, timeout: float, what: str) -> client.V1Pod:
-    return waits.until(
-        functools.partial(core.read_namespaced_pod, pod, namespace),
-        pod_ready,
-        timeout=timeout,
-        what=what,
-        describe=describe_pod,
-    )
 
 
 def test_a_slow_prepare_holds_readiness_back_by_the_injected_delay(
@@ -55,8 +40,8 @@ def test_a_slow_prepare_holds_readiness_back_by_the_injected_delay(
 ) -> None:
     interposer.set_faults([InterposedFault("NodePrepareResources", "delay", delay=SLOW_PREPARE_SECONDS)])
     created = running_pod(tracker, api_client, build, real_node, timeouts, wait=False)
-    pod = _await_ready(
-        client.CoreV1Api(api_client),
+    pod = await_ready(
+        api_client,
         namespace,
         created.metadata.name,
         timeouts.pod_running + SLOW_PREPARE_SECONDS,
@@ -85,7 +70,7 @@ def test_a_failed_prepare_gives_the_event_and_a_waiting_pod_that_starts_once_cle
     pod = running_pod(tracker, api_client, build, real_node, timeouts, wait=False).metadata.name
     core = client.CoreV1Api(api_client)
     messages = waits.until(
-        functools.partial(_failed_prepares, core, namespace, pod),
+        functools.partial(failed_prepare_messages, core, namespace, pod),
         bool,
         timeout=timeouts.pod_running,
         what=f"{FAILED_PREPARE_REASON} event for pod {pod}",
@@ -94,7 +79,7 @@ def test_a_failed_prepare_gives_the_event_and_a_waiting_pod_that_starts_once_cle
     current = core.read_namespaced_pod(pod, namespace)
     assert not pod_ready(current), f"pod Ready although every prepare fails: {describe_pod(current)}"
     interposer.set_faults([])
-    _await_ready(core, namespace, pod, timeouts.pod_running, f"pod {pod} Ready after the fault was cleared")
+    await_ready(api_client, namespace, pod, timeouts.pod_running, f"pod {pod} Ready after the fault was cleared")
 
 
 @pytest.mark.timeout(2 * KUBELET_DEADLINE_BOUND + 60)
@@ -111,11 +96,11 @@ def test_a_hung_prepare_is_ended_by_the_kubelets_deadline_and_retried(
     pod = running_pod(tracker, api_client, build, real_node, timeouts, wait=False).metadata.name
     core = client.CoreV1Api(api_client)
     messages = waits.until(
-        functools.partial(_failed_prepares, core, namespace, pod),
+        functools.partial(failed_prepare_messages, core, namespace, pod),
         bool,
         timeout=KUBELET_DEADLINE_BOUND,
         what=f"{FAILED_PREPARE_REASON} event for the hung prepare of pod {pod}",
     )
     assert any("DeadlineExceeded" in m or "deadline" in m.lower() for m in messages), messages
     interposer.set_faults([])
-    _await_ready(core, namespace, pod, KUBELET_DEADLINE_BOUND, f"pod {pod} Ready after the hang was cleared")
+    await_ready(api_client, namespace, pod, KUBELET_DEADLINE_BOUND, f"pod {pod} Ready after the hang was cleared")

@@ -29,7 +29,6 @@ from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 # The kubelet's event when NodePrepareResources fails (pkg/kubelet/events/event.go).
-FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
 
 
 def _claim_of(tracker: ResourceTracker, namespace: str, name: str) -> dict[str, Any]:

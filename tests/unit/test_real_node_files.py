@@ -16,6 +16,7 @@ from dra_conformance.backends.local import images
 from dra_conformance.backends.local.build import RealNodeBinaries
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.real_node import RealNode
+from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
 
 
@@ -36,7 +37,7 @@ def test_image_archive_is_an_oci_layout_whose_blobs_match_their_digests(tmp_path
     index = json.loads(members["index.json"])
     [manifest] = index["manifests"]
     assert manifest["digest"] == digest
-    assert manifest["annotations"]["io.containerd.image.name"] == images.PAUSE_IMAGE
+    assert manifest["annotations"]["io.containerd.image.name"] == PAUSE_IMAGE
     config = json.loads(_blob(members, json.loads(_blob(members, digest))["config"]["digest"]))
     assert config["config"]["Entrypoint"] == ["/pause"], config
 
@@ -89,7 +90,7 @@ def test_node_configs_carry_the_settings_this_machine_needs(node: RealNode) -> N
     containerd = (node.dir / "containerd.toml").read_text()
     assert "restrict_oom_score_adj = true" in containerd and "enable_cdi = true" in containerd
     assert f'cdi_spec_dirs = ["{node.cdi_dir}"]' in containerd
-    assert f'sandbox = "{images.PAUSE_IMAGE}"' in containerd
+    assert f'sandbox = "{PAUSE_IMAGE}"' in containerd
     assert (node.bin_dir / "containerd-shim-runc-v2").resolve() == node.binaries.containerd_shim_runc_v2.resolve()
     cni = json.loads((node.dir / "cni" / "10-dra-conformance.conflist").read_text())
     assert cni["plugins"][0]["ipMasq"] is False and cni["cniVersion"] == "1.0.0"

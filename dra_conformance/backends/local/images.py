@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# The name pods on the local cluster use for the sandbox image (also builders.PAUSE_IMAGE).
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+from dra_conformance.kube.builders import PAUSE_IMAGE
+
 # The workload image of kubelet-mode checks; pods must use imagePullPolicy Never or IfNotPresent.
 BUSYBOX_IMAGE = "dra-conformance.io/busybox:static"
 # Applets linked to /bin/busybox in the workload image: what a check's container command may use.

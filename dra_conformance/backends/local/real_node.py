@@ -32,6 +32,7 @@ from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import kubeconfig
+from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
 
 REAL_NODE = "real-node-0"
@@ -222,7 +223,7 @@ class RealNode:
                 "[ttrpc]",
                 f'  address = "{self.containerd_socket}.ttrpc"',
                 "[plugins.'io.containerd.cri.v1.images'.pinned_images]",
-                f'  sandbox = "{images.PAUSE_IMAGE}"',
+                f'  sandbox = "{PAUSE_IMAGE}"',
                 f"[{runtime}]",
                 # Root here lacks CAP_SYS_RESOURCE: without this, sandbox creation fails writing oom_score_adj.
                 "  restrict_oom_score_adj = true",
@@ -277,6 +278,10 @@ class RealNode:
 
     # --- processes --------------------------------------------------------------------------------------------
 
+    def _path_env(self) -> dict[str, str]:
+        # containerd finds its shim and runc by name, and the kubelet finds nothing else there.
+        return {"PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
     def containerd_process(self) -> ProcessSpec:
         """containerd, with the node's bin dir first on PATH (it finds its shim and runc by name)."""
         return ProcessSpec(
@@ -284,7 +289,7 @@ class RealNode:
             [str(self.binaries.containerd), "--config", str(self.dir / "containerd.toml")],
             str(self.layout.component_log("containerd")),
             critical=False,
-            env={"PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"},
+            env=self._path_env(),
         )
 
     def kubelet_process(self) -> ProcessSpec:
@@ -302,7 +307,7 @@ class RealNode:
             ],
             str(self.layout.component_log("kubelet")),
             critical=False,
-            env={"PATH": f"{self.bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}"},
+            env=self._path_env(),
         )
 
     def import_images(self) -> None:
