@@ -17,6 +17,7 @@ from dra_conformance.backends.registry import BACKENDS, build_local_binaries, ma
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_conformance.plugin import options as plugin_options
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
 from dra_wire.kubelet_api import BindingsError
@@ -127,6 +128,42 @@ def _cluster(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# pytest's own options that take their value as the next argument (`-k expr`), next to the plugin's.
+PYTEST_VALUE_OPTIONS = frozenset(
+    {"-k", "-m", "-n", "-p", "-o", "-c", "-W", "--junitxml", "--maxfail", "--deselect", "--ignore", "--rootdir"}
+    | {"--basetemp", "--tb", "--timeout", "--dist", "--override-ini", "--confcutdir", "--numprocesses"}
+)
+
+
+class _OptionRecorder:
+    """Stands in for pytest's parser and group to learn which of the plugin's options take a value."""
+
+    def __init__(self) -> None:
+        self.value_options: set[str] = set()
+
+    def getgroup(self, *_: object) -> _OptionRecorder:
+        return self
+
+    def addoption(self, *names: str, **settings: object) -> None:
+        if settings.get("action") not in ("store_true", "store_false", "count"):
+            self.value_options.update(names)
+
+
+def chosen_targets(pytest_args: Sequence[str]) -> list[str]:
+    """The test paths or node ids among `pytest_args`, leaving out option values (`--cluster-state-dir DIR`)."""
+    recorder = _OptionRecorder()
+    plugin_options.pytest_addoption(recorder)  # type: ignore[arg-type]
+    takes_value = recorder.value_options | PYTEST_VALUE_OPTIONS
+    chosen = []
+    for index, arg in enumerate(pytest_args):
+        previous = pytest_args[index - 1] if index else ""
+        if previous in takes_value or arg.startswith("-"):
+            continue
+        if "::" in arg or Path(arg).exists():
+            chosen.append(arg)
+    return chosen
+
+
 # What the suites need from pytest, whatever ini file (if any) the run's directory holds: metrics tests that share
 # cluster-wide APIServices stay on one worker (loadgroup), and each test body has a deadline.
 SUITE_PYTEST_OPTIONS = (
@@ -169,8 +206,7 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         options.append("--real-node")
     if args.profile:
         options.append(f"--profile={args.profile.resolve()}")
-    chosen = [arg for arg in pytest_args if "::" in arg or Path(arg).exists()]
-    targets = [] if chosen else [str(paths.suites_dir())]
+    targets = [] if chosen_targets(pytest_args) else [str(paths.suites_dir())]
     return int(pytest.main([*options, *pytest_args, *targets]))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from kubernetes import client
 
@@ -12,6 +13,7 @@ from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder, ClaimUse, Manifest
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.node_agent import CDI_SUFFIXES, NodeAgent, NodeLayout
 from dra_conformance.timeouts import Timeouts
 
 # The container prints its environment, then stays up so the claim stays prepared while the check looks.
@@ -21,16 +23,57 @@ DEFAULT_WORKLOAD_IMAGE = "busybox:1.36"
 
 
 @dataclass(frozen=True)
+class CdiSpecFiles:
+    """A node's CDI spec files, read from this machine or, where the node is elsewhere, through its node agent."""
+
+    dirs: tuple[PurePosixPath, ...]
+    agent: NodeAgent | None = None
+
+    def read(self) -> dict[str, str]:
+        """Text of every spec file, by path."""
+        files: dict[str, str] = {}
+        for directory in self.dirs:
+            if self.agent is not None:
+                remote = self.agent.host_text_files(directory, CDI_SUFFIXES)
+                files.update({str(directory / name): text for name, text in remote.items()})
+                continue
+            local = Path(directory)
+            if local.is_dir():
+                for path in sorted(local.iterdir()):
+                    if path.suffix in CDI_SUFFIXES and path.is_file():
+                        files[str(path)] = path.read_text(errors="replace")
+        return files
+
+
+@dataclass(frozen=True)
 class RealNodeTarget:
     """A node a real kubelet serves, leased by one test."""
 
     name: str
-    # The driver under test's sockets and CDI dir there, where this machine can reach them (local backend).
+    # The driver under test's sockets there, where this machine can reach them (local backend, or a node agent found
+    # that the node's file system is this machine's).
     endpoint: DriverEndpoint | None
     # What a pod needs to land there: tolerations of the node's own taints.
     tolerations: tuple[Manifest, ...]
     # An image with a shell (busybox) the node has or can pull.
     image: str
+    # Where the node's CDI specs can be read; None where they cannot.
+    cdi_specs: CdiSpecFiles | None = None
+    # The node as its agent found it (clusters the suite did not build); None where the backend knows the node.
+    layout: NodeLayout | None = None
+
+
+def endpoint_from(layout: NodeLayout, driver: str) -> DriverEndpoint | None:
+    """The driver's endpoint on a node the agent found to share this machine's file system, else None."""
+    if not layout.shares_this_machine:
+        return None
+    return DriverEndpoint(driver, layout.node, Path(layout.kubelet_root))
+
+
+def busybox_on(node: Manifest) -> str | None:
+    """A busybox image the node already has (`node` as the API returns it), by tag; None where it has none."""
+    names = [name for image in node.get("status", {}).get("images") or [] for name in image.get("names") or []]
+    return next((n for n in names if "busybox" in n and "@" not in n), None)
 
 
 def tolerations_of(taints: list[Manifest]) -> tuple[Manifest, ...]:

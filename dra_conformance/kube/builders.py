@@ -21,6 +21,16 @@ class ClaimUse:
     template: str | None = None
 
 
+def pin_to_node(node: str) -> Manifest:
+    """A pod affinity that lets the scheduler place the pod only on the node named `node`.
+
+    It matches the Node's name itself: the `kubernetes.io/hostname` label need not equal the name on clusters we did
+    not build. The scheduler still runs, so claims are allocated as for any pod.
+    """
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
 @dataclass
 class Builder:
     """Makes fresh manifests; names are `<prefix>-<counter>` so they are unique within the test's namespace.
@@ -103,7 +113,7 @@ class Builder:
         image: str = PAUSE_IMAGE,
         command: tuple[str, ...] = (),
     ) -> Manifest:
-        """A pod whose one container uses every claim in `uses`; `node` pins it through a nodeSelector.
+        """A pod whose one container uses every claim in `uses`; `node` pins it to that node (`pin_to_node`).
 
         On fake nodes nothing runs; on a real node the container runs `command` in `image` (present on the node or
         pullable: IfNotPresent).
@@ -132,7 +142,7 @@ class Builder:
             },
         }
         if node:
-            pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            pod["spec"]["affinity"] = pin_to_node(node)
         if tolerations:
             pod["spec"]["tolerations"] = list(tolerations)
         return pod

@@ -25,11 +25,10 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_condition, device_statuses
+from dra_conformance.kube.pods import START_FAILURES
 
 # The workload's exit code when the environment its driver's CDI spec should have injected is absent.
 DEVICE_MISSING_EXIT = 3
-# Waiting reasons that mean the container will not start as given (the kubelet keeps retrying, with backoff).
-START_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff")
 # The kubelet's event reason when NodePrepareResources fails (pkg/kubelet/events/event.go).
 FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
 

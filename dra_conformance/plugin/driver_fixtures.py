@@ -7,10 +7,11 @@ never see each other's faults.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 from kubernetes import client
@@ -21,17 +22,26 @@ from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
 from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
-from dra_conformance.driver.real_node import DEFAULT_WORKLOAD_IMAGE, RealNodeTarget, tolerations_of
+from dra_conformance.driver.real_node import (
+    DEFAULT_WORKLOAD_IMAGE,
+    CdiSpecFiles,
+    RealNodeTarget,
+    busybox_on,
+    endpoint_from,
+    tolerations_of,
+)
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.fault_proxy import ApiFaultProxy
 from dra_conformance.kube.leaks import LeakError
+from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.interposer import KubeletInterposer
 from dra_conformance.kubelet.latency import LatencyLog
+from dra_conformance.kubelet.node_agent import NodeAgents
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.session import backend_of
@@ -96,6 +106,23 @@ def disruption(
             disrupted.start()
 
 
+@pytest.fixture(scope="session")
+def node_agents(
+    api_client: client.ApiClient, run_id: str, timeouts: Timeouts, namespace_reaper: NamespaceReaper
+) -> Iterator[NodeAgents]:
+    """Node agents for real nodes the backend does not describe; their namespace goes with the session."""
+
+    def make_namespace() -> str:
+        name = f"dra-node-agents-{secrets.token_hex(3)}"
+        create_namespace(api_client, name, run_id, timeouts.namespace_ready)
+        return name
+
+    agents = NodeAgents(api_client, make_namespace, timeouts.pod_running)
+    yield agents
+    if agents.namespace is not None:
+        namespace_reaper.delete(agents.namespace)
+
+
 @pytest.fixture
 def real_node(
     request: pytest.FixtureRequest,
@@ -105,8 +132,13 @@ def real_node(
     api_client: client.ApiClient,
     node_leases: Path,
     timeouts: Timeouts,
+    node_agents: NodeAgents,
 ) -> Iterator[RealNodeTarget]:
-    """A leased node a real kubelet serves; kubelet-mode checks share its driver, so they take turns there."""
+    """A leased node a real kubelet serves; kubelet-mode checks share its driver, so they take turns there.
+
+    Where the backend knows the node (local), its description gives the driver's sockets and CDI dir. Elsewhere a
+    node agent finds the kubelet root and CDI dirs, reads CDI specs, and tells whether the sockets are in reach.
+    """
     if not cluster.real_nodes:
         pytest.skip(
             f"not applicable: no node of this {cluster.backend} cluster is served by a real kubelet "
@@ -115,20 +147,32 @@ def real_node(
     leases = NodeLeases(node_leases, "real", cluster.real_nodes)
     with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as name:
         node = client.CoreV1Api(api_client).read_node(name).to_dict()
-        endpoint = next((e for e in cluster.drivers if e.node == name and e.driver == driver_under_test.name), None)
+        tolerations = tolerations_of(node["spec"].get("taints") or [])
         image = (
             pytestconfig.getoption("--workload-image")
             or cluster.details.get("workload_image")
+            or busybox_on(node)
             or DEFAULT_WORKLOAD_IMAGE
         )
-        yield RealNodeTarget(name, endpoint, tolerations_of(node["spec"].get("taints") or []), image)
+        endpoint = next((e for e in cluster.drivers if e.node == name and e.driver == driver_under_test.name), None)
+        if endpoint is not None:
+            cdi = CdiSpecFiles((PurePosixPath(endpoint.cdi_dir),)) if endpoint.cdi_dir else None
+            yield RealNodeTarget(name, endpoint, tolerations, image, cdi)
+            return
+        agent, layout = node_agents.on(name, image, tolerations)
+        endpoint = endpoint_from(layout, driver_under_test.name)
+        cdi = CdiSpecFiles(layout.cdi_dirs, None if layout.shares_this_machine else agent)
+        yield RealNodeTarget(name, endpoint, tolerations, image, cdi, layout)
 
 
 @pytest.fixture
 def interposer(real_node: RealNodeTarget, kubelet_api: KubeletAPI, timeouts: Timeouts) -> Iterator[KubeletInterposer]:
     """A kubelet-side fault interposer registered for the driver under test on the leased real node."""
     if real_node.endpoint is None:
-        pytest.skip(f"not applicable: the driver's sockets on {real_node.name} are not reachable from this machine")
+        pytest.skip(
+            f"not applicable: the driver's sockets on {real_node.name} are not reachable from this machine (the "
+            "interposer must run where the node's kubelet root is; run the suite on the node)"
+        )
     # Unix socket paths are limited to 107 bytes: the interposer's socket goes in a short temporary directory.
     scratch = Path(tempfile.mkdtemp(prefix="dra-ip-"))
     interposer = KubeletInterposer(kubelet_api, real_node.endpoint, scratch)

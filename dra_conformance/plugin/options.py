@@ -63,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--workload-image",
         default=None,
         help="image with a shell (busybox) that kubelet-mode pods run; the nodes must have it or be able to pull it "
-        "(default: the local real node's own, else busybox:1.36)",
+        "(default: the local real node's own, else a busybox image the node lists in its status, else busybox:1.36)",
     )
     group.addoption("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     group.addoption(

@@ -7,7 +7,7 @@ this machine can see the node (the local backend) at the driver's CDI specs. Not
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import PurePosixPath
 from typing import Any
 
 import allure
@@ -17,13 +17,14 @@ from kubernetes import client
 
 from dra_conformance.backends.base import ClusterInfo, DriverProcesses
 from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.real_node import RealNodeTarget, running_pod
+from dra_conformance.driver.real_node import CdiSpecFiles, RealNodeTarget, running_pod
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker, TrackedObject
+from dra_conformance.kubelet.driver_pod import find_driver_pod, restart_driver_pod
 from dra_conformance.plugin.session import backend_of
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
@@ -35,16 +36,13 @@ def _claim_of(tracker: ResourceTracker, namespace: str, name: str) -> dict[str, 
     return tracker.get(RESOURCE_API, "ResourceClaim", name, namespace)
 
 
-def _cdi_specs_naming(cdi_dir: Path, claim_uid: str) -> list[dict[str, Any]]:
-    """The CDI specs in `cdi_dir` that name the claim (in their file name or content)."""
-    specs = []
-    for path in sorted(cdi_dir.glob("*")):
-        if path.suffix not in (".json", ".yaml", ".yml") or not path.is_file():
-            continue
-        text = path.read_text(errors="replace")
-        if claim_uid in path.name or claim_uid in text:
-            specs.append(json.loads(text) if path.suffix == ".json" else yaml.safe_load(text))
-    return specs
+def _cdi_specs_naming(cdi: CdiSpecFiles, claim_uid: str) -> list[dict[str, Any]]:
+    """The node's CDI specs that name the claim (in their file name or content)."""
+    return [
+        json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+        for path, text in cdi.read().items()
+        if claim_uid in PurePosixPath(path).name or claim_uid in text
+    ]
 
 
 def _injected_env(specs: list[dict[str, Any]]) -> set[str]:
@@ -61,14 +59,15 @@ def test_container_sees_the_environment_the_drivers_cdi_spec_injects(
     namespace: str,
     timeouts: Timeouts,
 ) -> None:
-    if real_node.endpoint is None or real_node.endpoint.cdi_dir is None:
+    if real_node.cdi_specs is None:
         pytest.skip(f"not applicable: the CDI spec directory of {real_node.name} is not readable from this machine")
     pod = running_pod(tracker, api_client, build, real_node, timeouts)
     claim_name = pod.spec.resource_claims[0].resource_claim_name
     claim_uid = _claim_of(tracker, namespace, claim_name)["metadata"]["uid"]
-    specs = _cdi_specs_naming(real_node.endpoint.cdi_dir, claim_uid)
+    specs = _cdi_specs_naming(real_node.cdi_specs, claim_uid)
     if not specs:
-        pytest.skip(f"not applicable: the driver wrote no CDI spec naming claim {claim_uid} in its CDI directory")
+        dirs = [str(d) for d in real_node.cdi_specs.dirs]
+        pytest.skip(f"not applicable: the driver wrote no CDI spec naming claim {claim_uid} in {dirs}")
     expected = _injected_env(specs)
     if not expected:
         pytest.skip("not applicable: the driver's CDI spec injects no environment (device nodes, mounts: not checked)")
@@ -144,8 +143,8 @@ def test_claim_is_unprepared_after_pod_deletion(
     claim_name = pod.spec.resource_claims[0].resource_claim_name
     claim = _claim_of(tracker, namespace, claim_name)
     uid = claim["metadata"]["uid"]
-    cdi_dir = real_node.endpoint.cdi_dir if real_node.endpoint else None
-    had_spec = bool(cdi_dir and _cdi_specs_naming(cdi_dir, uid))
+    cdi = real_node.cdi_specs
+    had_spec = bool(cdi and _cdi_specs_naming(cdi, uid))
     tracker.delete(TrackedObject("v1", "Pod", pod.metadata.name, namespace))
 
     def entries() -> list[dict[str, Any]]:
@@ -166,16 +165,16 @@ def test_claim_is_unprepared_after_pod_deletion(
             left,
             "contract-audit R17",
         )
-    if had_spec and cdi_dir is not None:
+    if had_spec and cdi is not None:
         try:
             specs = waits.until(
-                lambda: _cdi_specs_naming(cdi_dir, uid),
+                lambda: _cdi_specs_naming(cdi, uid),
                 lambda found: not found,
                 timeout=timeouts.status_written,
                 what=f"CDI spec of claim {uid} removed",
             )
         except WaitTimeout:
-            specs = _cdi_specs_naming(cdi_dir, uid)
+            specs = _cdi_specs_naming(cdi, uid)
         obligations.defensive(
             not specs,
             "the claim's CDI spec is removed when the kubelet unprepares it after the pod's deletion",
@@ -194,10 +193,19 @@ def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
     timeouts: Timeouts,
 ) -> None:
     backend = backend_of(pytestconfig)
-    if real_node.endpoint is None or not isinstance(backend, DriverProcesses):
+    if real_node.layout is None and isinstance(backend, DriverProcesses):
+        with allure.step(f"SIGKILL the driver on {real_node.name}, then start it again"):
+            backend.kill_driver(real_node.name)
+            backend.start_driver(real_node.name)  # waits for its registration socket and a complete pool
+    elif real_node.layout is not None:
+        core = client.CoreV1Api(api_client)
+        driver_pod, found = find_driver_pod(core, real_node.name, real_node.layout.kubelet_root, build.driver)
+        if driver_pod is None:
+            # A driver outside the cluster's pods is a process the suite did not start: it is not ours to kill.
+            pytest.skip(f"not applicable: the suite restarts a driver by deleting its DaemonSet pod; {found}")
+        with allure.step(f"delete the driver's pod {found}; its DaemonSet makes a new one"):
+            restart_driver_pod(core, driver_pod, timeouts.pod_running)
+    else:
         pytest.skip(f"not applicable: backend {cluster.backend} cannot restart the driver's process on the node")
-    with allure.step(f"SIGKILL the driver on {real_node.name}, then start it again"):
-        backend.kill_driver(real_node.name)
-        backend.start_driver(real_node.name)  # waits for its registration socket and a complete pool
     pod = running_pod(tracker, api_client, build, real_node, timeouts)
     assert pod_ready(pod), f"pod on {real_node.name} after the driver's restart: {describe_pod(pod)}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.cli import EXIT_FAILED, EXIT_USAGE, main
+from dra_conformance.cli import EXIT_FAILED, EXIT_USAGE, chosen_targets, main
 
 
 def _one_line(text: str) -> str:
@@ -56,3 +56,10 @@ def test_run_with_a_malformed_kubeconfig(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["run", "--cluster", "existing", "--kubeconfig", str(broken)]) == EXIT_USAGE
     line = _one_line(capsys.readouterr().err)
     assert line.startswith(f"dra-conformance: kubeconfig {broken}: "), line
+
+
+def test_run_targets_leave_out_the_values_of_options_given_as_separate_arguments() -> None:
+    """An option's value that happens to be a directory is not a test path (it would run every test under it)."""
+    assert chosen_targets(["--cluster-state-dir", "suites", "-rs"]) == []
+    assert chosen_targets(["--keep-cluster", "suites", "-k", "tests"]) == ["suites"]
+    assert chosen_targets(["-rs", "suites/kubelet::test_x"]) == ["suites/kubelet::test_x"]
