@@ -17,7 +17,6 @@ from dra_conformance.backends.registry import BACKENDS, build_local_binaries, ma
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
-from dra_conformance.plugin import options as plugin_options
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
 from dra_wire.kubelet_api import BindingsError
@@ -135,25 +134,16 @@ PYTEST_VALUE_OPTIONS = frozenset(
 )
 
 
-class _OptionRecorder:
-    """Stands in for pytest's parser and group to learn which of the plugin's options take a value."""
-
-    def __init__(self) -> None:
-        self.value_options: set[str] = set()
-
-    def getgroup(self, *_: object) -> _OptionRecorder:
-        return self
-
-    def addoption(self, *names: str, **settings: object) -> None:
-        if settings.get("action") not in ("store_true", "store_false", "count"):
-            self.value_options.update(names)
+# The plugin's options whose value is a path (tests/unit/test_cli.py keeps this in step with the plugin): given as
+# `--reports-dir DIR`, DIR is a value, not a test path.
+PLUGIN_PATH_OPTIONS = frozenset(
+    {"--kubeconfig", "--cluster-state-dir", "--profile", "--catalog", "--audit-log", "--reports-dir", "--rbac-matrix"}
+)
 
 
 def chosen_targets(pytest_args: Sequence[str]) -> list[str]:
     """The test paths or node ids among `pytest_args`, leaving out option values (`--cluster-state-dir DIR`)."""
-    recorder = _OptionRecorder()
-    plugin_options.pytest_addoption(recorder)  # type: ignore[arg-type]
-    takes_value = recorder.value_options | PYTEST_VALUE_OPTIONS
+    takes_value = PLUGIN_PATH_OPTIONS | PYTEST_VALUE_OPTIONS
     chosen = []
     for index, arg in enumerate(pytest_args):
         previous = pytest_args[index - 1] if index else ""

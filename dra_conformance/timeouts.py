@@ -49,6 +49,12 @@ class Timeouts:
     # The csrsigning controller signs an approved CSR within one sync, well under a second; 60 s covers a
     # controller-manager busy on 2 cores. A cluster with no signer for the request runs into it.
     node_certificate: float = 60.0
+    # The device-taint eviction controller writes a rule's condition from its informer events, within a second of a
+    # change; 30 s covers a controller-manager busy on 2 cores.
+    taint_observed: float = 30.0
+    # NoExecute: the controller deletes a non-tolerating pod as soon as it sees the taint (after tolerationSeconds,
+    # where given); the node then finishes the deletion. 60 s covers both on a busy machine.
+    eviction: float = 60.0
     # Graceful stop of one control-plane process before it is killed: etcd flushes, apiserver drains watches.
     process_stop: float = 15.0
     # A cold build of the Kubernetes binaries from source takes 10-30 min on 2 cores; this guards a hung toolchain.

@@ -6,7 +6,7 @@ scheduler ignores an incomplete pool.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
@@ -26,6 +26,8 @@ class PoolState:
     slices: int
     expected_slices: int
     devices: tuple[str, ...]
+    # Effects of the taints each device carries in its slice, for devices with any.
+    taint_effects: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -62,5 +64,11 @@ def node_pools(api: client.ApiClient, driver: str, node: str) -> dict[str, PoolS
             slices=len(current),
             expected_slices=int(current[0]["pool"]["resourceSliceCount"]),
             devices=tuple(sorted(d["name"] for spec in current for d in spec.get("devices") or [])),
+            taint_effects={
+                d["name"]: tuple(t["effect"] for t in d["taints"])
+                for spec in current
+                for d in spec.get("devices") or []
+                if d.get("taints")
+            },
         )
     return pools

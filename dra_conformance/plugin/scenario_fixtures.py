@@ -89,8 +89,8 @@ def scenario_node(
         yield lease
 
 
-def _shared_target(
-    scenario: Scenario,
+def shared_target(
+    purpose: str,
     *,
     needs_prepare: bool,
     cluster: ClusterInfo,
@@ -121,7 +121,7 @@ def _shared_target(
     declared = driver.profile.devices.per_node
     if published != declared:
         pytest.fail(
-            f"scenario {scenario.id}: {driver.name} publishes {published} devices in complete pools on {node}; its "
+            f"{purpose}: {driver.name} publishes {published} devices in complete pools on {node}; its "
             f"profile declares {declared}: {[p.describe() for p in pools.values()] or 'no pool'}",
             pytrace=False,
         )
@@ -160,8 +160,8 @@ def scenario_run(
             node, process = next(iter(driver.processes.items()))
             target = ScenarioTarget(driver.name, node, scenario.devices, process.endpoint, process.control)
         else:
-            target = _shared_target(
-                scenario,
+            target = shared_target(
+                f"scenario {scenario.id}",
                 needs_prepare=needs_prepare,
                 cluster=cluster,
                 driver=driver_under_test,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.cli import EXIT_FAILED, EXIT_USAGE, chosen_targets, main
+from dra_conformance.cli import EXIT_FAILED, EXIT_USAGE, PLUGIN_PATH_OPTIONS, chosen_targets, main
+from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, scenario_fixtures
 
 
 def _one_line(text: str) -> str:
@@ -63,3 +64,24 @@ def test_run_targets_leave_out_the_values_of_options_given_as_separate_arguments
     assert chosen_targets(["--cluster-state-dir", "suites", "-rs"]) == []
     assert chosen_targets(["--keep-cluster", "suites", "-k", "tests"]) == ["suites"]
     assert chosen_targets(["-rs", "suites/kubelet::test_x"]) == ["suites/kubelet::test_x"]
+
+
+class _OptionRecorder:
+    """Stands in for pytest's parser and its groups, noting the options whose value is a path."""
+
+    def __init__(self) -> None:
+        self.path_options: set[str] = set()
+
+    def getgroup(self, *_: object) -> _OptionRecorder:
+        return self
+
+    def addoption(self, *names: str, **settings: object) -> None:
+        if settings.get("type") is Path:
+            self.path_options.update(names)
+
+
+def test_the_cli_knows_every_path_option_of_the_plugin() -> None:
+    recorder = _OptionRecorder()
+    for module in (options, metrics_fixtures, rbac_fixtures, scenario_fixtures):
+        module.pytest_addoption(recorder)
+    assert recorder.path_options == PLUGIN_PATH_OPTIONS

@@ -81,6 +81,7 @@ class DriverCore:
             self.generation,
             unavailable=self.faults.unavailable_devices(devices.device_names(self.config)),
             published=self.faults.published_devices(self.config.devices),
+            informational=self.faults.informational_devices(devices.device_names(self.config)),
         )
         self.api.publish_pool(self.config.node_name, manifests)
 

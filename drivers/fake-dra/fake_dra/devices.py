@@ -8,6 +8,7 @@ from fake_dra.config import DriverConfig
 
 Manifest = dict[str, Any]
 UNAVAILABLE_TAINT_KEY = "fake-dra.example.com/unavailable"
+INFORMATIONAL_TAINT_KEY = "fake-dra.example.com/informational"
 # Most devices one ResourceSlice may list, and the lower limit once any of them has taints (the `unavailable`
 # fault taints devices): ResourceSliceMaxDevices and ResourceSliceMaxDevicesWithAdvancedFeatures in k8s.io/api
 # v0.37.2 resource/v1/types.go:341-348, enforced per slice by the API server (k8s.io/kubernetes v1.37.2
@@ -60,8 +61,17 @@ def ip_cidr(index: int) -> str:
     return f"192.0.2.{10 + index}/24"
 
 
-def resource_slices(config: DriverConfig, generation: int, *, unavailable: set[str], published: int) -> list[Manifest]:
-    """The node's pool: the first `published` devices, with `unavailable` ones tainted NoSchedule, split into slices.
+def resource_slices(
+    config: DriverConfig,
+    generation: int,
+    *,
+    unavailable: set[str],
+    published: int,
+    informational: frozenset[str] | set[str] = frozenset(),
+) -> list[Manifest]:
+    """The node's pool: the first `published` devices, split into slices.
+
+    `unavailable` devices are tainted NoSchedule, `informational` ones with effect None.
 
     Every slice carries the same pool name, generation and resourceSliceCount, so the pool is complete once all of
     them are written. A pool without devices is still one (empty) slice.
@@ -69,8 +79,13 @@ def resource_slices(config: DriverConfig, generation: int, *, unavailable: set[s
     listed = []
     for index in range(max(0, min(published, config.devices))):
         device = _device(config, index)
+        taints = []
         if device["name"] in unavailable:
-            device["taints"] = [{"key": UNAVAILABLE_TAINT_KEY, "value": "true", "effect": "NoSchedule"}]
+            taints.append({"key": UNAVAILABLE_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
+        if device["name"] in informational:
+            taints.append({"key": INFORMATIONAL_TAINT_KEY, "value": "true", "effect": "None"})
+        if taints:
+            device["taints"] = taints
         listed.append(device)
     per_slice = devices_per_slice(tainted=any("taints" in device for device in listed))
     chunks = [listed[start : start + per_slice] for start in range(0, len(listed), per_slice)] or [[]]

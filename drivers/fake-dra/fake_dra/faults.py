@@ -17,6 +17,7 @@ import jsonschema
 
 MODES = {
     "unavailable": "device reported UNHEALTHY in the health stream and tainted NoSchedule in the slice",
+    "informational-taint": "device tainted with effect None in the slice (informs; changes no allocation)",
     "reduced-capacity": "only `devices` devices are published",
     "slow-prepare": "NodePrepareResources waits `delay` seconds first",
     "slow-unprepare": "NodeUnprepareResources waits `delay` seconds first",
@@ -30,7 +31,7 @@ MODES = {
     "crash": "the process exits at once (exit code 3)",
 }
 # Faults that change what the slice or the health stream says, so setting them republishes.
-SLICE_MODES = {"unavailable", "reduced-capacity"}
+SLICE_MODES = {"unavailable", "informational-taint", "reduced-capacity"}
 SLOW_MODES = {"slow-prepare", "slow-unprepare"}
 CRASH_EXIT_CODE = 3
 
@@ -138,6 +139,10 @@ class FaultSet:
         """Devices an `unavailable` fault covers."""
         names = list(names)
         return {name for name in names if self.find("unavailable", devices=[name])}
+
+    def informational_devices(self, names: Iterable[str]) -> set[str]:
+        """Devices an `informational-taint` fault covers."""
+        return {name for name in names if self.find("informational-taint", devices=[name])}
 
     def published_devices(self, default: int) -> int:
         """How many devices the slice should list."""
