@@ -138,6 +138,7 @@ PYTEST_VALUE_OPTIONS = frozenset(
 # `--reports-dir DIR`, DIR is a value, not a test path.
 PLUGIN_PATH_OPTIONS = frozenset(
     {"--kubeconfig", "--cluster-state-dir", "--profile", "--catalog", "--audit-log", "--reports-dir", "--rbac-matrix"}
+    | {"--rollback-state"}
 )
 
 

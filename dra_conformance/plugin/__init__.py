@@ -13,4 +13,5 @@ pytest_plugins = [
     "dra_conformance.plugin.cluster_fixtures",
     "dra_conformance.plugin.driver_fixtures",
     "dra_conformance.plugin.metrics_fixtures",
+    "dra_conformance.plugin.rollback_fixtures",
 ]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance.cli import EXIT_FAILED, EXIT_USAGE, PLUGIN_PATH_OPTIONS, chosen_targets, main
-from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, scenario_fixtures
+from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, rollback_fixtures, scenario_fixtures
 
 
 def _one_line(text: str) -> str:
@@ -82,6 +82,6 @@ class _OptionRecorder:
 
 def test_the_cli_knows_every_path_option_of_the_plugin() -> None:
     recorder = _OptionRecorder()
-    for module in (options, metrics_fixtures, rbac_fixtures, scenario_fixtures):
+    for module in (options, metrics_fixtures, rbac_fixtures, scenario_fixtures, rollback_fixtures):
         module.pytest_addoption(recorder)
     assert recorder.path_options == PLUGIN_PATH_OPTIONS

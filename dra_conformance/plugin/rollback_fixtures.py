@@ -1,0 +1,191 @@
+"""Options and fixtures of the rollback rehearsal (suites/rollback).
+
+`--rollback-phase all` (the default) runs every phase in one run, and the suite makes the change and the
+rollback itself. A single phase (`--rollback-phase before|after_change|after_rollback`) needs the state file the
+user names with `--rollback-state`; between phases the staging team changes the cluster, or lets the suite do it
+with `--rollback-drive`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import allure
+import pytest
+from kubernetes import client
+
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.errors import UsageError
+from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
+from dra_conformance.plugin.exits import refuse
+from dra_conformance.rollback.extended_resource import (
+    ADVERTISED_DEVICES,
+    ExtendedResourceRehearsal,
+    RehearsalSetup,
+    choose_nodes,
+)
+from dra_conformance.rollback.report import render_markdown, write_report
+from dra_conformance.rollback.state import PHASES, Phase, PhaseRecord, RehearsalState
+from dra_conformance.timeouts import Timeouts
+
+ALL_PHASES = "all"
+STATE_FILE = "rollback-state.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The rehearsal's options."""
+    group = parser.getgroup("dra-conformance", "DRA conformance")
+    group.addoption(
+        "--rollback-phase",
+        choices=(ALL_PHASES, *(str(p) for p in PHASES)),
+        default=ALL_PHASES,
+        help="rollback rehearsal phase to run (default all, in one run, the suite changing and rolling back)",
+    )
+    group.addoption(
+        "--rollback-state",
+        type=Path,
+        default=None,
+        help="rehearsal state file a later phase compares against (needed with a single --rollback-phase)",
+    )
+    group.addoption(
+        "--rollback-drive",
+        action="store_true",
+        help="with a single phase: the suite makes the change (after_change) or the rollback (after_rollback)",
+    )
+    group.addoption(
+        "--rollback-resource",
+        default="example.com/gpu",
+        help="extended resource the device plugin serves and DRA takes over (default example.com/gpu)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the phase marker; a single phase without a state file is a usage error."""
+    config.addinivalue_line("markers", "rollback_phase(name): the rollback rehearsal phase a test runs")
+    phase = config.getoption("--rollback-phase")
+    if phase == ALL_PHASES:
+        return
+    path = config.getoption("--rollback-state")
+    if path is None:
+        refuse(UsageError(f"--rollback-phase {phase} needs --rollback-state FILE (the state earlier phases wrote)"))
+    try:
+        state = RehearsalState.load(path)
+        index = PHASES.index(Phase(phase))
+        if index > 0:
+            state.require(Phase(phase), PHASES[index - 1])
+    except UsageError as error:
+        refuse(error)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With a single phase chosen, deselect the other phases' tests."""
+    chosen = config.getoption("--rollback-phase")
+    if chosen == ALL_PHASES:
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        marker = item.get_closest_marker("rollback_phase")
+        (drop if marker is not None and marker.args[0] != chosen else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@dataclass
+class Rehearsal:
+    """The rehearsal a phase test works on: its state, the engine once set up, and whether the suite drives."""
+
+    state: RehearsalState
+    run_dir: Path
+    drive: bool
+    single_phase: bool
+    engine: ExtendedResourceRehearsal | None = None
+
+    def record(self, record: PhaseRecord) -> None:
+        """Keep a phase's record in the state file and refresh the report."""
+        self.state.records[record.phase] = record
+        self.state.save()
+        summary = write_report(self.state, self.run_dir)
+        allure.attach(render_markdown(summary), "rollback report", allure.attachment_type.TEXT)
+
+
+@pytest.fixture(scope="module")
+def rehearsal(
+    pytestconfig: pytest.Config,
+    run_dir: Path,
+    api_client: client.ApiClient,
+    timeouts: Timeouts,
+    namespace_reaper: NamespaceReaper,
+) -> Iterator[Rehearsal]:
+    """The rehearsal of this run; with every phase in one run, torn down at the end whatever happened."""
+    phase = pytestconfig.getoption("--rollback-phase")
+    # A single phase's file was checked when the run was configured; with every phase, the file is the run's own.
+    state = RehearsalState.load(pytestconfig.getoption("--rollback-state") or run_dir / STATE_FILE)
+    single = phase != ALL_PHASES
+    found = Rehearsal(
+        state, run_dir, drive=not single or pytestconfig.getoption("--rollback-drive"), single_phase=single
+    )
+    try:
+        yield found
+    finally:
+        if not single and found.engine is not None and Phase.AFTER_ROLLBACK not in state.records:
+            finish(found, timeouts, namespace_reaper)
+
+
+def set_up(
+    rehearsal: Rehearsal,
+    api_client: client.ApiClient,
+    driver: DriverUnderTest,
+    resource: str,
+    run_id: str,
+    timeouts: Timeouts,
+) -> ExtendedResourceRehearsal:
+    """Start a rehearsal: choose its nodes, make its namespace, advertise the resource where the suite must."""
+    unfinished = [p for p in rehearsal.state.records if p != Phase.AFTER_ROLLBACK]
+    if unfinished and Phase.AFTER_ROLLBACK not in rehearsal.state.records:
+        refuse(
+            UsageError(
+                f"rollback state file {rehearsal.state.path} holds a rehearsal not rolled back yet (phases: "
+                f"{', '.join(rehearsal.state.records)}); run after_rollback or name a new file"
+            )
+        )
+    rehearsal.state.records.clear()
+    chosen = choose_nodes(api_client, driver.name, resource)
+    if isinstance(chosen, str):
+        pytest.skip(f"not applicable: the rollback rehearsal {chosen}")
+    plugin_node, dra_node, advertise = chosen
+    namespace = f"dra-rollback-{secrets.token_hex(3)}"
+    create_namespace(api_client, namespace, run_id, timeouts.namespace_ready)
+    setup = RehearsalSetup(resource, driver.name, namespace, plugin_node, dra_node, advertise)
+    engine = ExtendedResourceRehearsal(api_client, setup, timeouts)
+    if advertise:
+        engine.advertise(plugin_node, ADVERTISED_DEVICES)
+    rehearsal.engine = engine
+    return engine
+
+
+def resume(rehearsal: Rehearsal, api_client: client.ApiClient, timeouts: Timeouts) -> ExtendedResourceRehearsal:
+    """The engine of a rehearsal an earlier phase (maybe an earlier run) set up."""
+    if rehearsal.engine is None:
+        before = rehearsal.state.require(Phase.AFTER_CHANGE, Phase.BEFORE)
+        rehearsal.engine = ExtendedResourceRehearsal(api_client, RehearsalSetup(**before.facts["setup"]), timeouts)
+    return rehearsal.engine
+
+
+def finish(rehearsal: Rehearsal, timeouts: Timeouts, reaper: NamespaceReaper) -> list[str]:
+    """Delete the rehearsal's workloads, a class the suite created, and its namespace; what would not go."""
+    engine = rehearsal.engine
+    if engine is None:
+        return []
+    changed = rehearsal.state.records.get(Phase.AFTER_CHANGE)
+    created = changed.facts.get("created_class") if changed else None
+    left = engine.teardown()
+    if created:
+        engine.delete_class(created)
+    reaper.delete(engine.setup.namespace)
+    rehearsal.engine = None
+    return left

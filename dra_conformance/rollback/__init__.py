@@ -1,0 +1,1 @@
+"""Rollback rehearsal: device plugin <-> DRA for extended resources, phase by phase, with a state file."""

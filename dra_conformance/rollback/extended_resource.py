@@ -1,0 +1,381 @@
+"""Device plugin -> DRA -> device plugin, for pods that ask for an extended resource (DRAExtendedResource, GA 1.37).
+
+A DeviceClass with `spec.extendedResourceName` lets DRA serve pods that request that extended resource, but only
+on nodes that do not advertise it as allocatable: where a device plugin (or, on fake nodes, the node's status)
+advertises it, the device plugin serves it. A pod DRA served names its claim in
+`status.extendedResourceClaimStatus`; the scheduler creates that claim, annotated
+`resource.kubernetes.io/extended-resource-claim`, and it goes with the pod.
+
+The rehearsal keeps one namespace of its own across the phases (and across runs, through the state file):
+workloads started in one phase are checked in the next. A correct rollback drains the pods DRA serves, then
+removes the DeviceClass; removing the class first leaves pods holding claims of a class that is gone, which the
+`after_rollback` phase reports as left behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import PAUSE_IMAGE, RESOURCE_API, Manifest, pin_to_node
+from dra_conformance.kube.pods import describe_pod, scheduled_condition
+from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
+from dra_conformance.timeouts import Timeouts
+
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+# kwok marks the Nodes it manages; only there does a status patch stand in for a device plugin (a kubelet would
+# overwrite it with what its device plugins report).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# Devices the stand-in device plugin advertises on a fake node: one per device-plugin workload the phases start (3).
+ADVERTISED_DEVICES = 3
+DEVICE_PLUGIN, DRA = "device-plugin", "dra"
+
+
+@dataclass(frozen=True)
+class RehearsalSetup:
+    """Where the rehearsal runs; recorded by `before` and read back by later phases."""
+
+    resource: str
+    driver: str
+    namespace: str
+    # The node that serves the resource through a device plugin (or the stand-in on a fake node).
+    plugin_node: str
+    # A node of the driver under test that does not advertise the resource.
+    dra_node: str
+    # Whether the suite advertised the resource on plugin_node itself (then it withdraws it at the end).
+    advertised_by_suite: bool
+
+
+def now() -> str:
+    """The current time, for records."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+class ExtendedResourceRehearsal:
+    """Workloads asking for an extended resource, observed on both paths."""
+
+    def __init__(self, api_client: client.ApiClient, setup: RehearsalSetup, timeouts: Timeouts) -> None:
+        """Work in `setup.namespace` through `api_client`."""
+        self.setup, self.timeouts = setup, timeouts
+        self.core = client.CoreV1Api(api_client)
+        self.objects = client.CustomObjectsApi(api_client)
+        self.group, self.version = RESOURCE_API.split("/")
+
+    # --- what serves the resource ------------------------------------------------------------------------------
+
+    def serving_classes(self) -> list[str]:
+        """DeviceClasses that let DRA serve the resource."""
+        listed = self.objects.list_cluster_custom_object(self.group, self.version, "deviceclasses")["items"]
+        return sorted(
+            c["metadata"]["name"] for c in listed if c["spec"].get("extendedResourceName") == self.setup.resource
+        )
+
+    def create_class(self) -> str:
+        """A DeviceClass for the driver under test that serves the resource (the change a rollout makes)."""
+        name = f"{self.setup.namespace}-extended"
+        selector = {"cel": {"expression": f'device.driver == "{self.setup.driver}"'}}
+        body = {
+            "apiVersion": RESOURCE_API,
+            "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"extendedResourceName": self.setup.resource, "selectors": [selector]},
+        }
+        self.objects.create_cluster_custom_object(self.group, self.version, "deviceclasses", body)
+        return name
+
+    def delete_class(self, name: str) -> None:
+        """Remove a DeviceClass (the rollback)."""
+        try:
+            self.objects.delete_cluster_custom_object(self.group, self.version, "deviceclasses", name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+    def advertise(self, node: str, count: int) -> None:
+        """Advertise the resource in a fake node's status, as a device plugin would through the kubelet."""
+        quantity = {self.setup.resource: str(count)}
+        self.core.patch_node_status(node, {"status": {"capacity": quantity, "allocatable": quantity}})
+
+    def withdraw(self, node: str) -> None:
+        """Remove the resource from a fake node's status."""
+        gone = {self.setup.resource: None}
+        self.core.patch_node_status(node, {"status": {"capacity": gone, "allocatable": gone}})
+
+    # --- workloads ---------------------------------------------------------------------------------------------
+
+    def start(self, name: str, node: str) -> None:
+        """A pod asking for one unit of the resource, pinned to `node`."""
+        quantity = {self.setup.resource: "1"}
+        container = {"name": "app", "image": PAUSE_IMAGE, "resources": {"requests": quantity, "limits": quantity}}
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": self.setup.namespace},
+            "spec": {"terminationGracePeriodSeconds": 0, "affinity": pin_to_node(node), "containers": [container]},
+        }
+        self.core.create_namespaced_pod(self.setup.namespace, pod)
+
+    def read(self, name: str) -> client.V1Pod | None:
+        """The pod, or None once it is gone."""
+        try:
+            return self.core.read_namespaced_pod(name, self.setup.namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def await_decided(self, name: str) -> client.V1Pod:
+        """The pod once the scheduler bound it or found it unschedulable."""
+        pod: client.V1Pod = waits.until(
+            functools.partial(self.core.read_namespaced_pod, name, self.setup.namespace),
+            lambda p: (
+                p.spec.node_name is not None
+                or (scheduled_condition(p) is not None and scheduled_condition(p).status == "False")
+            ),
+            timeout=self.timeouts.pod_scheduled,
+            what=f"pod {name} bound or found unschedulable",
+            describe=describe_pod,
+        )
+        return pod
+
+    def observe(self, name: str) -> dict[str, Any]:
+        """Where the pod is and which path serves it: facts for the record."""
+        pod = self.read(name)
+        if pod is None:
+            return {"name": name, "present": False}
+        claim_status = pod.status.extended_resource_claim_status
+        return {
+            "name": name,
+            "present": True,
+            "uid": pod.metadata.uid,
+            "node": pod.spec.node_name,
+            "deleting": pod.metadata.deletion_timestamp is not None,
+            "path": DRA if claim_status is not None else (DEVICE_PLUGIN if pod.spec.node_name else None),
+            "claim": claim_status.resource_claim_name if claim_status is not None else None,
+            "scheduling": f"{scheduled_condition(pod).reason}: {scheduled_condition(pod).message}"
+            if scheduled_condition(pod) is not None and pod.spec.node_name is None
+            else None,
+        }
+
+    def claim(self, name: str) -> Manifest | None:
+        """A claim of the rehearsal's namespace, or None."""
+        try:
+            found: Manifest = self.objects.get_namespaced_custom_object(
+                self.group, self.version, self.setup.namespace, "resourceclaims", name
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
+
+    def claims(self) -> list[Manifest]:
+        """Every claim in the rehearsal's namespace."""
+        listed = self.objects.list_namespaced_custom_object(
+            self.group, self.version, self.setup.namespace, "resourceclaims"
+        )
+        return list(listed["items"])
+
+    def delete_pod(self, name: str) -> None:
+        """Delete a pod and wait until it is gone."""
+        try:
+            self.core.delete_namespaced_pod(name, self.setup.namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        waits.until(
+            lambda: self.read(name),
+            lambda pod: pod is None,
+            timeout=self.timeouts.delete,
+            what=f"pod {name} gone",
+            describe=lambda pod: describe_pod(pod) if pod is not None else "gone",
+        )
+
+    # --- what a rollback leaves --------------------------------------------------------------------------------
+
+    def left_behind(self) -> list[str]:
+        """Pods that still hold claims of a class that no longer serves the resource, and orphaned claims."""
+        found = []
+        serving = self.serving_classes()
+        pods = self.core.list_namespaced_pod(self.setup.namespace).items
+        holders = {}
+        for pod in pods:
+            status = pod.status.extended_resource_claim_status
+            if status is not None:
+                holders[status.resource_claim_name] = pod.metadata.name
+                if not serving:
+                    found.append(
+                        f"pod {pod.metadata.name} still holds claim {status.resource_claim_name} of "
+                        f"{self.setup.resource} through DRA, but no DeviceClass serves {self.setup.resource} any more "
+                        "(the class was removed before its pods were drained)"
+                    )
+        for claim in self.claims():
+            name = claim["metadata"]["name"]
+            annotated = (claim["metadata"].get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true"
+            if annotated and name not in holders:
+                allocated = bool((claim.get("status") or {}).get("allocation"))
+                finalizers = claim["metadata"].get("finalizers") or []
+                found.append(
+                    f"claim {name} of {self.setup.resource} outlives its pod (allocated={allocated}, "
+                    f"finalizers={finalizers})"
+                )
+        return found
+
+    def teardown(self) -> list[str]:
+        """Delete every workload, wait for their claims to go, withdraw a stand-in; what would not go."""
+        for pod in self.core.list_namespaced_pod(self.setup.namespace).items:
+            self.delete_pod(pod.metadata.name)
+        try:
+            remaining = waits.until(
+                self.claims,
+                lambda claims: not claims,
+                timeout=self.timeouts.delete,
+                what=f"every claim of namespace {self.setup.namespace} gone after its pods",
+                describe=lambda claims: [c["metadata"]["name"] for c in claims],
+            )
+        except Exception:
+            remaining = self.claims()
+        if self.setup.advertised_by_suite:
+            self.withdraw(self.setup.plugin_node)
+        return [
+            f"claim {c['metadata']['name']} left after every pod was deleted "
+            f"(finalizers={c['metadata'].get('finalizers') or []})"
+            for c in remaining
+        ]
+
+
+# --- the phases ----------------------------------------------------------------------------------------------------
+
+
+def _expect_path(record: PhaseRecord, seen: dict[str, Any], path: str, why: str) -> None:
+    if not seen.get("present") or seen.get("deleting"):
+        record.problems.append(f"pod {seen['name']} is gone or being deleted ({why}): {seen}")
+    elif seen.get("path") != path:
+        record.problems.append(f"pod {seen['name']} is served by {seen.get('path')}, expected {path} ({why}): {seen}")
+
+
+def _kept(record: PhaseRecord, before: dict[str, Any], now_seen: dict[str, Any]) -> None:
+    """A workload of an earlier phase is the same pod, on the same node and path."""
+    same = {k: now_seen.get(k) for k in ("uid", "node", "path")} == {k: before.get(k) for k in ("uid", "node", "path")}
+    if not same or now_seen.get("deleting"):
+        record.problems.append(f"workload {before['name']} did not keep its device: was {before}, now {now_seen}")
+
+
+def run_before(rehearsal: ExtendedResourceRehearsal) -> PhaseRecord:
+    """Device-plugin path only: nothing lets DRA serve the resource; a workload gets it from the device plugin."""
+    record = PhaseRecord(Phase.BEFORE, now())
+    start = time.monotonic()
+    record.facts["setup"] = asdict(rehearsal.setup)
+    serving = rehearsal.serving_classes()
+    if serving:
+        record.problems.append(f"DeviceClasses {serving} already serve {rehearsal.setup.resource} through DRA")
+    rehearsal.start("w1-device-plugin", rehearsal.setup.plugin_node)
+    rehearsal.await_decided("w1-device-plugin")
+    seen = rehearsal.observe("w1-device-plugin")
+    _expect_path(record, seen, DEVICE_PLUGIN, "the device plugin's node, before the change")
+    record.facts["workloads"] = {"w1": seen}
+    record.seconds = round(time.monotonic() - start, 3)
+    return record
+
+
+def run_after_change(rehearsal: ExtendedResourceRehearsal, state: RehearsalState, *, drive: bool) -> PhaseRecord:
+    """DRA serves the resource where no device plugin does; device-plugin nodes and running workloads are unchanged."""
+    before = state.require(Phase.AFTER_CHANGE, Phase.BEFORE)
+    record = PhaseRecord(Phase.AFTER_CHANGE, now())
+    start = time.monotonic()
+    if drive:
+        record.facts["created_class"] = rehearsal.create_class()
+    serving = rehearsal.serving_classes()
+    record.facts["serving_classes"] = serving
+    if not serving:
+        record.problems.append(f"no DeviceClass has extendedResourceName {rehearsal.setup.resource}: no change made")
+    _kept(record, before.facts["workloads"]["w1"], rehearsal.observe("w1-device-plugin"))
+    rehearsal.start("w2-dra", rehearsal.setup.dra_node)
+    rehearsal.start("w3-device-plugin", rehearsal.setup.plugin_node)
+    rehearsal.await_decided("w2-dra")
+    rehearsal.await_decided("w3-device-plugin")
+    w2, w3 = rehearsal.observe("w2-dra"), rehearsal.observe("w3-device-plugin")
+    _expect_path(record, w2, DRA, "a node of the driver that does not advertise the resource")
+    _expect_path(record, w3, DEVICE_PLUGIN, "a node that advertises the resource is not served by DRA")
+    claim = rehearsal.claim(w2["claim"]) if w2.get("claim") else None
+    results = ((claim or {}).get("status") or {}).get("allocation", {}).get("devices", {}).get("results") or []
+    if w2.get("path") == DRA and not any(r.get("driver") == rehearsal.setup.driver for r in results):
+        record.problems.append(f"claim {w2.get('claim')} of w2 is not allocated by {rehearsal.setup.driver}: {results}")
+    record.facts["workloads"] = {"w1": rehearsal.observe("w1-device-plugin"), "w2": w2, "w3": w3}
+    record.seconds = round(time.monotonic() - start, 3)
+    return record
+
+
+def run_after_rollback(
+    rehearsal: ExtendedResourceRehearsal, state: RehearsalState, *, drive: bool, drain_first: bool = True
+) -> PhaseRecord:
+    """Back to the device plugin: no class serves the resource, nothing DRA made is left, device-plugin pods kept.
+
+    Driving it, the suite drains the pods DRA serves and then removes the class it created; `drain_first=False`
+    is the broken order (class first), which this phase must report.
+    """
+    changed = state.require(Phase.AFTER_ROLLBACK, Phase.AFTER_CHANGE)
+    record = PhaseRecord(Phase.AFTER_ROLLBACK, now())
+    start = time.monotonic()
+    if drive:
+        created = changed.facts.get("created_class")
+        if drain_first:
+            rehearsal.delete_pod("w2-dra")
+        if created:
+            rehearsal.delete_class(created)
+    serving = rehearsal.serving_classes()
+    if serving:
+        record.problems.append(f"DeviceClasses {serving} still serve {rehearsal.setup.resource}: not rolled back")
+    for key, name in (("w1", "w1-device-plugin"), ("w3", "w3-device-plugin")):
+        _kept(record, changed.facts["workloads"][key], rehearsal.observe(name))
+    record.left_behind.extend(rehearsal.left_behind())
+    rehearsal.start("w4-device-plugin", rehearsal.setup.plugin_node)
+    rehearsal.start("w5-former-dra", rehearsal.setup.dra_node)
+    rehearsal.await_decided("w4-device-plugin")
+    rehearsal.await_decided("w5-former-dra")
+    w4, w5 = rehearsal.observe("w4-device-plugin"), rehearsal.observe("w5-former-dra")
+    _expect_path(record, w4, DEVICE_PLUGIN, "the device plugin's node after the rollback")
+    if not serving and w5.get("node") is not None:
+        record.problems.append(f"pod w5 was placed on {w5['node']}, which serves {rehearsal.setup.resource} no more")
+    record.facts["workloads"] = {"w4": w4, "w5": w5}
+    record.seconds = round(time.monotonic() - start, 3)
+    return record
+
+
+def _allocatable(node: client.V1Node, resource: str) -> int:
+    value = (node.status.allocatable or {}).get(resource)
+    return int(value) if value is not None and str(value).isdigit() else 0
+
+
+def choose_nodes(api_client: client.ApiClient, driver: str, resource: str) -> tuple[str, str, bool] | str:
+    """(device-plugin node, DRA node, whether to advertise on the former), or why the rehearsal cannot run.
+
+    The device-plugin node is one that advertises the resource, else a fake (kwok) node on which the suite
+    advertises it. The DRA node is another untainted node with ResourceSlices of the driver under test.
+    """
+    core = client.CoreV1Api(api_client)
+    objects = client.CustomObjectsApi(api_client)
+    group, version = RESOURCE_API.split("/")
+    slices = objects.list_cluster_custom_object(
+        group, version, "resourceslices", field_selector=f"spec.driver={driver}"
+    )
+    driver_nodes = {s["spec"].get("nodeName") for s in slices["items"]} - {None}
+    usable = [n for n in core.list_node().items if not n.spec.taints and not n.spec.unschedulable]
+    advertising = [n.metadata.name for n in usable if _allocatable(n, resource) > 0]
+    fake = [n.metadata.name for n in usable if (n.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION)]
+    dra_nodes = sorted(n.metadata.name for n in usable if n.metadata.name in driver_nodes)
+    for plugin_node, advertise in [(n, False) for n in advertising] + [(n, True) for n in reversed(fake)]:
+        others = [n for n in dra_nodes if n != plugin_node and n not in advertising]
+        if others:
+            return plugin_node, others[0], advertise
+    return (
+        f"needs a node that advertises {resource} (or a fake node to advertise it on) and another untainted node "
+        f"with devices of {driver}; advertising: {advertising}, fake: {fake}, {driver}: {dra_nodes}"
+    )

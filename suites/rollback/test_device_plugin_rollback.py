@@ -1,0 +1,74 @@
+"""Rollback rehearsal, device plugin -> DRA -> device plugin, for pods that ask for an extended resource.
+
+Three phases, in order, on one worker (they share the rehearsal): `before` (the device plugin serves),
+`after_change` (a DeviceClass with extendedResourceName lets DRA serve where no device plugin does) and
+`after_rollback` (the class is gone, nothing DRA made is left, device-plugin workloads kept theirs). Each phase
+writes its record to the state file and refreshes `reports/<run-id>/rollback-report.{json,md}`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.kube.namespaces import NamespaceReaper
+from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish, resume, set_up
+from dra_conformance.rollback.extended_resource import run_after_change, run_after_rollback, run_before
+from dra_conformance.rollback.state import Phase, PhaseRecord
+from dra_conformance.timeouts import Timeouts
+
+pytestmark = pytest.mark.xdist_group("rollback-rehearsal")
+
+
+def _verdict(record: PhaseRecord) -> None:
+    assert record.passed, (
+        f"rollback phase {record.phase} failed: problems {record.problems}; left behind {record.left_behind}"
+    )
+
+
+@pytest.mark.rollback_phase("before")
+def test_before_the_change_the_device_plugin_serves_the_extended_resource(
+    rehearsal: Rehearsal,
+    api_client: client.ApiClient,
+    driver_under_test: DriverUnderTest,
+    pytestconfig: pytest.Config,
+    run_id: str,
+    timeouts: Timeouts,
+    namespace_reaper: NamespaceReaper,
+) -> None:
+    engine = set_up(
+        rehearsal, api_client, driver_under_test, pytestconfig.getoption("--rollback-resource"), run_id, timeouts
+    )
+    record = run_before(engine)
+    rehearsal.record(record)
+    if not record.passed and rehearsal.single_phase:
+        finish(rehearsal, timeouts, namespace_reaper)  # nothing to continue from
+    _verdict(record)
+
+
+@pytest.mark.rollback_phase("after_change")
+def test_after_the_change_dra_serves_only_nodes_without_the_device_plugin_and_workloads_keep_their_devices(
+    rehearsal: Rehearsal, api_client: client.ApiClient, timeouts: Timeouts
+) -> None:
+    if Phase.BEFORE not in rehearsal.state.records:
+        pytest.skip("not applicable: phase before did not run (see its result)")
+    record = run_after_change(resume(rehearsal, api_client, timeouts), rehearsal.state, drive=rehearsal.drive)
+    rehearsal.record(record)
+    _verdict(record)
+
+
+@pytest.mark.rollback_phase("after_rollback")
+def test_after_the_rollback_nothing_of_dra_is_left_and_the_device_plugin_serves_again(
+    rehearsal: Rehearsal, api_client: client.ApiClient, timeouts: Timeouts, namespace_reaper: NamespaceReaper
+) -> None:
+    if Phase.AFTER_CHANGE not in rehearsal.state.records:
+        pytest.skip("not applicable: phase after_change did not run (see its result)")
+    engine = resume(rehearsal, api_client, timeouts)
+    try:
+        record = run_after_rollback(engine, rehearsal.state, drive=rehearsal.drive)
+    finally:
+        left = finish(rehearsal, timeouts, namespace_reaper)
+    record.left_behind.extend(left)
+    rehearsal.record(record)
+    _verdict(record)
