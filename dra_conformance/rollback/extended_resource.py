@@ -15,6 +15,7 @@ removes the DeviceClass; removing the class first leaves pods holding claims of 
 from __future__ import annotations
 
 import functools
+import statistics
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -23,9 +24,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE, RESOURCE_API, Manifest, pin_to_node
-from dra_conformance.kube.pods import describe_pod, scheduled_condition
+from dra_conformance.kube.pods import describe_pod, pod_ready, scheduled_condition
+from dra_conformance.metrics.api import percentile
 from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
 from dra_conformance.timeouts import Timeouts
 
@@ -36,6 +39,8 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # Devices the stand-in device plugin advertises on a fake node: one per device-plugin workload the phases start (3).
 ADVERTISED_DEVICES = 3
 DEVICE_PLUGIN, DRA = "device-plugin", "dra"
+# Pods per path for the canary baseline: enough for a p95 that is not the maximum of two, few enough for CI.
+BASELINE_SAMPLES = 8
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,39 @@ class ExtendedResourceRehearsal:
             describe=lambda pod: describe_pod(pod) if pod is not None else "gone",
         )
 
+    def measure_path(self, prefix: str, node: str, samples: int) -> dict[str, Any]:
+        """Creation-to-Ready seconds of `samples` pods on `node`, one at a time, and how many never got there.
+
+        The same workload on both paths (one unit of the resource), for the canary verdict: DRA must not be worse
+        than the device plugin it replaces. Each pod is deleted before the next, so one device is enough.
+        """
+        seconds: list[float] = []
+        failures: list[str] = []
+        for index in range(samples):
+            name = f"{prefix}-{index}"
+            start = time.monotonic()
+            self.start(name, node)
+            try:
+                waits.until(
+                    functools.partial(self.core.read_namespaced_pod, name, self.setup.namespace),
+                    pod_ready,
+                    timeout=self.timeouts.pod_scheduled,
+                    what=f"baseline pod {name} Ready on {node}",
+                    describe=describe_pod,
+                )
+                seconds.append(time.monotonic() - start)
+            except WaitTimeout as error:
+                failures.append(str(error))
+            self.delete_pod(name)
+        return {
+            "node": node,
+            "samples": samples,
+            "ready_p50_seconds": round(statistics.median(seconds), 3) if seconds else None,
+            "ready_p95_seconds": round(percentile(seconds, 0.95), 3) if seconds else None,
+            "failures": len(failures),
+            "failure_reasons": failures,
+        }
+
     # --- what a rollback leaves --------------------------------------------------------------------------------
 
     def left_behind(self) -> list[str]:
@@ -285,7 +323,9 @@ def run_before(rehearsal: ExtendedResourceRehearsal) -> PhaseRecord:
     return record
 
 
-def run_after_change(rehearsal: ExtendedResourceRehearsal, state: RehearsalState, *, drive: bool) -> PhaseRecord:
+def run_after_change(
+    rehearsal: ExtendedResourceRehearsal, state: RehearsalState, *, drive: bool, samples: int = BASELINE_SAMPLES
+) -> PhaseRecord:
     """DRA serves the resource where no device plugin does; device-plugin nodes and running workloads are unchanged."""
     before = state.require(Phase.AFTER_CHANGE, Phase.BEFORE)
     record = PhaseRecord(Phase.AFTER_CHANGE, now())
@@ -310,6 +350,11 @@ def run_after_change(rehearsal: ExtendedResourceRehearsal, state: RehearsalState
         record.problems.append(f"claim {w2.get('claim')} of w2 is not allocated by {rehearsal.setup.driver}: {results}")
     record.facts["workloads"] = {"w1": rehearsal.observe("w1-device-plugin"), "w2": w2, "w3": w3}
     record.seconds = round(time.monotonic() - start, 3)
+    if serving:
+        record.facts["baseline"] = {
+            DEVICE_PLUGIN: rehearsal.measure_path("baseline-device-plugin", rehearsal.setup.plugin_node, samples),
+            DRA: rehearsal.measure_path("baseline-dra", rehearsal.setup.dra_node, samples),
+        }
     return record
 
 

@@ -32,7 +32,9 @@ def summarize(state: RehearsalState) -> dict[str, Any]:
         )
     failed = next((p["phase"] for p in phases if p["outcome"] == "failed"), None)
     rollback = state.records.get(PHASES[-1])
+    changed = state.records.get(PHASES[1])
     return {
+        "canary_baseline": changed.facts.get("baseline") if changed else None,
         "state_file": str(state.path),
         "verdict": "rolled back cleanly"
         if all(p["outcome"] == "passed" for p in phases)
@@ -50,6 +52,15 @@ def render_markdown(summary: dict[str, Any]) -> str:
         lines.append(f"First failed phase: **{summary['failed_phase']}**.")
     if summary["rollback_seconds"] is not None:
         lines.append(f"The rollback phase took {summary['rollback_seconds']} s.")
+    baseline = summary.get("canary_baseline")
+    if baseline:
+        lines += ["", "Canary baseline, the same workload on both paths (creation to Ready):", ""]
+        lines += ["| path | node | samples | p50 s | p95 s | failures |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"| {path} | {m['node']} | {m['samples']} | {m['ready_p50_seconds']} | {m['ready_p95_seconds']} | "
+            f"{m['failures']} |"
+            for path, m in baseline.items()
+        ]
     lines += ["", "| phase | outcome | seconds |", "|---|---|---|"]
     lines += [f"| {p['phase']} | {p['outcome']} | {p.get('seconds', '')} |" for p in summary["phases"]]
     for phase in summary["phases"]:
