@@ -147,8 +147,8 @@ class DriverProcesses(Protocol):
         """SIGKILL the driver on `node`; return its exit status once the supervisor has seen it exit."""
         ...
 
-    def start_driver(self, node: str) -> None:
-        """Start the driver on `node` again and wait until it registered with a complete pool."""
+    def start_driver(self, node: str, build: str | None = None) -> None:
+        """Start the driver on `node` again (its profile's `build`, default its own) and wait for a complete pool."""
         ...
 
     def driver_kubeconfig(self, node: str) -> Path:

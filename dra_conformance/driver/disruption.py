@@ -18,6 +18,8 @@ class Disruption:
     endpoint: DriverEndpoint
     processes: DriverProcesses
     killed: bool = False
+    # The profile build running now when it is not the driver's own (`run.versions`), e.g. "previous".
+    build: str | None = None
     _original_server: str | None = None
 
     # Pods of a disruption check must tolerate the set-aside taint to land there.
@@ -28,10 +30,20 @@ class Disruption:
         self.killed = True
         return self.processes.kill_driver(self.node)
 
-    def start(self) -> None:
-        """Start the driver again and wait until it registered with a complete pool."""
-        self.processes.start_driver(self.node)
-        self.killed = False
+    def start(self, build: str | None = None) -> None:
+        """Start the driver again (another `build` of its profile where named) and wait for a complete pool."""
+        try:
+            self.processes.start_driver(self.node, build)
+        finally:
+            # Also when its wait failed: the process may run without a pool, and the next kill must stop it.
+            self.killed, self.build = False, build
+
+    def back_to_own_build(self) -> None:
+        """Run the driver's own build again if another one runs (or none does)."""
+        if self.build is not None and not self.killed:
+            self.kill()
+        if self.killed:
+            self.start()
 
     def route_through(self, server: str) -> None:
         """Restart the driver with its API server at `server` (a proxy); `restore` undoes it."""

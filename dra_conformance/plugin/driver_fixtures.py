@@ -102,8 +102,7 @@ def disruption(
         disrupted = Disruption(node, endpoint, backend)
         yield disrupted
         disrupted.restore()
-        if disrupted.killed:
-            disrupted.start()
+        disrupted.back_to_own_build()
 
 
 @pytest.fixture(scope="session")

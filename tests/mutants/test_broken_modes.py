@@ -24,6 +24,8 @@ pytestmark = pytest.mark.xdist_group("mutants")
 MUTANT_RUN_DEADLINE = 600.0
 EXIT_TESTS_FAILED = 1
 
+DOWNGRADE_CHECK = "test_driver_upgraded_and_downgraded_with_claims_in_flight_keeps_pools_current_and_claims_known"
+
 # Mode -> the check that must fail against it (a test id of the bundled suites).
 KILLED_BY = {
     BrokenMode.NON_IDEMPOTENT_PREPARE: "test_prepare_and_unprepare_are_idempotent[v1]",
@@ -33,6 +35,7 @@ KILLED_BY = {
     BrokenMode.PREPARES_FOREIGN_CLAIMS: "test_claim_of_another_node_is_refused_without_node_local_work",
     BrokenMode.IGNORES_STATUS_WRITE_FAILURE: "test_driver_keeps_its_slices_and_its_declared_status_through_api_faults",
     BrokenMode.LOSES_STATE_ON_RESTART: "test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares",
+    BrokenMode.DROPS_POOL_AFTER_DOWNGRADE: DOWNGRADE_CHECK,
 }
 
 
@@ -40,7 +43,9 @@ def _mutant_profile(mode: BrokenMode, directory: Path) -> Path:
     """The reference driver's profile, started with `--broken-mode`; RBAC paths made absolute for the copy."""
     source = paths.reference_driver_profile()
     profile = yaml.safe_load(source.read_text())
-    profile["run"]["args"].append(f"--broken-mode={mode}")
+    for build in [profile["run"], *profile["run"].get("versions", {}).values()]:
+        if "args" in build:
+            build["args"].append(f"--broken-mode={mode}")
     profile["identity"]["rbac"] = [str((source.parent / rbac).resolve()) for rbac in profile["identity"]["rbac"]]
     path = directory / f"{mode}.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
@@ -85,7 +90,7 @@ def test_broken_mode_is_caught_by_its_check(mode: BrokenMode, tmp_path: Path) ->
             "no:cacheprovider",
             "-k",
             name,
-            str(paths.suites_dir() / "protocol"),
+            str(paths.suites_dir()),
         ],
         capture_output=True,
         text=True,

@@ -269,3 +269,29 @@ def test_call_log_returns_sorted_copies_and_mirrors_to_disk(tmp_path: Path) -> N
     calls[0]["outcome"] = "tampered"
     assert log.calls()[0]["outcome"] == "ok"
     assert len((tmp_path / "calls.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_state_file_written_by_release_2_is_read_by_release_1(tmp_path: Path) -> None:
+    path = tmp_path / "prepared.json"
+    PreparedClaims(path, "2.0.0").put("uid-1", {"name": "c1", "devices": ["gpu-0"]})
+    assert json.loads(path.read_text())["format"] == 2
+    older = PreparedClaims(path, "1.0.0")
+    assert older.get("uid-1") == {"name": "c1", "devices": ["gpu-0"]} and older.written_by_major == 2
+    older.put("uid-2", {"name": "c2", "devices": ["gpu-1"]})
+    assert set(json.loads(path.read_text())) == {"uid-1", "uid-2"}, "release 1 writes the bare map"
+    assert PreparedClaims(path, "2.0.0").written_by_major == 1
+
+
+def test_release_2_devices_carry_firmware_and_their_driver_version(tmp_path: Path) -> None:
+    newer = devices.resource_slices(_config(tmp_path, driver_version="2.1.0"), 1, unavailable=set(), published=1)
+    older = devices.resource_slices(_config(tmp_path), 1, unavailable=set(), published=1)
+    assert newer[0]["spec"]["devices"][0]["attributes"]["driverVersion"] == {"version": "2.1.0"}
+    assert newer[0]["spec"]["devices"][0]["attributes"]["firmware"] == {"string": "fw-2"}
+    assert "firmware" not in older[0]["spec"]["devices"][0]["attributes"]
+
+
+def test_an_informational_fault_taints_devices_with_effect_none(tmp_path: Path) -> None:
+    listed = devices.resource_slices(_config(tmp_path), 1, unavailable=set(), published=2, informational={"gpu-1"})
+    tainted = {d["name"]: d.get("taints") for d in listed[0]["spec"]["devices"]}
+    assert tainted["gpu-0"] is None
+    assert tainted["gpu-1"] == [{"key": devices.INFORMATIONAL_TAINT_KEY, "value": "true", "effect": "None"}]

@@ -316,6 +316,9 @@ class LocalBackend:
                 server=str(api_client.configuration.host),
                 ca_pem=(self.layout.pki / "ca.crt").read_bytes(),
             )
+            builds = deployment.builds
+            recorded = {node: {b: asdict(spec) for b, spec in specs.items()} for node, specs in builds.items()}
+            drivers.builds_path(self.layout).write_text(json.dumps(recorded, indent=2))
             self._add_processes(deployment.processes)
             for endpoint in deployment.endpoints:
                 self._await_driver(api_client, profile, endpoint)
@@ -358,7 +361,8 @@ class LocalBackend:
         """SIGKILL the driver on `node`; return its exit status once the supervisor has recorded the exit."""
         name = drivers.process_name(node)
         pid = int((self._state() or {}).get("processes", {})[name])
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it exited on its own; the supervisor has recorded it
+            os.kill(pid, signal.SIGKILL)
         exited = waits.until(
             lambda: (self._state() or {}).get("exited", {}),
             lambda seen: name in seen,
@@ -369,11 +373,19 @@ class LocalBackend:
         )
         return int(exited[name])
 
-    def start_driver(self, node: str) -> None:
-        """Have the supervisor start the (exited) driver on `node` again; wait for its registration and pool."""
-        recorded = json.loads(self.layout.extra_processes.read_text())
-        spec = next(item for item in recorded if item["name"] == drivers.process_name(node))
-        self._add_processes([control_plane.ProcessSpec(**spec)])
+    def start_driver(self, node: str, build: str | None = None) -> None:
+        """Have the supervisor start the (exited) driver on `node` again; wait for its registration and pool.
+
+        `build` names another build of the profile (`run.versions`, e.g. "previous"); None starts its own.
+        """
+        builds = json.loads(drivers.builds_path(self.layout).read_text())
+        chosen = build or drivers.CURRENT_BUILD
+        if chosen not in builds.get(node, {}):
+            raise UsageError(
+                f"{self.config.profile}: the driver has no build {chosen!r} (run.versions names: "
+                f"{sorted(set(builds.get(node, {})) - {drivers.CURRENT_BUILD}) or 'none'})"
+            )
+        self._add_processes([control_plane.ProcessSpec(**builds[node][chosen])])
         info = self.info()
         endpoint = next((e for e in info.drivers if e.node == node), None) if info else None
         if endpoint is None:

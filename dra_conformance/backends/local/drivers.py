@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,17 @@ class DriverDeployment:
 
     endpoints: list[DriverEndpoint]
     processes: list[ProcessSpec]
+    # Per node, every build the profile names ("current" and its `run.versions`), for the rollback rehearsal.
+    builds: dict[str, dict[str, ProcessSpec]] = field(default_factory=dict)
+
+
+# The build a profile's `run` describes; `run.versions` names the others (`previous`).
+CURRENT_BUILD = "current"
+
+
+def builds_path(layout: ClusterLayout) -> Path:
+    """Where the rendered builds of the driver, per node, are kept for restarts with another build."""
+    return layout.root / "driver-builds.json"
 
 
 def placeholder_values(
@@ -118,6 +129,7 @@ def deploy(
     account = profile.identity.service_account
     apply_manifests(api_client, profile.identity.rbac, account)
     endpoints, processes = [], []
+    builds: dict[str, dict[str, ProcessSpec]] = {}
     for node in nodes:
         endpoint = DriverEndpoint(
             profile.driver, node, kubelet_root(layout, node), layout.root / "nodes" / node / "cdi"
@@ -149,15 +161,18 @@ def deploy(
         argv = profile.run.process.argv(values)
         if shutil.which(argv[0]) is None:
             raise DriverStartError(f"driver {profile.driver} on {node}: command not found or not executable: {argv[0]}")
-        processes.append(
-            ProcessSpec(
+        templates = {CURRENT_BUILD: profile.run.process, **profile.run.versions}
+        builds[node] = {
+            build: ProcessSpec(
                 name,
-                argv,
+                template.argv(values),
                 str(layout.component_log(name)),
                 critical=False,
                 # Some drivers let $KUBECONFIG override their flag: both name the driver's own identity.
-                env={"KUBECONFIG": str(path), **profile.run.process.environment(values)},
+                env={"KUBECONFIG": str(path), **template.environment(values)},
             )
-        )
+            for build, template in templates.items()
+        }
+        processes.append(builds[node][CURRENT_BUILD])
         endpoints.append(endpoint)
-    return DriverDeployment(endpoints, processes)
+    return DriverDeployment(endpoints, processes, builds)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
@@ -38,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--kubeconfig", type=Path, default=None, help="default: in-cluster configuration")
     parser.add_argument("--delete-slices-on-exit", action="store_true")
+    parser.add_argument("--driver-version", default="1.0.0", help="release to play: 1.x.y or 2.x.y (default 1.0.0)")
     parser.add_argument(
         "--broken-mode",
         action="append",
@@ -48,6 +50,8 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
     args = parser.parse_args(argv)
     if args.devices < 1:
         parser.error(f"--devices must be at least 1, got {args.devices}")
+    if not re.fullmatch(r"[12]\.\d+\.\d+", args.driver_version):
+        parser.error(f"--driver-version must be 1.x.y or 2.x.y, got {args.driver_version}")
     return DriverConfig(
         driver_name=args.driver_name,
         node_name=args.node_name,
@@ -59,6 +63,7 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
         kubeconfig=args.kubeconfig,
         delete_slices_on_exit=args.delete_slices_on_exit,
         broken=frozenset(BrokenMode(mode) for mode in args.broken_mode),
+        driver_version=args.driver_version,
     )
 
 
@@ -79,9 +84,12 @@ def main(argv: list[str] | None = None) -> int:
             api,
             FaultSet(),
             CallLog(config.state_dir / "calls.jsonl", config.node_name),
-            PreparedClaims(config.state_dir / PREPARED_FILE),
+            PreparedClaims(config.state_dir / PREPARED_FILE, config.driver_version),
         )
-        core.publish()
+        if core.prepared.written_by_major > config.major and config.is_broken(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE):
+            api.delete_pool(config.node_name)  # the bug: a newer release's state makes it give up its pool
+        else:
+            core.publish()
     except ApiException as error:
         print(f"fake-dra: publish slices for {config.node_name}: {denial(error)}", file=sys.stderr)
         return 1

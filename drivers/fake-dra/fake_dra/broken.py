@@ -28,3 +28,5 @@ class BrokenMode(StrEnum):
     IGNORES_STATUS_WRITE_FAILURE = "ignores-status-write-failure"
     # Keeps prepared claims in memory only: after a restart it has forgotten them, and their CDI specs leak.
     LOSES_STATE_ON_RESTART = "loses-state-on-restart"
+    # Started on a state file a newer release wrote (a downgrade), it publishes no pool at all.
+    DROPS_POOL_AFTER_DOWNGRADE = "drops-pool-after-downgrade"

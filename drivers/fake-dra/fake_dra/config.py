@@ -34,6 +34,14 @@ class DriverConfig:
     delete_slices_on_exit: bool = False
     # Bugs to behave with (mutants that conformance checks must catch); empty for the correct driver.
     broken: frozenset[BrokenMode] = frozenset()
+    # The driver release this process plays: its devices' driverVersion attribute; from 2.0.0 on its devices also
+    # carry a firmware attribute and its state file is written in format 2 (which 1.x reads too).
+    driver_version: str = "1.0.0"
+
+    @property
+    def major(self) -> int:
+        """The major number of `driver_version`."""
+        return int(self.driver_version.split(".", 1)[0])
 
     def is_broken(self, mode: BrokenMode) -> bool:
         """Whether the driver was started with the bug `mode`."""

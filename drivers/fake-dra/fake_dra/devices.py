@@ -30,7 +30,8 @@ def _device(config: DriverConfig, index: int) -> Manifest:
                 "model": {"string": "FakeGPU-9000"},
                 "index": {"int": index},
                 "uuid": {"string": f"gpu-{config.node_name}-{index}"},
-                "driverVersion": {"version": "1.0.0"},
+                "driverVersion": {"version": config.driver_version},
+                **({"firmware": {"string": f"fw-{config.major}"}} if config.major >= 2 else {}),
             },
             "capacity": {"memory": {"value": "16Gi"}},
         }

@@ -7,15 +7,24 @@ import threading
 from pathlib import Path
 from typing import Any
 
+# Release 2 writes the claims inside an envelope that names its format and writer; release 1 wrote the bare map.
+# Both releases read both, so a downgrade keeps what the newer release prepared.
+ENVELOPE_FORMAT = 2
+
 
 class PreparedClaims:
     """UID -> what was prepared (namespace, name, devices, CDI IDs); written atomically on every change."""
 
-    def __init__(self, path: Path) -> None:
-        """Load what an earlier run of this driver left in `path`."""
+    def __init__(self, path: Path, driver_version: str = "1.0.0") -> None:
+        """Load what an earlier run of this driver (maybe another release) left in `path`."""
         self.path = path
+        self.driver_version = driver_version
         self._lock = threading.Lock()
-        self._claims: dict[str, dict[str, Any]] = json.loads(path.read_text()) if path.exists() else {}
+        loaded = json.loads(path.read_text()) if path.exists() else {}
+        enveloped = isinstance(loaded.get("format"), int)
+        self._claims: dict[str, dict[str, Any]] = loaded.get("claims", {}) if enveloped else loaded
+        # The major release that wrote the file (1 for the bare map, or no file).
+        self.written_by_major = int(str(loaded.get("writtenBy", "1")).split(".", 1)[0]) if enveloped else 1
 
     def get(self, uid: str) -> dict[str, Any] | None:
         """The prepared record of a claim, or None."""
@@ -42,5 +51,8 @@ class PreparedClaims:
 
     def _save(self) -> None:
         partial = self.path.with_suffix(".partial")
-        partial.write_text(json.dumps(self._claims, indent=2, sort_keys=True))
+        body: dict[str, Any] = self._claims
+        if int(self.driver_version.split(".", 1)[0]) >= ENVELOPE_FORMAT:
+            body = {"format": ENVELOPE_FORMAT, "writtenBy": self.driver_version, "claims": self._claims}
+        partial.write_text(json.dumps(body, indent=2, sort_keys=True))
         partial.replace(self.path)
