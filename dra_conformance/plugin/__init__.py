@@ -14,4 +14,5 @@ pytest_plugins = [
     "dra_conformance.plugin.driver_fixtures",
     "dra_conformance.plugin.metrics_fixtures",
     "dra_conformance.plugin.rollback_fixtures",
+    "dra_conformance.plugin.certification_hooks",
 ]

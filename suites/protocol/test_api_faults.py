@@ -35,6 +35,7 @@ STATUS_WRITE_BURST = [429, 503, 429, 503]
 STATUS_WRITE_DROPS = 1
 
 
+@pytest.mark.capability("statusDevices")
 def test_driver_keeps_its_slices_and_its_declared_status_through_api_faults(
     disruption: Disruption,
     allocated_on_disruption_node: AllocatedClaim,

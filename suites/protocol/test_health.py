@@ -28,6 +28,7 @@ HEALTH_CHECK_TIMEOUT = 30.0
 TWO_REPORTS_DEADLINE = 2 * HEALTH_CHECK_TIMEOUT + 5.0
 
 
+@pytest.mark.capability("healthStream")
 def test_declared_health_stream_reports_published_devices_within_the_kubelet_window(
     driver_under_test: DriverUnderTest,
     driver_client: Callable[..., DriverClient],

@@ -149,6 +149,7 @@ def test_prepare_and_unprepare_are_idempotent(
         )
 
 
+@pytest.mark.capability("statusDevices")
 def test_declared_status_devices_follow_prepare_and_unprepare(
     allocated: AllocatedClaim,
     driver_under_test: DriverUnderTest,

@@ -18,7 +18,7 @@ from dra_conformance.rollback.extended_resource import run_after_change, run_aft
 from dra_conformance.rollback.state import Phase, PhaseRecord
 from dra_conformance.timeouts import Timeouts
 
-pytestmark = pytest.mark.xdist_group("rollback-rehearsal")
+pytestmark = [pytest.mark.xdist_group("rollback-rehearsal"), pytest.mark.capability("extendedResourceMapping")]
 
 
 def _verdict(record: PhaseRecord) -> None:

@@ -78,6 +78,7 @@ def _check_status_entries(
 
 
 @pytest.mark.scenarios(needs_prepare=True)
+@pytest.mark.capability("statusDevices")
 def test_driver_status_and_readiness_match_the_scenario(
     scenario: Scenario,
     scenario_run: Callable[[Scenario], ScenarioRun],

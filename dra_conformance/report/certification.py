@@ -1,0 +1,250 @@
+"""The certification summary: one verdict first, then why, per capability and per suite.
+
+Every test ends passed, failed, not applicable (a skip whose reason starts "not applicable:") or skipped with a
+reason; a skip without a reason is silent and blocks certification. A declared capability is certified only when
+the checks that exercise it (tests marked `capability(...)`) ran and passed. Verdicts:
+
+- certified: nothing failed, no silent skip, every declared capability exercised and passing;
+- not certified: a failure, or a declared capability whose checks failed (the driver's doing);
+- incomplete: nothing the driver did wrong, but the run cannot certify it: a declared capability no check
+  exercised here (a limit of the suite or the backend), or a silent skip.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+NOT_APPLICABLE_PREFIX = "not applicable:"
+SUMMARY_JSON = "summary.json"
+SUMMARY_MARKDOWN = "summary.md"
+# Artifacts of other parts of the run the summary quotes, when the run wrote them.
+METRICS_VERDICT = "metrics-verdict.json"
+ROLLBACK_REPORT = "rollback-report.json"
+
+
+class Outcome(StrEnum):
+    """How one test ended."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_APPLICABLE = "not applicable"
+    SKIPPED = "skipped"
+
+
+class Verdict(StrEnum):
+    """The run's decision about the driver."""
+
+    CERTIFIED = "certified"
+    NOT_CERTIFIED = "not certified"
+    INCOMPLETE = "incomplete"
+
+
+@dataclass
+class CheckResult:
+    """One test's outcome, with the reason for a skip and the capabilities it exercises."""
+
+    nodeid: str
+    outcome: Outcome
+    reason: str = ""
+    capabilities: tuple[str, ...] = ()
+
+    @property
+    def suite(self) -> str:
+        """`suites/<name>/...` -> name; anything else by its top directory."""
+        parts = self.nodeid.split("::", 1)[0].split("/")
+        return parts[1] if parts[0] == "suites" and len(parts) > 1 else parts[0]
+
+    @property
+    def silent(self) -> bool:
+        """A skip that gives no reason."""
+        return self.outcome == Outcome.SKIPPED and not self.reason.strip()
+
+
+def outcome_of(when: str, passed: bool, skipped: bool, reason: str) -> tuple[Outcome, str] | None:
+    """The outcome one report phase contributes (None: this phase says nothing new)."""
+    if skipped:
+        text = reason.removeprefix("Skipped: ").strip()
+        return (Outcome.NOT_APPLICABLE if text.startswith(NOT_APPLICABLE_PREFIX) else Outcome.SKIPPED), text
+    if not passed:
+        return Outcome.FAILED, reason
+    return (Outcome.PASSED, "") if when == "call" else None
+
+
+def merge(
+    earlier: CheckResult | None, nodeid: str, found: tuple[Outcome, str], capabilities: tuple[str, ...]
+) -> CheckResult:
+    """A test's result after one more report phase: a failure in any phase (teardown included) wins."""
+    outcome, reason = found
+    if earlier is not None and earlier.outcome == Outcome.FAILED:
+        return earlier
+    return CheckResult(nodeid, outcome, reason, capabilities or (earlier.capabilities if earlier else ()))
+
+
+@dataclass
+class RunFacts:
+    """What the summary says about the run itself."""
+
+    suite_version: str
+    backend: str
+    driver: str
+    profile: str
+    profile_digest: str
+    driver_version: str | None
+    declared: tuple[str, ...]
+    # Capabilities no check certifies, because they are about the harness, not the driver.
+    harness_capabilities: tuple[str, ...] = ("referenceFaults",)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def capability_table(results: list[CheckResult], facts: RunFacts) -> dict[str, dict[str, Any]]:
+    """Per declared capability: its outcome and the checks behind it."""
+    table = {}
+    for capability in facts.declared:
+        if capability in facts.harness_capabilities:
+            continue
+        checks = [r for r in results if capability in r.capabilities]
+        counts = Counter(str(r.outcome) for r in checks)
+        if counts[Outcome.FAILED]:
+            state = "failed"
+        elif counts[Outcome.PASSED]:
+            state = "passed"
+        elif checks:
+            state = "not exercised here"
+        else:
+            state = "no check in this suite"
+        reasons = sorted({r.reason for r in checks if r.outcome in (Outcome.NOT_APPLICABLE, Outcome.SKIPPED)})
+        table[capability] = {"state": state, "checks": dict(counts), "reasons": reasons[:5]}
+    return table
+
+
+def suite_table(results: list[CheckResult]) -> dict[str, dict[str, Any]]:
+    """Per suite: counts by outcome and the reasons of skips, most frequent first."""
+    by_suite: dict[str, list[CheckResult]] = defaultdict(list)
+    for result in results:
+        by_suite[result.suite].append(result)
+    table = {}
+    for suite, found in sorted(by_suite.items()):
+        reasons = Counter(r.reason for r in found if r.outcome in (Outcome.NOT_APPLICABLE, Outcome.SKIPPED))
+        table[suite] = {
+            "counts": dict(Counter(str(r.outcome) for r in found)),
+            "reasons": [{"reason": reason, "tests": n} for reason, n in reasons.most_common()],
+            "failed": [r.nodeid for r in found if r.outcome == Outcome.FAILED],
+        }
+    return table
+
+
+def decide(results: list[CheckResult], capabilities: dict[str, dict[str, Any]]) -> tuple[Verdict, list[str]]:
+    """The verdict and the reasons for it."""
+    failed = [r.nodeid for r in results if r.outcome == Outcome.FAILED]
+    failing = [c for c, row in capabilities.items() if row["state"] == "failed"]
+    if failed or failing:
+        reasons = [f"{len(failed)} check(s) failed"] if failed else []
+        reasons += [f"declared capability {c} failed its checks" for c in failing]
+        return Verdict.NOT_CERTIFIED, reasons
+    silent = [r.nodeid for r in results if r.silent]
+    unproven = [c for c, row in capabilities.items() if row["state"] != "passed"]
+    if silent or unproven:
+        reasons = [f"{len(silent)} test(s) skipped without a reason: {silent[:3]}"] if silent else []
+        reasons += [f"declared capability {c}: {capabilities[c]['state']}" for c in unproven]
+        return Verdict.INCOMPLETE, reasons
+    return Verdict.CERTIFIED, [
+        "every check passed or is not applicable with its reason; every declared capability was exercised and passed"
+    ]
+
+
+def _artifact(run_dir: Path, name: str) -> Any:
+    path = run_dir / name
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def summarize(results: list[CheckResult], facts: RunFacts, run_dir: Path) -> dict[str, Any]:
+    """The whole summary as a document."""
+    capabilities = capability_table(results, facts)
+    verdict, reasons = decide(results, capabilities)
+    metrics = _artifact(run_dir, METRICS_VERDICT)
+    rollback = _artifact(run_dir, ROLLBACK_REPORT)
+    return {
+        "verdict": str(verdict),
+        "reasons": reasons,
+        "run": asdict(facts),
+        "totals": dict(Counter(str(r.outcome) for r in results)),
+        "capabilities": capabilities,
+        "suites": suite_table(results),
+        "canary_gate": {"state": "not evaluated", "why": "the canary gate's rules are not built yet (issue 13)"},
+        "metrics_verdict": metrics if metrics is not None else {"state": "not run"},
+        "rollback_rehearsal": (
+            {k: rollback[k] for k in ("verdict", "failed_phase", "rollback_seconds")}
+            if rollback is not None
+            else {"state": "not run"}
+        ),
+        "flake_record": {"state": "one run", "why": "a pass rate per test needs repeated runs (--repeat, not built)"},
+    }
+
+
+def render_markdown(summary: dict[str, Any]) -> str:
+    """The summary for people."""
+    run = summary["run"]
+    lines = [
+        f"# {run['driver']}: {summary['verdict']}",
+        "",
+        *(f"- {reason}" for reason in summary["reasons"]),
+        "",
+        f"Suite dra-conformance {run['suite_version']}, backend {run['backend']}, profile {run['profile']} "
+        f"(sha256 {run['profile_digest']}), driver version {run['driver_version'] or 'not stated'}.",
+        "",
+        "| outcome | tests |",
+        "|---|---|",
+        *(f"| {outcome} | {n} |" for outcome, n in sorted(summary["totals"].items())),
+        "",
+        "## Declared capabilities",
+        "",
+        "| capability | state | checks |",
+        "|---|---|---|",
+        *(f"| {c} | {row['state']} | {row['checks']} |" for c, row in summary["capabilities"].items()),
+        "",
+        "## Suites",
+    ]
+    for suite, row in summary["suites"].items():
+        lines += ["", f"### {suite}: {row['counts']}"]
+        lines += [f"- failed: {nodeid}" for nodeid in row["failed"]]
+        lines += [f"- {r['tests']} x {r['reason']}" for r in row["reasons"]]
+    lines += [
+        "",
+        "## Other decisions",
+        "",
+        f"- canary gate: {summary['canary_gate']}",
+        f"- metrics verdict: {_short(summary['metrics_verdict'])}",
+        f"- rollback rehearsal: {summary['rollback_rehearsal']}",
+        f"- flake record: {summary['flake_record']}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _short(document: Any) -> str:
+    if isinstance(document, dict) and "decisions" in document:
+        because = f" (because {document['rule']})" if document.get("rule") else ""
+        return "; ".join(document["decisions"]) + because
+    return json.dumps(document)[:300]
+
+
+def terminal_lines(summary: dict[str, Any]) -> list[str]:
+    """The short form printed at the end of the run."""
+    lines = [f"verdict: {summary['verdict']} ({summary['run']['driver']}, profile {summary['run']['profile']})"]
+    lines += [f"  {reason}" for reason in summary["reasons"]]
+    lines.append("  tests: " + ", ".join(f"{n} {o}" for o, n in sorted(summary["totals"].items())))
+    states = ", ".join(f"{c} {row['state']}" for c, row in summary["capabilities"].items())
+    lines.append(f"  capabilities: {states or 'none declared'}")
+    lines.append("  details: summary.md and summary.json in the run's reports")
+    return lines
+
+
+def write_summary(summary: dict[str, Any], run_dir: Path) -> None:
+    """Write summary.json and summary.md into the run's directory."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, default=str))
+    (run_dir / SUMMARY_MARKDOWN).write_text(render_markdown(summary))

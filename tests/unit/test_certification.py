@@ -1,0 +1,71 @@
+"""The certification verdict: failures, silent skips and unexercised capabilities each decide it differently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dra_conformance.report.certification import (
+    CheckResult,
+    Outcome,
+    RunFacts,
+    merge,
+    outcome_of,
+    render_markdown,
+    summarize,
+    terminal_lines,
+)
+
+FACTS = RunFacts("0.1.0", "local", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream", "referenceFaults"))
+
+
+def _result(nodeid: str, outcome: Outcome, reason: str = "", capabilities: tuple[str, ...] = ()) -> CheckResult:
+    return CheckResult(nodeid, outcome, reason, capabilities)
+
+
+def test_skip_reasons_split_into_not_applicable_and_skipped() -> None:
+    assert outcome_of("setup", False, True, "Skipped: not applicable: no real node") == (
+        Outcome.NOT_APPLICABLE,
+        "not applicable: no real node",
+    )
+    assert outcome_of("call", False, True, "Skipped: flaky on CI") == (Outcome.SKIPPED, "flaky on CI")
+    assert outcome_of("setup", True, False, "") is None, "a passed setup says nothing yet"
+    assert outcome_of("call", True, False, "") == (Outcome.PASSED, "")
+
+
+def test_a_teardown_failure_after_a_pass_fails_the_test_and_a_failure_is_never_overwritten() -> None:
+    passed = merge(None, "t", (Outcome.PASSED, ""), ("healthStream",))
+    failed = merge(passed, "t", (Outcome.FAILED, "leak"), ())
+    assert failed.outcome == Outcome.FAILED and failed.capabilities == ("healthStream",)
+    assert merge(failed, "t", (Outcome.PASSED, ""), ()).outcome == Outcome.FAILED
+
+
+def test_all_passing_with_every_capability_exercised_is_certified(tmp_path: Path) -> None:
+    results = [
+        _result("suites/protocol/test_health.py::t", Outcome.PASSED, capabilities=("healthStream",)),
+        _result("suites/kubelet/test_k.py::t", Outcome.NOT_APPLICABLE, "not applicable: no real node"),
+    ]
+    summary = summarize(results, FACTS, tmp_path)
+    assert summary["verdict"] == "certified", summary["reasons"]
+    assert "referenceFaults" not in summary["capabilities"], "a harness capability is not the driver's to certify"
+    assert summary["suites"]["kubelet"]["reasons"] == [{"reason": "not applicable: no real node", "tests": 1}]
+
+
+def test_a_failure_means_not_certified(tmp_path: Path) -> None:
+    results = [_result("suites/protocol/test_health.py::t", Outcome.FAILED, capabilities=("healthStream",))]
+    summary = summarize(results, FACTS, tmp_path)
+    assert summary["verdict"] == "not certified"
+    assert "declared capability healthStream failed its checks" in summary["reasons"]
+    assert terminal_lines(summary)[0].startswith("verdict: not certified")
+
+
+def test_an_unexercised_capability_or_a_silent_skip_is_incomplete_not_a_failure(tmp_path: Path) -> None:
+    health = "suites/protocol/test_health.py::t"
+    skipped = _result(health, Outcome.NOT_APPLICABLE, "not applicable: x", ("healthStream",))
+    summary = summarize([skipped], FACTS, tmp_path)
+    assert summary["verdict"] == "incomplete"
+    assert summary["capabilities"]["healthStream"]["state"] == "not exercised here"
+    silent = summarize(
+        [_result("a", Outcome.SKIPPED), _result("b", Outcome.PASSED, capabilities=("healthStream",))], FACTS, tmp_path
+    )
+    assert silent["verdict"] == "incomplete" and "without a reason" in silent["reasons"][0]
+    assert "# gpu.example.com: incomplete" in render_markdown(silent)
