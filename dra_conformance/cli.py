@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from dra_conformance.backends.registry import BACKENDS, build_local_binaries, ma
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
+from dra_conformance.report.flakes import render as render_flakes
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
 from dra_wire.kubelet_api import BindingsError
@@ -77,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
     run.add_argument("--real-node", action="store_true", help="add a real node to the local cluster (root only)")
     run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
+    run.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=1,
+        help="run the suites N times on one cluster and report each test's pass rate (a failure in any run counts)",
+    )
     return parser
 
 
@@ -198,7 +207,24 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.profile:
         options.append(f"--profile={args.profile.resolve()}")
     targets = [] if chosen_targets(pytest_args) else [str(paths.suites_dir())]
-    return int(pytest.main([*options, *pytest_args, *targets]))
+    if args.repeat == 1:
+        return int(pytest.main([*options, *pytest_args, *targets]))
+    if any(arg.startswith("--reports-dir") for arg in pytest_args):
+        raise UsageError("--repeat writes each run under reports/repeat-<time>/run-<n>/; leave out --reports-dir")
+    batch = root / "reports" / f"repeat-{time.strftime('%Y%m%d-%H%M%S')}"
+    codes: list[int] = []
+    summaries: list[Path] = []
+    for index in range(args.repeat):
+        # Every run but the last keeps the cluster for the next; the last stops it unless the user keeps it.
+        keep = ["--keep-cluster"] if index < args.repeat - 1 and "--keep-cluster" not in pytest_args else []
+        reports = batch / f"run-{index + 1:03d}"
+        codes.append(int(pytest.main([*options, *keep, f"--reports-dir={reports}", *pytest_args, *targets])))
+        summaries.append(next(iter(sorted(reports.glob("*/summary.json"))), reports / "no-summary.json"))
+    record = flake_record(read_outcomes(summaries))
+    write_flake_record(record, batch)
+    print("\n".join(render_flakes(record)) + f"\nflake record: {batch / FLAKE_JSON}")
+    failed = record["flaky"] or record["failing"] or any(codes)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

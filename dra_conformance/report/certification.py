@@ -173,6 +173,7 @@ def summarize(results: list[CheckResult], facts: RunFacts, run_dir: Path) -> dic
         "reasons": reasons,
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),
+        "tests": {r.nodeid: str(r.outcome) for r in sorted(results, key=lambda r: r.nodeid)},
         "capabilities": capabilities,
         "suites": suite_table(results),
         "canary_gate": {"state": "not evaluated", "why": "the canary gate's rules are not built yet (issue 13)"},
@@ -182,7 +183,7 @@ def summarize(results: list[CheckResult], facts: RunFacts, run_dir: Path) -> dic
             if rollback is not None
             else {"state": "not run"}
         ),
-        "flake_record": {"state": "one run", "why": "a pass rate per test needs repeated runs (--repeat, not built)"},
+        "flake_record": {"state": "one run", "why": "pass rates per test come from `dra-conformance run --repeat N`"},
     }
 
 
