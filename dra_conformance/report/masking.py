@@ -3,8 +3,9 @@
 `status.devices` carries interface names, IP addresses, MACs and device IDs, and the reports quote claims, events
 and logs verbatim. At the end of a run every file under `reports/<run-id>/` is rewritten: IPv4 and IPv6
 addresses and MACs by pattern, and every value the artifacts themselves hold under a sensitive key
-(`interfaceName`, `hardwareAddress`, `ips`, `uuid`, `serial...`) wherever it appears. A value always becomes the
-same token (`ip-3f2a`), so records still correlate. `--no-mask` leaves the artifacts as they are.
+(`interfaceName`, `hardwareAddress`, `ips`, and serial-like device attributes such as `uuid`) wherever it
+appears. A value always becomes the same token (`ip-3f2a`), so records still correlate. `--no-mask` leaves the
+artifacts as they are.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 # Keys whose values are infrastructure metadata wherever a JSON artifact holds them.
-SENSITIVE_KEYS = re.compile(r"^(interfaceName|hardwareAddress|ips|uuid|serial\w*|macAddress|ipAddress)$", re.IGNORECASE)
+SENSITIVE_KEYS = re.compile(r"^(interfaceName|hardwareAddress|ips|macAddress|ipAddress)$", re.IGNORECASE)
+# Device attributes with serial-like values, masked where they appear as attributes ({"string": ...}); a bare
+# string under "uuid" is an Allure result's own id, which names its files and must stay.
+SERIAL_ATTRIBUTES = re.compile(r"^(uuid|serial\w*|deviceId|pciAddress)$", re.IGNORECASE)
 MAC = re.compile(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{2}[:-]){5}[0-9A-Fa-f]{2}(?![0-9A-Fa-f:])")
 IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?:/\d{1,2})?(?![\d.])")
 # Not preceded by a word character: "x.py::test" is a pytest id, not an address.
@@ -59,7 +63,8 @@ def sensitive_values(document: Any) -> set[str]:
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
-                if SENSITIVE_KEYS.match(str(key)):
+                serial = SERIAL_ATTRIBUTES.match(str(key)) and isinstance(item, dict)
+                if SENSITIVE_KEYS.match(str(key)) or serial:
                     found.update(s for s in strings(item) if len(s) >= MIN_VALUE_LENGTH)
                 else:
                     walk(item)

@@ -12,8 +12,8 @@ def test_values_under_sensitive_keys_are_found_also_in_json_kept_as_a_string() -
     entry = {
         "networkData": {"interfaceName": "fake0", "ips": ["192.0.2.10/24"], "hardwareAddress": "02:fa:00:00:01:00"}
     }
-    record = {"claims": {"c": {"status": {"devices": [entry]}}}, "attributes": {"uuid": "gpu-node-a-0"}}
-    found = sensitive_values({"property": json.dumps(record)})
+    record = {"claims": {"c": {"status": {"devices": [entry]}}}, "attributes": {"uuid": {"string": "gpu-node-a-0"}}}
+    found = sensitive_values({"property": json.dumps(record), "uuid": "allure-result-id-stays"})
     assert found == {"fake0", "192.0.2.10/24", "02:fa:00:00:01:00", "gpu-node-a-0"}
 
 
