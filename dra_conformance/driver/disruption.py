@@ -5,9 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import yaml
+from kubernetes import client
 
 from dra_conformance.backends.base import SET_ASIDE_TOLERATION, DriverProcesses
 from dra_conformance.driver.endpoint import DriverEndpoint
+from dra_conformance.kube.builders import Builder
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 
 
 @dataclass
@@ -24,6 +28,14 @@ class Disruption:
 
     # Pods of a disruption check must tolerate the set-aside taint to land there.
     toleration = SET_ASIDE_TOLERATION
+
+    def allocate(
+        self, tracker: ResourceTracker, build: Builder, api_client: client.ApiClient, device_class: str, timeout: float
+    ) -> AllocatedClaim:
+        """One claim allocated on this node by the scheduler, its pod tolerating the set-aside taint."""
+        return allocate(
+            tracker, build, api_client, device_class, timeout=timeout, node=self.node, tolerations=(self.toleration,)
+        )
 
     def kill(self) -> int:
         """SIGKILL the driver's process on the node; returns its exit status."""

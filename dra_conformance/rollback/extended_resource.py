@@ -127,6 +127,14 @@ class ExtendedResourceRehearsal:
         }
         self.core.create_namespaced_pod(self.setup.namespace, pod)
 
+    def place(self, *workloads: tuple[str, str]) -> list[dict[str, Any]]:
+        """Start each (name, node) workload, wait until the scheduler decided each, and observe them in order."""
+        for name, node in workloads:
+            self.start(name, node)
+        for name, _ in workloads:
+            self.await_decided(name)
+        return [self.observe(name) for name, _ in workloads]
+
     def read(self, name: str) -> client.V1Pod | None:
         """The pod, or None once it is gone."""
         try:
@@ -314,9 +322,7 @@ def run_before(rehearsal: ExtendedResourceRehearsal) -> PhaseRecord:
     serving = rehearsal.serving_classes()
     if serving:
         record.problems.append(f"DeviceClasses {serving} already serve {rehearsal.setup.resource} through DRA")
-    rehearsal.start("w1-device-plugin", rehearsal.setup.plugin_node)
-    rehearsal.await_decided("w1-device-plugin")
-    seen = rehearsal.observe("w1-device-plugin")
+    (seen,) = rehearsal.place(("w1-device-plugin", rehearsal.setup.plugin_node))
     _expect_path(record, seen, DEVICE_PLUGIN, "the device plugin's node, before the change")
     record.facts["workloads"] = {"w1": seen}
     record.seconds = round(time.monotonic() - start, 3)
@@ -337,11 +343,7 @@ def run_after_change(
     if not serving:
         record.problems.append(f"no DeviceClass has extendedResourceName {rehearsal.setup.resource}: no change made")
     _kept(record, before.facts["workloads"]["w1"], rehearsal.observe("w1-device-plugin"))
-    rehearsal.start("w2-dra", rehearsal.setup.dra_node)
-    rehearsal.start("w3-device-plugin", rehearsal.setup.plugin_node)
-    rehearsal.await_decided("w2-dra")
-    rehearsal.await_decided("w3-device-plugin")
-    w2, w3 = rehearsal.observe("w2-dra"), rehearsal.observe("w3-device-plugin")
+    w2, w3 = rehearsal.place(("w2-dra", rehearsal.setup.dra_node), ("w3-device-plugin", rehearsal.setup.plugin_node))
     _expect_path(record, w2, DRA, "a node of the driver that does not advertise the resource")
     _expect_path(record, w3, DEVICE_PLUGIN, "a node that advertises the resource is not served by DRA")
     claim = rehearsal.claim(w2["claim"]) if w2.get("claim") else None
@@ -381,11 +383,9 @@ def run_after_rollback(
     for key, name in (("w1", "w1-device-plugin"), ("w3", "w3-device-plugin")):
         _kept(record, changed.facts["workloads"][key], rehearsal.observe(name))
     record.left_behind.extend(rehearsal.left_behind())
-    rehearsal.start("w4-device-plugin", rehearsal.setup.plugin_node)
-    rehearsal.start("w5-former-dra", rehearsal.setup.dra_node)
-    rehearsal.await_decided("w4-device-plugin")
-    rehearsal.await_decided("w5-former-dra")
-    w4, w5 = rehearsal.observe("w4-device-plugin"), rehearsal.observe("w5-former-dra")
+    w4, w5 = rehearsal.place(
+        ("w4-device-plugin", rehearsal.setup.plugin_node), ("w5-former-dra", rehearsal.setup.dra_node)
+    )
     _expect_path(record, w4, DEVICE_PLUGIN, "the device plugin's node after the rollback")
     if not serving and w5.get("node") is not None:
         record.problems.append(f"pod w5 was placed on {w5['node']}, which serves {rehearsal.setup.resource} no more")

@@ -36,12 +36,4 @@ def allocated_on_disruption_node(
     timeouts: Timeouts,
 ) -> AllocatedClaim:
     """One claim allocated on the disruption node, whose pod tolerates its taint."""
-    return allocate(
-        tracker,
-        build,
-        api_client,
-        device_class,
-        timeout=timeouts.pod_scheduled,
-        node=disruption.node,
-        tolerations=(disruption.toleration,),
-    )
+    return disruption.allocate(tracker, build, api_client, device_class, timeouts.pod_scheduled)

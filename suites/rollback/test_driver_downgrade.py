@@ -18,7 +18,7 @@ from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.errors import BackendError, UsageError
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.records import RunRecords
 from dra_conformance.rollback.driver_versions import (
@@ -75,15 +75,7 @@ def test_driver_upgraded_and_downgraded_with_claims_in_flight_keeps_pools_curren
                 api_client, driver_profile.driver, disruption.node, step, generation, timeouts.driver_ready
             )
             generation = step.generation or generation
-            claim = allocate(
-                tracker,
-                build,
-                api_client,
-                device_class,
-                timeout=timeouts.pod_scheduled,
-                node=disruption.node,
-                tolerations=(disruption.toleration,),
-            )
+            claim = disruption.allocate(tracker, build, api_client, device_class, timeouts.pod_scheduled)
             held = [d for earlier in claims for d in _devices(earlier)]
             doubled = sorted(_devices(claim) & set(held))
             if doubled:
