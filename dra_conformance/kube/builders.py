@@ -95,9 +95,9 @@ class Builder:
             "spec": {"spec": spec},
         }
 
-    def claim(self, device_class: str, *, count: int = 1) -> Manifest:
-        """A ResourceClaim for `count` devices of `device_class`."""
-        return self.claim_from_spec(_single_request(device_class, count))
+    def claim(self, device_class: str, *, count: int = 1, tolerations: tuple[Manifest, ...] = ()) -> Manifest:
+        """A ResourceClaim for `count` devices of `device_class`, tolerating the device taints in `tolerations`."""
+        return self.claim_from_spec(_single_request(device_class, count, tolerations))
 
     def claim_template(self, device_class: str, *, count: int = 1) -> Manifest:
         """A ResourceClaimTemplate for `count` devices of `device_class`."""
@@ -169,17 +169,11 @@ class Builder:
         return self.pod_with([ClaimUse("devices", claim=claim, template=template)], node=node, tolerations=tolerations)
 
 
-def _single_request(device_class: str, count: int) -> Manifest:
-    return {
-        "devices": {
-            "requests": [
-                {
-                    "name": "req",
-                    "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count},
-                }
-            ]
-        }
-    }
+def _single_request(device_class: str, count: int, tolerations: tuple[Manifest, ...] = ()) -> Manifest:
+    exactly: Manifest = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}
+    if tolerations:
+        exactly["tolerations"] = list(tolerations)
+    return {"devices": {"requests": [{"name": "req", "exactly": exactly}]}}
 
 
 RBAC_API = "rbac.authorization.k8s.io/v1"

@@ -65,14 +65,6 @@ def claim_toleration(key: str, effect: Effect, seconds: int | None = None) -> Ma
     return toleration
 
 
-def tolerating_spec(device_class: str, tolerations: Sequence[Manifest]) -> Manifest:
-    """A claim spec for one device of `device_class` that tolerates `tolerations`."""
-    request: Manifest = {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": 1}
-    if tolerations:
-        request["tolerations"] = list(tolerations)
-    return {"devices": {"requests": [{"name": "req", "exactly": request}]}}
-
-
 def observed_condition(rule: Manifest) -> Manifest | None:
     """The rule's EvictionInProgress condition once it reflects the rule's current generation, else None."""
     generation = rule.get("metadata", {}).get("generation")

@@ -43,9 +43,13 @@ def allocate(
     node: str | None = None,
     count: int = 1,
     tolerations: tuple[dict[str, Any], ...] = (),
+    device_tolerations: tuple[dict[str, Any], ...] = (),
 ) -> AllocatedClaim:
-    """Create a claim and a pod using it (pinned to `node` if given); return them once the pod is bound."""
-    claim = tracker.create(build.claim(device_class, count=count))
+    """Create a claim and a pod using it (pinned to `node` if given); return them once the pod is bound.
+
+    `tolerations` are the pod's (node taints), `device_tolerations` the claim's (device taints).
+    """
+    claim = tracker.create(build.claim(device_class, count=count, tolerations=device_tolerations))
     pod = tracker.create(build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations))
     core = client.CoreV1Api(api_client)
     bound = waits.until(

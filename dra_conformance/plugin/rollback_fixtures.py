@@ -145,8 +145,7 @@ def set_up(
     timeouts: Timeouts,
 ) -> ExtendedResourceRehearsal:
     """Start a rehearsal: choose its nodes, make its namespace, advertise the resource where the suite must."""
-    unfinished = [p for p in rehearsal.state.records if p != Phase.AFTER_ROLLBACK]
-    if unfinished and Phase.AFTER_ROLLBACK not in rehearsal.state.records:
+    if rehearsal.state.records and Phase.AFTER_ROLLBACK not in rehearsal.state.records:
         refuse(
             UsageError(
                 f"rollback state file {rehearsal.state.path} holds a rehearsal not rolled back yet (phases: "

@@ -286,7 +286,7 @@ class ExtendedResourceRehearsal:
                 what=f"every claim of namespace {self.setup.namespace} gone after its pods",
                 describe=lambda claims: [c["metadata"]["name"] for c in claims],
             )
-        except Exception:
+        except WaitTimeout:  # claims left are a finding, reported below
             remaining = self.claims()
         if self.setup.advertised_by_suite:
             self.withdraw(self.setup.plugin_node)

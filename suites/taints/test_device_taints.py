@@ -23,7 +23,7 @@ from dra_conformance.driver.pool import PoolState, node_pools
 from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.driver.taint_target import TaintTarget
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API, ClaimUse, Manifest
+from dra_conformance.kube.builders import RESOURCE_API, Manifest
 from dra_conformance.kube.device_taints import (
     EVICTED_REASON,
     DeviceSelection,
@@ -33,10 +33,10 @@ from dra_conformance.kube.device_taints import (
     claim_toleration,
     observed_condition,
     taint_rule,
-    tolerating_spec,
 )
 from dra_conformance.kube.pods import describe_pod, scheduled_condition
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import allocate
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
@@ -66,28 +66,30 @@ class TaintCheck:
         self.namespace = target.build.namespace
         self.device_class = str(tracker.create(target.build.device_class())["metadata"]["name"])
 
-    def pod(self, tolerations: Sequence[Manifest] = (), *, bound: bool = True) -> tuple[str, str]:
+    def pod(self, tolerations: Sequence[Manifest] = ()) -> tuple[str, str]:
         """A pod with a claim of its own (tolerating `tolerations`) on the target node; (pod, claim) names.
 
-        By default it returns once the scheduler has allocated the claim and bound the pod: from then on the claim
-        is reserved for the pod, which is all eviction looks at (on fake nodes nothing prepares the claim).
+        It returns once the scheduler has allocated the claim and bound the pod: from then on the claim is
+        reserved for the pod, which is all eviction looks at (on fake nodes nothing prepares the claim).
         """
-        build = self.target.build
-        claim = self.tracker.create(build.claim_from_spec(tolerating_spec(self.device_class, tolerations)))
-        claim_name = claim["metadata"]["name"]
-        manifest = build.pod_with(
-            [ClaimUse("devices", claim=claim_name)], node=self.target.node, tolerations=self.target.tolerations
+        allocated = allocate(
+            self.tracker,
+            self.target.build,
+            self.core.api_client,
+            self.device_class,
+            timeout=self.timeouts.pod_scheduled,
+            node=self.target.node,
+            tolerations=self.target.tolerations,
+            device_tolerations=tuple(tolerations),
         )
-        name = self.tracker.create(manifest)["metadata"]["name"]
-        if bound:
-            waits.until(
-                functools.partial(self.core.read_namespaced_pod, name, self.namespace),
-                lambda p: p.spec.node_name is not None,
-                timeout=self.timeouts.pod_scheduled,
-                what=f"pod {name} bound to {self.target.node}",
-                describe=describe_pod,
-            )
-        return name, claim_name
+        return allocated.pod["metadata"]["name"], allocated.claim["metadata"]["name"]
+
+    def unbound_pod(self) -> str:
+        """A pod with a claim of its own pinned to the target node, not waited for (it may stay unschedulable)."""
+        build = self.target.build
+        claim = self.tracker.create(build.claim(self.device_class))["metadata"]["name"]
+        pod = build.pod(claim=claim, node=self.target.node, tolerations=self.target.tolerations)
+        return str(self.tracker.create(pod)["metadata"]["name"])
 
     def claim(self, name: str) -> Manifest:
         """The claim as the API returns it."""
@@ -218,7 +220,7 @@ def test_no_schedule_keeps_new_allocations_off_tainted_devices_and_running_pods_
     key = _taint_key()
     rule = taints.rule(DeviceSelection(pool.driver, pool.pool), key, Effect.NO_SCHEDULE)
     taints.observed(rule)
-    blocked, _ = taints.pod(bound=False)
+    blocked = taints.unbound_pod()
     state = waits.until(
         functools.partial(taints.core.read_namespaced_pod, blocked, taints.namespace),
         lambda p: scheduled_condition(p) is not None and scheduled_condition(p).status == "False",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.device_taints import (
     DeviceSelection,
     Effect,
     RolloutLog,
     allocated_devices,
+    claim_toleration,
     observed_condition,
     rollout_violations,
     taint_rule,
-    tolerating_spec,
 )
 
 NONE, NO_SCHEDULE, NO_EXECUTE = Effect.NONE, Effect.NO_SCHEDULE, Effect.NO_EXECUTE
@@ -48,9 +49,12 @@ def test_rule_and_claim_manifests_carry_selector_taint_and_tolerations() -> None
     assert rule["spec"]["taint"]["effect"] == "NoSchedule"
     pool_only = taint_rule("r", DeviceSelection("d.example.com", "node-a"), "k/x", NONE)
     assert "device" not in pool_only["spec"]["deviceSelector"]
-    spec = tolerating_spec("class-1", [{"key": "k/x", "operator": "Exists", "effect": "NoExecute"}])
-    assert spec["devices"]["requests"][0]["exactly"]["tolerations"][0]["key"] == "k/x"
-    assert "tolerations" not in tolerating_spec("class-1", [])["devices"]["requests"][0]["exactly"]
+    build = Builder(namespace="ns", driver="d.example.com")
+    claim = build.claim("class-1", tolerations=(claim_toleration("k/x", NO_EXECUTE, 5),))
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [
+        {"key": "k/x", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 5}
+    ]
+    assert "tolerations" not in build.claim("class-1")["spec"]["devices"]["requests"][0]["exactly"]
 
 
 def test_allocated_devices_read_the_allocation_results() -> None:
