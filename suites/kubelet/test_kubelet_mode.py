@@ -15,7 +15,6 @@ import pytest
 import yaml
 from kubernetes import client
 
-from dra_conformance.backends.base import ClusterInfo, DriverProcesses
 from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.real_node import CdiSpecFiles, RealNodeTarget, running_pod
 from dra_conformance.errors import WaitTimeout
@@ -25,7 +24,6 @@ from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker, TrackedObject
 from dra_conformance.kubelet.driver_pod import find_driver_pod, restart_driver_pod
-from dra_conformance.plugin.session import backend_of
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
@@ -184,28 +182,25 @@ def test_claim_is_unprepared_after_pod_deletion(
 
 
 def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
-    pytestconfig: pytest.Config,
     real_node: RealNodeTarget,
-    cluster: ClusterInfo,
     tracker: ResourceTracker,
     api_client: client.ApiClient,
     build: Builder,
     timeouts: Timeouts,
 ) -> None:
-    backend = backend_of(pytestconfig)
-    if real_node.layout is None and isinstance(backend, DriverProcesses):
-        with allure.step(f"SIGKILL the driver on {real_node.name}, then start it again"):
-            backend.kill_driver(real_node.name)
-            backend.start_driver(real_node.name)  # waits for its registration socket and a complete pool
-    elif real_node.layout is not None:
-        core = client.CoreV1Api(api_client)
-        driver_pod, found = find_driver_pod(core, real_node.name, real_node.layout.kubelet_root, build.driver)
-        if driver_pod is None:
-            # A driver outside the cluster's pods is a process the suite did not start: it is not ours to kill.
-            pytest.skip(f"not applicable: the suite restarts a driver by deleting its DaemonSet pod; {found}")
+    core = client.CoreV1Api(api_client)
+    kubelet_root = real_node.layout.kubelet_root if real_node.layout is not None else None
+    if kubelet_root is None and real_node.endpoint is not None:
+        kubelet_root = PurePosixPath(real_node.endpoint.kubelet_root)
+    driver_pod, found = (None, "the node's kubelet root is unknown")
+    if kubelet_root is not None:
+        driver_pod, found = find_driver_pod(core, real_node.name, kubelet_root, build.driver)
+    if driver_pod is not None:
         with allure.step(f"delete the driver's pod {found}; its DaemonSet makes a new one"):
             restart_driver_pod(core, driver_pod, timeouts.pod_running)
     else:
-        pytest.skip(f"not applicable: backend {cluster.backend} cannot restart the driver's process on the node")
+        # A driver outside the cluster's pods is a process the suite did not start: it is not ours to kill. (The
+        # local backend runs the real node's driver as a DaemonSet pod, as clusters do.)
+        pytest.skip(f"not applicable: the suite restarts a driver by deleting its DaemonSet pod; {found}")
     pod = running_pod(tracker, api_client, build, real_node, timeouts)
     assert pod_ready(pod), f"pod on {real_node.name} after the driver's restart: {describe_pod(pod)}"

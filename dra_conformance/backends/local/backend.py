@@ -24,7 +24,7 @@ from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
 from dra_conformance.backends.base import SET_ASIDE_TAINT, BackendCapability, ClusterInfo
-from dra_conformance.backends.local import control_plane, drivers, images, metrics, real_node
+from dra_conformance.backends.local import control_plane, driver_daemonset, drivers, images, metrics, real_node
 from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.endpoint import DriverEndpoint
@@ -222,7 +222,7 @@ class LocalBackend:
                 if real_binaries is not None:
                     self._start_real_node(real_binaries)
                     timings.lap("real_node_ready")
-                    endpoints += self._start_drivers((real_node.REAL_NODE,), binaries)
+                    endpoints += self._start_drivers((real_node.REAL_NODE,), binaries, in_pods=True)
                     timings.lap("real_node_driver_ready")
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)
@@ -304,7 +304,10 @@ class LocalBackend:
                 f"{self.config.profile}; stop it first (dra-conformance cluster down) or use another state directory"
             )
 
-    def _start_drivers(self, nodes: tuple[str, ...], binaries: Binaries) -> list[DriverEndpoint]:
+    def _start_drivers(
+        self, nodes: tuple[str, ...], binaries: Binaries, *, in_pods: bool = False
+    ) -> list[DriverEndpoint]:
+        """Start the driver on `nodes`: as supervised host processes, or (`in_pods`) as DaemonSet pods."""
         profile = load_profile(self.config.profile)
         with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
             deployment = drivers.deploy(
@@ -316,25 +319,73 @@ class LocalBackend:
                 server=str(api_client.configuration.host),
                 ca_pem=(self.layout.pki / "ca.crt").read_bytes(),
             )
+            if in_pods:
+                self._run_in_pods(api_client, profile, deployment)
+                return deployment.endpoints
             builds = deployment.builds
             recorded = {node: {b: asdict(spec) for b, spec in specs.items()} for node, specs in builds.items()}
             drivers.builds_path(self.layout).write_text(json.dumps(recorded, indent=2))
             self._add_processes(deployment.processes)
             for endpoint in deployment.endpoints:
-                self._await_driver(api_client, profile, endpoint)
+                self._await_driver(api_client, profile, endpoint, self._exit_of(profile, endpoint.node))
         return deployment.endpoints
 
-    def _await_driver(self, api_client: client.ApiClient, profile: DriverProfile, endpoint: DriverEndpoint) -> None:
-        """Wait until the driver on the node registered a socket and published a complete pool for it."""
+    def _run_in_pods(
+        self, api_client: client.ApiClient, profile: DriverProfile, deployment: drivers.DriverDeployment
+    ) -> None:
+        """Run the driver on each (real) node as a DaemonSet pod the kubelet owns; wait for each to register."""
+        account = profile.identity.service_account
+        apps, core = client.AppsV1Api(api_client), client.CoreV1Api(api_client)
+        for endpoint, spec in zip(deployment.endpoints, deployment.processes, strict=True):
+            writable = (*deployment.directories[endpoint.node], endpoint.plugins_dir)
+            body = driver_daemonset.manifest(spec, endpoint.node, account.namespace, account.name, writable)
+            apps.create_namespaced_daemon_set(account.namespace, body)
+
+            def failed(node: str = endpoint.node) -> str | None:
+                reason = driver_daemonset.failure(core, account.namespace, node)
+                return f"driver {profile.driver} on {node}: its pod {reason}" if reason else None
+
+            def log(node: str = endpoint.node) -> str:
+                pods = driver_daemonset.pods_of(core, account.namespace, node)
+                return driver_daemonset.log_tail(core, pods[-1]) if pods else "(no pod yet)"
+
+            self._await_driver(api_client, profile, endpoint, failed, log)
+
+    def _exit_of(self, profile: DriverProfile, node: str) -> Callable[[], str | None]:
+        """Why the supervised driver process on `node` is gone (its exit code and log), or None while it runs."""
+        name = drivers.process_name(node)
+
+        def exited() -> str | None:
+            codes = (self._state() or {}).get("exited", {})
+            if name not in codes:
+                return None
+            return (
+                f"driver {profile.driver} on {node} exited with code {codes[name]} at start; last lines "
+                f"of {self.layout.component_log(name)}: {self._log_tail(name)}"
+            )
+
+        return exited
+
+    def _await_driver(
+        self,
+        api_client: client.ApiClient,
+        profile: DriverProfile,
+        endpoint: DriverEndpoint,
+        failed: Callable[[], str | None],
+        log_tail: Callable[[], str] | None = None,
+    ) -> None:
+        """Wait until the driver on the node registered a socket and published a complete pool for it.
+
+        `failed` says why the driver will not come up (it exited, its pod crash-loops), which ends the wait at once;
+        `log_tail` gives its last log lines for a timeout (by default, those of its supervised process).
+        """
         name = drivers.process_name(endpoint.node)
+        log_tail = log_tail or (lambda: self._log_tail(name))
 
         def observe() -> tuple[bool, dict[str, PoolState]]:
-            exited = (self._state() or {}).get("exited", {})
-            if name in exited:
-                raise DriverStartError(
-                    f"driver {profile.driver} on {endpoint.node} exited with code {exited[name]} at start; last lines "
-                    f"of {self.layout.component_log(name)}: {self._log_tail(name)}"
-                )
+            reason = failed()
+            if reason is not None:
+                raise DriverStartError(reason)
             return _listening(endpoint.registration_socket), node_pools(api_client, profile.driver, endpoint.node)
 
         def describe(seen: tuple[bool, dict[str, PoolState]]) -> str:
@@ -355,12 +406,15 @@ class LocalBackend:
                 max_interval=STARTUP_POLL_CAP,
             )
         except WaitTimeout as error:
-            raise DriverStartError(f"{error}; last lines of its log: {self._log_tail(name)}") from None
+            raise DriverStartError(f"{error}; last lines of its log: {log_tail()}") from None
 
     def kill_driver(self, node: str) -> int:
         """SIGKILL the driver on `node`; return its exit status once the supervisor has recorded the exit."""
         name = drivers.process_name(node)
-        pid = int((self._state() or {}).get("processes", {})[name])
+        processes = (self._state() or {}).get("processes", {})
+        if name not in processes:
+            raise BackendError(self._not_supervised(node))
+        pid = int(processes[name])
         with contextlib.suppress(ProcessLookupError):  # it exited on its own; the supervisor has recorded it
             os.kill(pid, signal.SIGKILL)
         exited = waits.until(
@@ -373,12 +427,21 @@ class LocalBackend:
         )
         return int(exited[name])
 
+    @staticmethod
+    def _not_supervised(node: str) -> str:
+        return (
+            f"the driver on {node} is not a process of the local cluster's supervisor (on the real node it runs "
+            "as a DaemonSet pod: delete the pod to restart it)"
+        )
+
     def start_driver(self, node: str, build: str | None = None) -> None:
         """Have the supervisor start the (exited) driver on `node` again; wait for its registration and pool.
 
         `build` names another build of the profile (`run.versions`, e.g. "previous"); None starts its own.
         """
         builds = json.loads(drivers.builds_path(self.layout).read_text())
+        if node not in builds:
+            raise BackendError(self._not_supervised(node))
         chosen = build or drivers.CURRENT_BUILD
         if chosen not in builds.get(node, {}):
             raise UsageError(
@@ -391,7 +454,8 @@ class LocalBackend:
         if endpoint is None:
             raise BackendError(f"start driver on {node}: the local cluster is not running or has no driver there")
         with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
-            self._await_driver(api_client, load_profile(self.config.profile), endpoint)
+            profile = load_profile(self.config.profile)
+            self._await_driver(api_client, profile, endpoint, self._exit_of(profile, node))
 
     def driver_kubeconfig(self, node: str) -> Path:
         """The kubeconfig the driver on `node` reads at start."""

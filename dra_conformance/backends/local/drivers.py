@@ -82,6 +82,8 @@ class DriverDeployment:
     processes: list[ProcessSpec]
     # Per node, every build the profile names ("current" and its `run.versions`), for the rollback rehearsal.
     builds: dict[str, dict[str, ProcessSpec]] = field(default_factory=dict)
+    # Per node, the directories the driver writes to (sockets, CDI specs, data, the profile's `createDirs`).
+    directories: dict[str, tuple[Path, ...]] = field(default_factory=dict)
 
 
 # The build a profile's `run` describes; `run.versions` names the others (`previous`).
@@ -130,6 +132,7 @@ def deploy(
     apply_manifests(api_client, profile.identity.rbac, account)
     endpoints, processes = [], []
     builds: dict[str, dict[str, ProcessSpec]] = {}
+    directories: dict[str, tuple[Path, ...]] = {}
     for node in nodes:
         endpoint = DriverEndpoint(
             profile.driver, node, kubelet_root(layout, node), layout.root / "nodes" / node / "cdi"
@@ -149,13 +152,14 @@ def deploy(
         )
         values = placeholder_values(profile, endpoint, layout, path)
         values.update({f"{BINARY_PLACEHOLDER}:{name}": str(binary) for name, binary in binaries.items()})
-        for directory in (
+        directories[node] = (
             endpoint.registrar_dir,
             endpoint.plugins_dir.parent,
             Path(values["cdi_dir"]),
             Path(values["data_dir"]),
             *profile.run.directories(values),
-        ):
+        )
+        for directory in directories[node]:
             directory.mkdir(parents=True, exist_ok=True)
         name = process_name(node)
         argv = profile.run.process.argv(values)
@@ -175,4 +179,4 @@ def deploy(
         }
         processes.append(builds[node][CURRENT_BUILD])
         endpoints.append(endpoint)
-    return DriverDeployment(endpoints, processes, builds)
+    return DriverDeployment(endpoints, processes, builds, directories)

@@ -22,7 +22,7 @@ from dra_conformance.kube.builders import PAUSE_IMAGE
 # The workload image of kubelet-mode checks; pods must use imagePullPolicy Never or IfNotPresent.
 BUSYBOX_IMAGE = "dra-conformance.io/busybox:static"
 # Applets linked to /bin/busybox in the workload image: what a check's container command may use.
-BUSYBOX_APPLETS = ("sh", "echo", "env", "cat", "ls", "sleep", "test", "true", "false", "grep", "printenv")
+BUSYBOX_APPLETS = ("sh", "echo", "env", "cat", "ls", "sleep", "test", "true", "false", "grep", "printenv", "chroot")
 
 _MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 _CONFIG = "application/vnd.oci.image.config.v1+json"

@@ -1,9 +1,9 @@
 """The local cluster's real node: a kubelet v1.37 on containerd 2 and runc, on this machine.
 
 The kubelet joins the local control plane with a `system:node:<name>` client certificate and registers with a
-taint that only kubelet-mode checks tolerate. The driver under test runs beside it as a host process (the backend
-starts it like every other node's driver, in the kubelet's own root directory), so the kubelet finds it through
-`plugins_registry` and calls it for real, and containerd injects what the driver's CDI specs say.
+taint that only kubelet-mode checks tolerate. The driver under test runs there as a DaemonSet pod
+(`driver_daemonset`), in the kubelet's own root directory, so the kubelet finds it through `plugins_registry` and
+calls it for real, and containerd injects what the driver's CDI specs say.
 
 A node changes its host: sysctls, a CNI bridge, `kubepods` cgroups in every hierarchy, mounts, network
 namespaces, and a few fixed paths the kubelet and containerd hard-code. `HostRecord` writes down, before anything
