@@ -3,6 +3,7 @@
 dra-conformance build [--cache-dir DIR]
 dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
 dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
+dra-conformance report RUN [--serve [--port N]]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dra_conformance.backends.registry import BACKENDS, build_local_binaries, ma
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
 from dra_wire import kubelet_api
@@ -86,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="run the suites N times on one cluster and report each test's pass rate (a failure in any run counts)",
     )
+
+    report = commands.add_parser("report", help="render a run's Allure results as HTML (Allure 3 on Node.js)")
+    report.add_argument("run", help="run id under reports/, or a run's directory")
+    report.add_argument("--serve", action="store_true", help="then serve the HTML on 127.0.0.1 until Ctrl-C")
+    report.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
+    report.add_argument("--reports-dir", type=Path, help="where run ids are looked up (default ./reports)")
+    report.add_argument("--cache-dir", type=Path, help="tool cache (default ~/.cache/dra-conformance)")
     return parser
 
 
@@ -183,9 +192,28 @@ SUITE_PYTEST_OPTIONS = (
 )
 
 
-def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
+def _reports_root() -> Path:
+    # Reports go to <rootdir>/reports: the checkout's in a checkout, else the directory the command runs in.
+    return Path.cwd() if paths.installed() else paths.CHECKOUT
+
+
+def _report(args: argparse.Namespace) -> int:
+    reports = args.reports_dir or _reports_root() / "reports"
+    report_command(args.run, reports, args.cache_dir or default_cache_dir(), args.port if args.serve else None, print)
+    return EXIT_OK
+
+
+def _pytest_then_html(pytest_args: list[str]) -> int:
+    """One pytest run, then its Allure HTML; the exit code is pytest's, whatever the rendering does."""
     import pytest
 
+    renderer = RunRenderer(default_cache_dir())
+    code = int(pytest.main(pytest_args, plugins=[renderer]))
+    renderer.render_now(lambda line: print(line, file=sys.stderr))
+    return code
+
+
+def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.profile:
         load_profile(args.profile)  # a bad profile is one line before pytest starts
     make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
@@ -208,7 +236,7 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         options.append(f"--profile={args.profile.resolve()}")
     targets = [] if chosen_targets(pytest_args) else [str(paths.suites_dir())]
     if args.repeat == 1:
-        return int(pytest.main([*options, *pytest_args, *targets]))
+        return _pytest_then_html([*options, *pytest_args, *targets])
     if any(arg.startswith("--reports-dir") for arg in pytest_args):
         raise UsageError("--repeat writes each run under reports/repeat-<time>/run-<n>/; leave out --reports-dir")
     batch = root / "reports" / f"repeat-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -218,7 +246,7 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         # Every run but the last keeps the cluster for the next; the last stops it unless the user keeps it.
         keep = ["--keep-cluster"] if index < args.repeat - 1 and "--keep-cluster" not in pytest_args else []
         reports = batch / f"run-{index + 1:03d}"
-        codes.append(int(pytest.main([*options, *keep, f"--reports-dir={reports}", *pytest_args, *targets])))
+        codes.append(_pytest_then_html([*options, *keep, f"--reports-dir={reports}", *pytest_args, *targets]))
         summaries.append(next(iter(sorted(reports.glob("*/summary.json"))), reports / "no-summary.json"))
     record = flake_record(read_outcomes(summaries))
     write_flake_record(record, batch)
@@ -238,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _build(args)
         if args.command == "cluster":
             return _cluster(args)
+        if args.command == "report":
+            return _report(args)
         return _run(args, rest)
     except BindingsError as error:
         print(f"dra-conformance: kubelet plugin API bindings: {error}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 KUBERNETES = "v1.37.2"
 ETCD = "v3.6.16"
+# kwok (the fake nodes) and kwokctl (bench/cluster_up's side-by-side anchor) come from this one release.
 KWOK = "v0.8.0"
 METRICS_SERVER = "v0.9.0"
 # containerd 2 for the real node tier (opt-in): the latest v2.3 patch; its go.mod needs Go >= 1.26.8.

@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 
+def matching(audit_log: Path, keep: Callable[[str], bool]) -> Iterator[dict[str, Any]]:
+    """Audit events whose raw line `keep` accepts (a cheap pre-filter: most of the log is about other things).
+
+    The log is streamed: a whole run's log can be large. A line cut short (a crash mid-write) says nothing and is
+    passed over.
+    """
+    with audit_log.open(errors="replace") as log:
+        for line in log:
+            if keep(line):
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+
+
 def events(audit_log: Path, *, containing: str) -> Iterator[dict[str, Any]]:
-    """Audit events whose line contains `containing` (a cheap pre-filter: most of the log is about other things)."""
-    for line in audit_log.read_text(errors="replace").splitlines():
-        if containing in line:
-            yield json.loads(line)
+    """Audit events whose line contains `containing`."""
+    return matching(audit_log, lambda line: containing in line)
 
 
 def status_writes(audit_log: Path, namespace: str, claim: str, user: str) -> list[str]:

@@ -10,9 +10,9 @@ import datetime
 import json
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -20,6 +20,9 @@ from kubernetes.client.exceptions import ApiException
 from dra_conformance import __version__
 from dra_conformance.kube import discovery, waits
 from dra_conformance.kube.audit_log import events as audit_log_events
+
+if TYPE_CHECKING:
+    from dra_conformance.metrics.watch import WatchSummary
 
 GROUP = "metrics.k8s.io"
 VERSIONS = ("v1", "v1beta1")
@@ -29,11 +32,15 @@ FRESHNESS_SLO = 60.0
 # Relative difference of usage values two versions may show for the same object at the same timestamp.
 PARITY_TOLERANCE = 0.05
 REQUEST_TIMEOUT = 10.0
+# Availability ratio a version needs over a watch (--metrics-watch) to count as stable: 99.9 % allows ~86 s of a
+# 24 h watch (an aggregator re-probe, an adapter restart), not an outage.
+STABLE_AVAILABILITY_RATIO = 0.999
 
 DECISIONS = (
     "fix the metrics implementation first",
     "hold autoscaling changes and fix the pipeline",
     "keep serving both versions",
+    "hold widening until 24 h of stable availability is shown",
     "safe to move consumers to v1",
 )
 # The last Kubernetes minor whose HPA controller (in kube-controller-manager) reads only metrics.k8s.io/v1beta1, as
@@ -53,9 +60,13 @@ def suite_client(admin: client.ApiClient) -> client.ApiClient:
     return copy
 
 
-def _get(api: client.ApiClient, path: str) -> tuple[int, Any]:
+def _get(api: client.ApiClient, path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
     serialized = api.param_serialize(
-        method="GET", resource_path=path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        method="GET",
+        resource_path=path,
+        query_params=list((query or {}).items()),
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
     )
     response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
     response.read()
@@ -115,6 +126,21 @@ class Sample:
     window: str
     cpu_millicores: float
     memory_bytes: float
+
+
+def utc_now() -> datetime.datetime:
+    """Now, in UTC (what sample ages are measured against)."""
+    return datetime.datetime.now(datetime.UTC)
+
+
+def get_json(api: client.ApiClient, path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
+    """HTTP status and JSON body of a GET through the aggregator."""
+    return _get(api, path, query)
+
+
+def parse_sample(kind: str, item: dict[str, Any]) -> Sample:
+    """A NodeMetrics ("node") or PodMetrics ("pod") item as a sample."""
+    return _sample(kind, item)
 
 
 def _sample(kind: str, item: dict[str, Any]) -> Sample:
@@ -187,6 +213,22 @@ class Evidence:
     v1beta1_only_consumers: list[str] = field(default_factory=list)
     # kube-apiserver's /version gitVersion (e.g. "v1.37.2"); None when it was not read.
     server_version: str | None = None
+    # Availability and lag sampled over a period (--metrics-watch); None when the run did not watch.
+    watch: WatchSummary | None = None
+
+    def needs_v1beta1(self) -> bool:
+        """Whether v1beta1 must stay served: a consumer reads only it, or the HPA rule applies."""
+        return bool(self.v1beta1_only_consumers) or self.hpa_needs_v1beta1() is not None
+
+    def stability(self) -> str:
+        """What the evidence says about the stable availability widening needs."""
+        if self.watch is None:
+            return "not watched: point-in-time reads only (--metrics-watch 24h watches availability)"
+        return self.watch.statement(self.watched_versions(), self.slo)
+
+    def watched_versions(self) -> list[str]:
+        """The versions whose availability widening rests on: v1, and v1beta1 while it must stay served."""
+        return ["v1", "v1beta1"] if self.needs_v1beta1() else ["v1"]
 
     def hpa_needs_v1beta1(self) -> str | None:
         """The rule that keeps v1beta1 served whatever objects exist now, or None when it does not apply."""
@@ -202,20 +244,32 @@ class Evidence:
 
     def to_json(self) -> str:
         """JSON for the report."""
-        return json.dumps(self.__dict__, indent=2)
+        return json.dumps(asdict(self), indent=2)
 
 
 def verdict(evidence: Evidence) -> list[str]:
-    """The operator's decisions that apply, most urgent first (the last row only when nothing else applies)."""
+    """The operator's decisions that apply, most urgent first (the last row only when nothing else applies).
+
+    A watch adds its figures: a needed version available below the stable ratio over the watch needs a fix; lag
+    p95 over the SLO at any version holds autoscaling. Widening needs 24 h of stable availability watched.
+    """
     decisions = []
-    if not evidence.available.get("v1", "").startswith("True"):
+    watch = evidence.watch
+    needed = evidence.watched_versions()
+    unavailable_in_watch = watch is not None and any(watch.ratio(v) < STABLE_AVAILABILITY_RATIO for v in needed)
+    if not evidence.available.get("v1", "").startswith("True") or unavailable_in_watch:
         decisions.append(DECISIONS[0])
     stale = evidence.lag_p95 is not None and evidence.lag_p95 > evidence.slo
-    if stale or evidence.new_sample_seen is False:
+    stale_in_watch = watch is not None and any(
+        w.lag_p95 is not None and w.lag_p95 > evidence.slo for w in watch.versions.values()
+    )
+    if stale or stale_in_watch or evidence.new_sample_seen is False:
         decisions.append(DECISIONS[1])
-    if evidence.v1beta1_only_consumers or evidence.hpa_needs_v1beta1():
+    if evidence.needs_v1beta1():
         decisions.append(DECISIONS[2])
-    return decisions or [DECISIONS[3]]
+    if watch is None or not watch.stable(needed, evidence.slo):
+        decisions.append(DECISIONS[3])
+    return decisions or [DECISIONS[4]]
 
 
 def consumer_inventory(
@@ -297,3 +351,28 @@ def wait_discovered(api: client.ApiClient, versions: Iterable[str], timeout: flo
         what=f"aggregated discovery listing {GROUP} {sorted(wanted)}",
         describe=str,
     )
+
+
+def preferred_version(served: list[str]) -> str:
+    """The version a consumer that knows both would read: v1 when served."""
+    return "v1" if "v1" in served else served[0]
+
+
+def wait_first_samples(api: client.ApiClient, timeout: float) -> list[str]:
+    """The served versions, once the preferred one serves its first NodeMetrics (a pipeline warming up is not wrong).
+
+    Empty when the group is not served at all; `WaitTimeout` when no node sample comes within `timeout`.
+    """
+    versions = served_versions(api)
+    if not versions:
+        return versions
+    preferred = preferred_version(versions)
+    waits.until(
+        lambda: samples(api, preferred),
+        lambda found: any(key.startswith("node/") for key in found),
+        timeout=timeout,
+        what=f"first NodeMetrics from {GROUP}/{preferred}",
+        describe=lambda found: sorted(found),
+        retry_on=(ApiException,),
+    )
+    return versions

@@ -1,13 +1,25 @@
-"""Collecting every test's outcome in the controller and writing the certification summary at the end of the run."""
+"""Collecting every test's outcome in the controller and writing the certification summary at the end of the run.
+
+The controller also gathers the canary gate's inputs (see `report.canary`): the run's window, the Events it
+watches while the run goes on, and at the end the audit log and the rollback rehearsal's report or state file.
+"""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dra_conformance import __version__
+from dra_conformance.errors import ConformanceError
+from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.plugin import stash
+from dra_conformance.plugin.rollback_fixtures import STATE_FILE
+from dra_conformance.report import canary
+from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
     CheckResult,
     RunFacts,
@@ -17,9 +29,42 @@ from dra_conformance.report.certification import (
     terminal_lines,
     write_summary,
 )
+from dra_conformance.rollback.report import REPORT_JSON
+from dra_conformance.rollback.report import summarize as summarize_rehearsal
+from dra_conformance.rollback.state import Phase, RehearsalState
 
 CAPABILITY_PROPERTY = "capabilities"
 COLLECTOR_NAME = "dra-conformance-certification"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The canary gate's tolerance, fallback SLOs and error budget."""
+    group = parser.getgroup("dra-conformance", "DRA conformance")
+    group.addoption(
+        "--canary-tolerance",
+        type=float,
+        default=canary.TOLERANCE_RATIO,
+        help="how much worse than the device-plugin baseline the DRA p95s may be, as a fraction "
+        f"(default {canary.TOLERANCE_RATIO}; at least {canary.TOLERANCE_SECONDS} s)",
+    )
+    group.addoption(
+        "--canary-allocation-slo",
+        type=float,
+        default=canary.ALLOCATION_SLO,
+        help=f"allocation p95 in seconds when no baseline was measured (default {canary.ALLOCATION_SLO:g})",
+    )
+    group.addoption(
+        "--canary-ready-slo",
+        type=float,
+        default=canary.READY_SLO,
+        help=f"pod-ready p95 in seconds when no baseline was measured (default {canary.READY_SLO:g})",
+    )
+    group.addoption(
+        "--canary-error-budget",
+        type=int,
+        default=canary.ERROR_BUDGET,
+        help="status-writer denials, status update errors and allocation timeouts the gate tolerates (default 0)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,6 +96,33 @@ class OutcomeCollector:
         """Collect for the run configured by `config`."""
         self.config = config
         self.results: dict[str, CheckResult] = {}
+        # The canary gate counts what happened within the run's window.
+        self.started = datetime.now(UTC)
+        self.ended: datetime | None = None
+        self.watch: AllocationTimeoutWatch | None = None
+        self.events: canary.EventFacts | None = None
+        self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Start watching Events for allocation timeouts, where the run named its cluster."""
+        cluster = self.config.stash.get(stash.CLUSTER, None)
+        if cluster is None or self.config.getoption("collectonly"):
+            return
+        suite = self.config.stash[stash.SUITE_CONFIG]
+        try:
+            api = client_from_kubeconfig(cluster.kubeconfig, suite.context if cluster.backend == "existing" else None)
+            self.watch = AllocationTimeoutWatch(api)
+            self.watch.start()
+        except Exception as error:  # the gate then says it has no data; the run goes on
+            self.watch, self.events_missing = None, f"event watch did not start: {type(error).__name__}: {error}"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        """Close the run's window and stop the Event watch, before the run stops its cluster."""
+        self.ended = datetime.now(UTC)
+        if self.watch is not None:
+            self.events, self.events_missing = self.watch.stop()
+            self.watch = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """One phase (setup, call, teardown) of one test."""
@@ -83,8 +155,47 @@ class OutcomeCollector:
             declared=tuple(sorted(str(c) for c in profile.capabilities)),
         )
         run_dir = config.stash[stash.RUN_DIR]
-        summary = summarize(results, facts, run_dir)
+        gate = self.canary_gate(run_dir, profile.identity.service_account.username)
+        summary = summarize(results, facts, run_dir, gate)
         write_summary(summary, run_dir)
         terminalreporter.section("certification summary")
         for line in terminal_lines(summary):
             terminalreporter.line(line, red=summary["verdict"] == "not certified")
+
+    def canary_gate(self, run_dir: Path, driver_user: str) -> dict[str, Any]:
+        """Gather the canary gate's inputs and evaluate it."""
+        config = self.config
+        rollback, namespace = _rehearsal(run_dir, config.getoption("--rollback-state"))
+        cluster = config.stash.get(stash.CLUSTER, None)
+        audit, audit_missing = canary.gather_audit(
+            cluster.audit_log if cluster is not None else None,
+            driver_user=driver_user,
+            canary_namespace=namespace,
+            since=self.started,
+            until=self.ended or datetime.now(UTC),
+        )
+        inputs = canary.Inputs(driver_user, rollback, audit, audit_missing, self.events, self.events_missing)
+        policy = canary.Policy(
+            tolerance_ratio=config.getoption("--canary-tolerance"),
+            allocation_slo=config.getoption("--canary-allocation-slo"),
+            ready_slo=config.getoption("--canary-ready-slo"),
+            error_budget=config.getoption("--canary-error-budget"),
+        )
+        return canary.evaluate(inputs, policy)
+
+
+def _rehearsal(run_dir: Path, state_file: Path | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The rollback rehearsal's report (this run's, else from the state file) and its namespace, where one ran."""
+    path = state_file or run_dir / STATE_FILE
+    try:
+        state = RehearsalState.load(path)
+    except ConformanceError:
+        state = None  # not a state file: the rollback suite refuses it itself; here it means no rehearsal
+    report_file = run_dir / REPORT_JSON
+    if report_file.is_file():
+        report: dict[str, Any] | None = json.loads(report_file.read_text())
+    else:
+        report = summarize_rehearsal(state) if state is not None and state.records else None
+    before = state.records.get(Phase.BEFORE) if state is not None else None
+    namespace = before.facts.get("setup", {}).get("namespace") if before is not None else None
+    return report, namespace

@@ -20,6 +20,8 @@ from kubernetes import client
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.errors import UsageError
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
+from dra_conformance.metrics import rehearsal as metrics_rehearsal_mode
+from dra_conformance.metrics.rehearsal import MetricsRehearsal, MetricsRehearsalSetup
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.rollback.extended_resource import (
     ADVERTISED_DEVICES,
@@ -75,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state = RehearsalState.load(path)
         index = PHASES.index(Phase(phase))
         if index > 0:
-            state.require(Phase(phase), PHASES[index - 1])
+            state.require_any(Phase(phase), PHASES[index - 1])
     except UsageError as error:
         refuse(error)
 
@@ -104,6 +106,8 @@ class Rehearsal:
     drive: bool
     single_phase: bool
     engine: ExtendedResourceRehearsal | None = None
+    # The metrics v1 -> v1beta1 rehearsal's engine (suites/rollback/test_metrics_rollback.py), once set up.
+    metrics: MetricsRehearsal | None = None
 
     def record(self, record: PhaseRecord) -> None:
         """Keep a phase's record in the state file and refresh the report."""
@@ -187,4 +191,81 @@ def finish(rehearsal: Rehearsal, timeouts: Timeouts, reaper: NamespaceReaper) ->
         engine.delete_class(created)
     reaper.delete(engine.setup.namespace)
     rehearsal.engine = None
+    return left
+
+
+@pytest.fixture(scope="module")
+def metrics_rehearsal(
+    pytestconfig: pytest.Config,
+    run_dir: Path,
+    timeouts: Timeouts,
+    namespace_reaper: NamespaceReaper,
+) -> Iterator[Rehearsal]:
+    """The metrics v1 -> v1beta1 rehearsal of this run, its own part of the state file.
+
+    With every phase in one run, a rehearsal that stopped half-way serves v1 again and is torn down at the end.
+    """
+    phase = pytestconfig.getoption("--rollback-phase")
+    path = pytestconfig.getoption("--rollback-state") or run_dir / STATE_FILE
+    state = RehearsalState.load(path, metrics_rehearsal_mode.REHEARSAL)
+    single = phase != ALL_PHASES
+    found = Rehearsal(
+        state, run_dir, drive=not single or pytestconfig.getoption("--rollback-drive"), single_phase=single
+    )
+    try:
+        yield found
+    finally:
+        if not single and found.metrics is not None and Phase.AFTER_ROLLBACK not in state.records:
+            finish_metrics(found, namespace_reaper, restore=True)
+
+
+def set_up_metrics(
+    rehearsal: Rehearsal,
+    api_client: client.ApiClient,
+    metrics_client: client.ApiClient,
+    run_id: str,
+    timeouts: Timeouts,
+    slo: float,
+) -> MetricsRehearsal:
+    """Start the metrics rehearsal: a namespace of its own for the consumer target."""
+    records = rehearsal.state.records
+    if records and Phase.AFTER_ROLLBACK not in records:
+        refuse(
+            UsageError(
+                f"rollback state file {rehearsal.state.path} holds a metrics rehearsal not rolled back yet (phases: "
+                f"{', '.join(records)}); run after_rollback or name a new file"
+            )
+        )
+    records.clear()
+    reason = metrics_rehearsal_mode.not_applicable(metrics_client)
+    if reason is not None:
+        pytest.skip(f"not applicable: {reason}")
+    namespace = f"dra-rollback-metrics-{secrets.token_hex(3)}"
+    create_namespace(api_client, namespace, run_id, timeouts.namespace_ready)
+    rehearsal.metrics = MetricsRehearsal(api_client, metrics_client, MetricsRehearsalSetup(namespace), timeouts, slo)
+    return rehearsal.metrics
+
+
+def resume_metrics(
+    rehearsal: Rehearsal, api_client: client.ApiClient, metrics_client: client.ApiClient, timeouts: Timeouts, slo: float
+) -> MetricsRehearsal:
+    """The metrics rehearsal an earlier phase (maybe an earlier run) set up."""
+    if rehearsal.metrics is None:
+        before = rehearsal.state.require(Phase.AFTER_CHANGE, Phase.BEFORE)
+        setup = MetricsRehearsalSetup(**before.facts["setup"])
+        rehearsal.metrics = MetricsRehearsal(api_client, metrics_client, setup, timeouts, slo)
+    return rehearsal.metrics
+
+
+def finish_metrics(rehearsal: Rehearsal, reaper: NamespaceReaper, *, restore: bool) -> list[str]:
+    """Delete the consumer target's namespace; with `restore`, serve v1 again if the rehearsal left it removed."""
+    engine = rehearsal.metrics
+    if engine is None:
+        return []
+    left = []
+    before = rehearsal.state.records.get(Phase.BEFORE)
+    if restore and before is not None and engine.restore_if_removed(before):
+        left.append("metrics.k8s.io/v1 was left removed; served again by the suite's teardown")
+    reaper.delete(engine.setup.namespace)
+    rehearsal.metrics = None
     return left

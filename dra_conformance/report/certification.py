@@ -19,6 +19,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from dra_conformance.report import canary as canary_gate
+
 NOT_APPLICABLE_PREFIX = "not applicable:"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MARKDOWN = "summary.md"
@@ -162,8 +164,10 @@ def _artifact(run_dir: Path, name: str) -> Any:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def summarize(results: list[CheckResult], facts: RunFacts, run_dir: Path) -> dict[str, Any]:
-    """The whole summary as a document."""
+def summarize(
+    results: list[CheckResult], facts: RunFacts, run_dir: Path, canary: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`)."""
     capabilities = capability_table(results, facts)
     verdict, reasons = decide(results, capabilities)
     metrics = _artifact(run_dir, METRICS_VERDICT)
@@ -176,7 +180,9 @@ def summarize(results: list[CheckResult], facts: RunFacts, run_dir: Path) -> dic
         "tests": {r.nodeid: str(r.outcome) for r in sorted(results, key=lambda r: r.nodeid)},
         "capabilities": capabilities,
         "suites": suite_table(results),
-        "canary_gate": {"state": "not evaluated", "why": "the canary gate's rules are not built yet (issue 13)"},
+        "canary_gate": canary
+        if canary is not None
+        else {"state": "not evaluated", "why": "no canary inputs were given to the summary"},
         "metrics_verdict": metrics if metrics is not None else {"state": "not run"},
         "rollback_rehearsal": (
             {k: rollback[k] for k in ("verdict", "failed_phase", "rollback_seconds")}
@@ -216,9 +222,10 @@ def render_markdown(summary: dict[str, Any]) -> str:
         lines += [f"- {r['tests']} x {r['reason']}" for r in row["reasons"]]
     lines += [
         "",
+        *canary_gate.markdown_lines(summary["canary_gate"]),
+        "",
         "## Other decisions",
         "",
-        f"- canary gate: {summary['canary_gate']}",
         f"- metrics verdict: {_short(summary['metrics_verdict'])}",
         f"- rollback rehearsal: {summary['rollback_rehearsal']}",
         f"- flake record: {summary['flake_record']}",
@@ -240,6 +247,7 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     lines.append("  tests: " + ", ".join(f"{n} {o}" for o, n in sorted(summary["totals"].items())))
     states = ", ".join(f"{c} {row['state']}" for c, row in summary["capabilities"].items())
     lines.append(f"  capabilities: {states or 'none declared'}")
+    lines += canary_gate.terminal_lines(summary["canary_gate"])
     lines.append("  details: summary.md and summary.json in the run's reports")
     return lines
 

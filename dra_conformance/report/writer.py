@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dra_conformance.report.allure_tables import write_global_tables
 from dra_conformance.report.records import read_records
 
 
@@ -48,4 +49,7 @@ def write_report(run_dir: Path, summarizers: Mapping[str, Summarizer], allure_di
         allure_dir.mkdir(parents=True, exist_ok=True)
         lines = [f"{key}={value}" for key, value in environment.items()]
         (allure_dir / ALLURE_ENVIRONMENT).write_text("\n".join(lines) + "\n")
+    if allure_dir is not None:
+        # The same documents as readable tables, attached to the whole run (Allure's global attachments).
+        write_global_tables(allure_dir, [(s.title, s.document) for s in sections if s.artifact is not None])
     return sections

@@ -10,6 +10,11 @@ The rehearsal keeps one namespace of its own across the phases (and across runs,
 workloads started in one phase are checked in the next. A correct rollback drains the pods DRA serves, then
 removes the DeviceClass; removing the class first leaves pods holding claims of a class that is gone, which the
 `after_rollback` phase reports as left behind.
+
+The device-plugin path is a real device plugin where a node advertises the resource through a real kubelet (on
+the local cluster's real node, the reference plugin `fake_dra.device_plugin`, registered with that kubelet): its
+workloads must run (Ready), tolerate the node's taints, and show the devices the plugin allocated them. Only on a
+fake (kwok) node does a status patch stand in for the device plugin. Every phase record says which it was.
 """
 
 from __future__ import annotations
@@ -39,6 +44,23 @@ KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # Devices the stand-in device plugin advertises on a fake node: one per device-plugin workload the phases start (3).
 ADVERTISED_DEVICES = 3
 DEVICE_PLUGIN, DRA = "device-plugin", "dra"
+# What serves the device-plugin path, as the phase records name it.
+REAL_DEVICE_PLUGIN = "real device plugin (kubelet device plugin API v1beta1)"
+STAND_IN = "stand-in (extended resource patched into a fake node's status)"
+# The reference device plugin (fake_dra.device_plugin) names a container's device ids in this variable.
+DEVICE_IDS_ENV = "DEVICE_PLUGIN_DEVICE_IDS"
+# A workload with a shell prints its environment (its devices among it), then stays up holding them.
+PRINT_ENV_AND_WAIT = ["sh", "-c", "env; exec sleep 3600"]
+# Taints the node lifecycle controller sets for a node's conditions (not-ready, unreachable, pressure): a node
+# carrying one is not a place to run the rehearsal, and they are never tolerated.
+CONDITION_TAINT_PREFIX = "node.kubernetes.io/"
+
+
+def baseline_prefix(path: str) -> str:
+    """Names of a path's canary baseline pods: `<prefix>-<n>` (the canary gate finds them by it)."""
+    return f"baseline-{path}"
+
+
 # Pods per path for the canary baseline: enough for a p95 that is not the maximum of two, few enough for CI.
 BASELINE_SAMPLES = 8
 
@@ -58,6 +80,57 @@ class RehearsalSetup:
     advertised_by_suite: bool
 
 
+@dataclass(frozen=True)
+class PluginNode:
+    """How the device-plugin node serves the resource, and what a pod needs to run there."""
+
+    name: str
+    # A kubelet advertises the resource (a real device plugin), not a status patch on a fake node.
+    real: bool
+    # Tolerations of the node's own taints (a real node may keep other pods away).
+    tolerations: tuple[Manifest, ...] = ()
+    # The workload image: a busybox the node has (to show the allocated devices), else the pause image.
+    image: str = PAUSE_IMAGE
+
+    @property
+    def shell(self) -> bool:
+        """Whether the workload image has a shell (then the container prints its environment)."""
+        return self.image != PAUSE_IMAGE
+
+    @classmethod
+    def read(cls, core: client.CoreV1Api, name: str) -> PluginNode:
+        """The node `name` as the API shows it now."""
+        node = core.read_node(name)
+        if (node.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION):
+            return cls(name, real=False)
+        images = [n for image in node.status.images or [] for n in image.names or []]
+        busybox = next((n for n in images if "busybox" in n and "@" not in n), None)
+        return cls(name, real=True, tolerations=tolerations_of(node), image=busybox or PAUSE_IMAGE)
+
+    def describe(self, core: client.CoreV1Api, resource: str) -> dict[str, Any]:
+        """Facts for the phase records: which device-plugin path, and what the node advertises now."""
+        try:
+            allocatable = (core.read_node(self.name).status.allocatable or {}).get(resource)
+        except ApiException as error:
+            allocatable = f"unreadable: {error.status} {error.reason}"
+        return {
+            "node": self.name,
+            "served_by": REAL_DEVICE_PLUGIN if self.real else STAND_IN,
+            "allocatable": allocatable,
+            "image": self.image,
+            "tolerations": list(self.tolerations),
+        }
+
+
+def tolerations_of(node: client.V1Node) -> tuple[Manifest, ...]:
+    """Tolerations of a node's NoSchedule and NoExecute taints, leaving out condition taints."""
+    return tuple(
+        {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+        for taint in node.spec.taints or []
+        if taint.effect in ("NoSchedule", "NoExecute") and not taint.key.startswith(CONDITION_TAINT_PREFIX)
+    )
+
+
 def now() -> str:
     """The current time, for records."""
     return datetime.now(UTC).isoformat(timespec="seconds")
@@ -72,6 +145,11 @@ class ExtendedResourceRehearsal:
         self.core = client.CoreV1Api(api_client)
         self.objects = client.CustomObjectsApi(api_client)
         self.group, self.version = RESOURCE_API.split("/")
+        self.plugin = PluginNode.read(self.core, setup.plugin_node)
+
+    def device_plugin_facts(self) -> dict[str, Any]:
+        """Which device-plugin path the rehearsal uses (real device plugin or stand-in), for every phase record."""
+        return self.plugin.describe(self.core, self.setup.resource)
 
     # --- what serves the resource ------------------------------------------------------------------------------
 
@@ -115,25 +193,62 @@ class ExtendedResourceRehearsal:
 
     # --- workloads ---------------------------------------------------------------------------------------------
 
+    def on_real_plugin_node(self, node: str | None) -> bool:
+        """Whether a pod on `node` runs on the real device plugin's node (then it must become Ready)."""
+        return self.plugin.real and node == self.plugin.name
+
     def start(self, name: str, node: str) -> None:
-        """A pod asking for one unit of the resource, pinned to `node`."""
+        """A pod asking for one unit of the resource, pinned to `node` (tolerating it, on the real plugin node)."""
         quantity = {self.setup.resource: "1"}
-        container = {"name": "app", "image": PAUSE_IMAGE, "resources": {"requests": quantity, "limits": quantity}}
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": self.setup.namespace},
-            "spec": {"terminationGracePeriodSeconds": 0, "affinity": pin_to_node(node), "containers": [container]},
+        container: Manifest = {
+            "name": "app",
+            "image": PAUSE_IMAGE,
+            "resources": {"requests": quantity, "limits": quantity},
         }
-        self.core.create_namespaced_pod(self.setup.namespace, pod)
+        spec: Manifest = {"terminationGracePeriodSeconds": 0, "affinity": pin_to_node(node), "containers": [container]}
+        if self.on_real_plugin_node(node):
+            container.update(image=self.plugin.image, imagePullPolicy="IfNotPresent")
+            if self.plugin.shell:
+                container["command"] = PRINT_ENV_AND_WAIT
+            spec["tolerations"] = list(self.plugin.tolerations)
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": self.setup.namespace}}
+        self.core.create_namespaced_pod(self.setup.namespace, {**pod, "spec": spec})
 
     def place(self, *workloads: tuple[str, str]) -> list[dict[str, Any]]:
         """Start each (name, node) workload, wait until the scheduler decided each, and observe them in order."""
         for name, node in workloads:
             self.start(name, node)
-        for name, _ in workloads:
+        for name, node in workloads:
             self.await_decided(name)
+            if self.on_real_plugin_node(node):
+                self.await_running(name)
         return [self.observe(name) for name, _ in workloads]
+
+    def await_running(self, name: str) -> None:
+        """Wait until a pod on the real plugin node is Ready and, with a shell, has shown its devices.
+
+        A pod that does not get there is reported by the phase (its observation says not ready), not here.
+        """
+        try:
+            waits.until(
+                lambda: self.observe(name),
+                lambda seen: bool(seen.get("ready")) and (not self.plugin.shell or seen.get("devices") is not None),
+                timeout=self.timeouts.pod_running,
+                what=f"pod {name} Ready on {self.plugin.name}"
+                + (f" with {DEVICE_IDS_ENV} in its output" if self.plugin.shell else ""),
+                describe=str,
+            )
+        except WaitTimeout:
+            pass  # the observation the phase takes next carries what was seen
+
+    def devices_of(self, name: str) -> str | None:
+        """The device ids a container on the real plugin node printed (DEVICE_IDS_ENV), or None before it did."""
+        try:
+            text = self.core.read_namespaced_pod_log(name, self.setup.namespace, container="app", _request_timeout=10)
+        except ApiException:
+            return None  # not started yet, or gone: the observation says which
+        prefix = f"{DEVICE_IDS_ENV}="
+        return next((line[len(prefix) :] for line in str(text).splitlines() if line.startswith(prefix)), None)
 
     def read(self, name: str) -> client.V1Pod | None:
         """The pod, or None once it is gone."""
@@ -164,6 +279,7 @@ class ExtendedResourceRehearsal:
         if pod is None:
             return {"name": name, "present": False}
         claim_status = pod.status.extended_resource_claim_status
+        real = self.on_real_plugin_node(pod.spec.node_name)
         return {
             "name": name,
             "present": True,
@@ -172,6 +288,10 @@ class ExtendedResourceRehearsal:
             "deleting": pod.metadata.deletion_timestamp is not None,
             "path": DRA if claim_status is not None else (DEVICE_PLUGIN if pod.spec.node_name else None),
             "claim": claim_status.resource_claim_name if claim_status is not None else None,
+            "ready": pod_ready(pod),
+            # On the real plugin node the pod must run; with a shell it shows the devices the plugin allocated.
+            "must_run": real,
+            "devices": self.devices_of(name) if real and self.plugin.shell and pod_ready(pod) else None,
             "scheduling": f"{scheduled_condition(pod).reason}: {scheduled_condition(pod).message}"
             if scheduled_condition(pod) is not None and pod.spec.node_name is None
             else None,
@@ -237,6 +357,7 @@ class ExtendedResourceRehearsal:
             self.delete_pod(name)
         return {
             "node": node,
+            "kubelet": "fake (kwok)" if _kwok(self.core.read_node(node)) else "real",
             "samples": samples,
             "ready_p50_seconds": round(statistics.median(seconds), 3) if seconds else None,
             "ready_p95_seconds": round(percentile(seconds, 0.95), 3) if seconds else None,
@@ -305,12 +426,19 @@ def _expect_path(record: PhaseRecord, seen: dict[str, Any], path: str, why: str)
         record.problems.append(f"pod {seen['name']} is gone or being deleted ({why}): {seen}")
     elif seen.get("path") != path:
         record.problems.append(f"pod {seen['name']} is served by {seen.get('path')}, expected {path} ({why}): {seen}")
+    elif seen.get("must_run") and not seen.get("ready"):
+        record.problems.append(f"pod {seen['name']} is not Ready on the real device plugin's node ({why}): {seen}")
+
+
+# What a kept workload must still show: the same pod, node and path, and the same devices where it showed them.
+KEPT_FIELDS = ("uid", "node", "path", "devices")
 
 
 def _kept(record: PhaseRecord, before: dict[str, Any], now_seen: dict[str, Any]) -> None:
-    """A workload of an earlier phase is the same pod, on the same node and path."""
-    same = {k: now_seen.get(k) for k in ("uid", "node", "path")} == {k: before.get(k) for k in ("uid", "node", "path")}
-    if not same or now_seen.get("deleting"):
+    """A workload of an earlier phase is the same pod, on the same node and path, with the same devices."""
+    same = {k: now_seen.get(k) for k in KEPT_FIELDS} == {k: before.get(k) for k in KEPT_FIELDS}
+    stopped = bool(before.get("ready")) and not now_seen.get("ready")
+    if not same or now_seen.get("deleting") or stopped:
         record.problems.append(f"workload {before['name']} did not keep its device: was {before}, now {now_seen}")
 
 
@@ -319,6 +447,7 @@ def run_before(rehearsal: ExtendedResourceRehearsal) -> PhaseRecord:
     record = PhaseRecord(Phase.BEFORE, now())
     start = time.monotonic()
     record.facts["setup"] = asdict(rehearsal.setup)
+    record.facts["device_plugin"] = rehearsal.device_plugin_facts()
     serving = rehearsal.serving_classes()
     if serving:
         record.problems.append(f"DeviceClasses {serving} already serve {rehearsal.setup.resource} through DRA")
@@ -336,6 +465,7 @@ def run_after_change(
     before = state.require(Phase.AFTER_CHANGE, Phase.BEFORE)
     record = PhaseRecord(Phase.AFTER_CHANGE, now())
     start = time.monotonic()
+    record.facts["device_plugin"] = rehearsal.device_plugin_facts()
     if drive:
         record.facts["created_class"] = rehearsal.create_class()
     serving = rehearsal.serving_classes()
@@ -354,8 +484,8 @@ def run_after_change(
     record.seconds = round(time.monotonic() - start, 3)
     if serving:
         record.facts["baseline"] = {
-            DEVICE_PLUGIN: rehearsal.measure_path("baseline-device-plugin", rehearsal.setup.plugin_node, samples),
-            DRA: rehearsal.measure_path("baseline-dra", rehearsal.setup.dra_node, samples),
+            DEVICE_PLUGIN: rehearsal.measure_path(baseline_prefix(DEVICE_PLUGIN), rehearsal.setup.plugin_node, samples),
+            DRA: rehearsal.measure_path(baseline_prefix(DRA), rehearsal.setup.dra_node, samples),
         }
     return record
 
@@ -371,6 +501,7 @@ def run_after_rollback(
     changed = state.require(Phase.AFTER_ROLLBACK, Phase.AFTER_CHANGE)
     record = PhaseRecord(Phase.AFTER_ROLLBACK, now())
     start = time.monotonic()
+    record.facts["device_plugin"] = rehearsal.device_plugin_facts()
     if drive:
         created = changed.facts.get("created_class")
         if drain_first:
@@ -380,8 +511,9 @@ def run_after_rollback(
     serving = rehearsal.serving_classes()
     if serving:
         record.problems.append(f"DeviceClasses {serving} still serve {rehearsal.setup.resource}: not rolled back")
-    for key, name in (("w1", "w1-device-plugin"), ("w3", "w3-device-plugin")):
-        _kept(record, changed.facts["workloads"][key], rehearsal.observe(name))
+    kept = {key: rehearsal.observe(name) for key, name in (("w1", "w1-device-plugin"), ("w3", "w3-device-plugin"))}
+    for key, seen in kept.items():
+        _kept(record, changed.facts["workloads"][key], seen)
     record.left_behind.extend(rehearsal.left_behind())
     w4, w5 = rehearsal.place(
         ("w4-device-plugin", rehearsal.setup.plugin_node), ("w5-former-dra", rehearsal.setup.dra_node)
@@ -389,7 +521,7 @@ def run_after_rollback(
     _expect_path(record, w4, DEVICE_PLUGIN, "the device plugin's node after the rollback")
     if not serving and w5.get("node") is not None:
         record.problems.append(f"pod w5 was placed on {w5['node']}, which serves {rehearsal.setup.resource} no more")
-    record.facts["workloads"] = {"w4": w4, "w5": w5}
+    record.facts["workloads"] = {**kept, "w4": w4, "w5": w5}
     record.seconds = round(time.monotonic() - start, 3)
     return record
 
@@ -399,11 +531,17 @@ def _allocatable(node: client.V1Node, resource: str) -> int:
     return int(value) if value is not None and str(value).isdigit() else 0
 
 
+def _kwok(node: client.V1Node) -> bool:
+    return bool((node.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION))
+
+
 def choose_nodes(api_client: client.ApiClient, driver: str, resource: str) -> tuple[str, str, bool] | str:
     """(device-plugin node, DRA node, whether to advertise on the former), or why the rehearsal cannot run.
 
-    The device-plugin node is one that advertises the resource, else a fake (kwok) node on which the suite
-    advertises it. The DRA node is another untainted node with ResourceSlices of the driver under test.
+    The device-plugin node is, in this order: a node whose kubelet advertises the resource (a real device plugin;
+    its own taints are tolerated, condition taints rule it out), an untainted node that advertises it, else a
+    fake (kwok) node on which the suite advertises it. The DRA node is another untainted node with ResourceSlices
+    of the driver under test that does not advertise the resource.
     """
     core = client.CoreV1Api(api_client)
     objects = client.CustomObjectsApi(api_client)
@@ -412,15 +550,27 @@ def choose_nodes(api_client: client.ApiClient, driver: str, resource: str) -> tu
         group, version, "resourceslices", field_selector=f"spec.driver={driver}"
     )
     driver_nodes = {s["spec"].get("nodeName") for s in slices["items"]} - {None}
-    usable = [n for n in core.list_node().items if not n.spec.taints and not n.spec.unschedulable]
-    advertising = [n.metadata.name for n in usable if _allocatable(n, resource) > 0]
-    fake = [n.metadata.name for n in usable if (n.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION)]
+    listed = core.list_node().items
+    schedulable = [n for n in listed if not n.spec.unschedulable]
+    usable = [n for n in schedulable if not n.spec.taints]
+    kubelets = sorted(
+        n.metadata.name
+        for n in schedulable
+        if not _kwok(n)
+        and _allocatable(n, resource) > 0
+        and not any(t.key.startswith(CONDITION_TAINT_PREFIX) for t in n.spec.taints or [])
+    )
+    advertising = [n.metadata.name for n in usable if _allocatable(n, resource) > 0 and n.metadata.name not in kubelets]
+    fake = [n.metadata.name for n in usable if _kwok(n)]
     dra_nodes = sorted(n.metadata.name for n in usable if n.metadata.name in driver_nodes)
-    for plugin_node, advertise in [(n, False) for n in advertising] + [(n, True) for n in reversed(fake)]:
-        others = [n for n in dra_nodes if n != plugin_node and n not in advertising]
+    every_advertising = {n.metadata.name for n in listed if _allocatable(n, resource) > 0}
+    candidates = [(n, False) for n in [*kubelets, *advertising]] + [(n, True) for n in reversed(fake)]
+    for plugin_node, advertise in candidates:
+        others = [n for n in dra_nodes if n != plugin_node and n not in every_advertising]
         if others:
             return plugin_node, others[0], advertise
     return (
         f"needs a node that advertises {resource} (or a fake node to advertise it on) and another untainted node "
-        f"with devices of {driver}; advertising: {advertising}, fake: {fake}, {driver}: {dra_nodes}"
+        f"with devices of {driver}; advertising through a kubelet: {kubelets}, advertising: {advertising}, "
+        f"fake: {fake}, {driver}: {dra_nodes}"
     )

@@ -11,30 +11,27 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import allure
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import versions
 from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.metrics import api as metrics_api
-from dra_conformance.metrics.adapter import wait_serving
-from dra_conformance.metrics.verdict import RECORD_KIND, verdict_record
+from dra_conformance.metrics import rollback as metrics_rollback
+from dra_conformance.metrics.verdict import RECORD_KIND, render_markdown, verdict_record
+from dra_conformance.metrics.watch import WatchSummary
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
 # The metrics tests share the cluster-wide APIServices (and the adapter's faults): keep them on one worker.
 pytestmark = pytest.mark.xdist_group("metrics")
-# Reads of both versions within one collection tick: two intervals of the slowest common setting (15 s) at most.
-SAME_TICK_DEADLINE = 30.0
 # Upper bound for a new sample to appear: three collection intervals of the slowest common setting (15 s).
 NEW_SAMPLE_DEADLINE = 45.0
 # kubectl top answers from one request; a minute covers a cold kubectl.
@@ -68,21 +65,12 @@ def kubectl_1_37() -> str:
 
 @pytest.fixture
 def served(metrics_client: client.ApiClient, timeouts: Timeouts) -> list[str]:
-    versions = metrics_api.served_versions(metrics_client)
+    # A pipeline that is still warming up is not wrong yet: wait for its first node samples.
+    versions = metrics_api.wait_first_samples(metrics_client, timeouts.metrics_first_sample)
     if not versions:
         pytest.skip(
             "not applicable: metrics.k8s.io is not served at all: no Metrics API implementation in this cluster"
         )
-    # A pipeline that is still warming up is not wrong yet: wait for its first node samples.
-    preferred = "v1" if "v1" in versions else versions[0]
-    waits.until(
-        lambda: metrics_api.samples(metrics_client, preferred),
-        lambda found: any(key.startswith("node/") for key in found),
-        timeout=timeouts.metrics_first_sample,
-        what=f"first NodeMetrics from metrics.k8s.io/{preferred}",
-        describe=lambda found: sorted(found),
-        retry_on=(ApiException,),
-    )
     return versions
 
 
@@ -107,19 +95,8 @@ def test_served_version_has_an_available_apiservice(
 
 def test_versions_agree_while_both_are_served(served: list[str], metrics_client: client.ApiClient) -> None:
     _require(served, "v1", "v1beta1")
-
-    def pair() -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
-        return metrics_api.samples(metrics_client, "v1"), metrics_api.samples(metrics_client, "v1beta1")
-
-    def same_tick(read: tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]) -> bool:
-        return {s.timestamp for s in read[0].values()} == {s.timestamp for s in read[1].values()}
-
     # A collection tick can fall between the two reads (either way round): compare reads of one tick.
-    try:
-        first, second = waits.until(pair, same_tick, timeout=SAME_TICK_DEADLINE, what="v1 and v1beta1 read in one tick")
-    except WaitTimeout:
-        first, second = pair()  # never in one tick: the comparison below names the timestamps that differ
-    differences = metrics_api.parity_differences(first, second, metrics_api.PARITY_TOLERANCE)
+    differences = metrics_rollback.parity_problems(metrics_client)
     assert not differences, f"v1 and v1beta1 disagree ({len(differences)}): {differences[:10]}"
 
 
@@ -154,31 +131,18 @@ def test_no_running_pod_is_reported_with_zero_use(
 def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
     served: list[str], metrics_client: client.ApiClient, api_client: client.ApiClient, timeouts: Timeouts
 ) -> None:
+    """The same judgement as the rollback rehearsal's metrics phases (dra_conformance.metrics.rollback)."""
     _require(served, "v1", "v1beta1")
-    registration = client.ApiregistrationV1Api(api_client)
-    saved: dict[str, Any] = api_client.sanitize_for_serialization(registration.read_api_service("v1.metrics.k8s.io"))
-    saved["metadata"] = {k: v for k, v in saved["metadata"].items() if k in ("name", "labels", "annotations")}
-    saved.pop("status", None)
+    saved = metrics_rollback.saved_apiservice(api_client, "v1")
     with allure.step("roll back: stop serving metrics.k8s.io/v1"):
-        registration.delete_api_service("v1.metrics.k8s.io")
+        metrics_rollback.remove_version(api_client, metrics_client, "v1", timeouts.metrics_available)
     try:
-        waits.until(
-            lambda: metrics_api.served_versions(metrics_client),
-            lambda versions: "v1" not in versions,
-            timeout=timeouts.metrics_available,
-            what="v1 gone from discovery",
-            describe=str,
-        )
-        with pytest.raises(ApiException) as gone:
-            registration.read_api_service("v1.metrics.k8s.io")
-        assert gone.value.status == 404, f"v1 APIService lingers: {gone.value.status}"
-        status = metrics_api.get_status(metrics_client, "/apis/metrics.k8s.io/v1/nodes")
-        assert status == 404, f"GET metrics.k8s.io/v1/nodes after rollback answered {status}"
-        assert metrics_api.samples(metrics_client, "v1beta1"), "v1beta1 stopped answering after the rollback"
+        problems = metrics_rollback.rolled_back_problems(api_client, metrics_client, removed="v1", kept="v1beta1")
+        problems += metrics_rollback.consumer_problems(metrics_client, "v1beta1", None, float("inf"))
+        assert not problems, f"after removing v1: {problems}"
     finally:
         with allure.step("roll forward: serve metrics.k8s.io/v1 again"):
-            registration.create_api_service(saved)
-            wait_serving(metrics_client, metrics_api.VERSIONS, timeouts.metrics_available)
+            metrics_rollback.restore_version(api_client, metrics_client, saved, timeouts.metrics_available)
 
 
 def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
@@ -217,15 +181,27 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
     assert used and set(used) <= set(listed), f"kubectl read {used}; aggregated discovery listed {listed}; {inventory}"
 
 
+def test_served_versions_stay_available_and_fresh_over_the_watch(
+    served: list[str], metrics_watch: WatchSummary | None, freshness_slo: float
+) -> None:
+    """With --metrics-watch: every served version Available and fresh at the stable ratio over the whole watch."""
+    if metrics_watch is None:
+        pytest.skip("not applicable: no --metrics-watch DURATION given (availability is read at one moment only)")
+    allure.attach(json.dumps(asdict(metrics_watch), indent=2), "metrics watch", allure.attachment_type.JSON)
+    problems = metrics_watch.unstable(served, freshness_slo)
+    assert not problems, f"over {metrics_watch.watched_seconds} s watched: {problems}; {asdict(metrics_watch)}"
+
+
 def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     served: list[str],
     cluster: ClusterInfo,
     metrics_client: client.ApiClient,
     freshness_slo: float,
     run_records: RunRecords,
+    metrics_watch: WatchSummary | None,
 ) -> None:
-    """The run's verdict goes to reports/<run-id>/metrics-verdict.json; "keep serving both" is advice, not a fault."""
-    evidence = metrics_api.Evidence(slo=freshness_slo)
+    """The run's verdict goes to reports/<run-id>/metrics-verdict.{json,md}; "keep serving both" is advice."""
+    evidence = metrics_api.Evidence(slo=freshness_slo, watch=metrics_watch)
     evidence.available = {v: metrics_api.apiservice_condition(metrics_client, v) for v in metrics_api.VERSIONS}
     usable = [v for v in ("v1", "v1beta1") if v in served and evidence.available.get(v, "").startswith("True")]
     if usable:
@@ -236,11 +212,12 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
         evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))
     evidence.server_version = client.VersionApi(metrics_client).get_code().git_version
     decisions = metrics_api.verdict(evidence)
-    run_records.add(RECORD_KIND, verdict_record(evidence, decisions))
+    record = verdict_record(evidence, decisions)
+    run_records.add(RECORD_KIND, record)
     allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)
-    allure.attach("\n".join(decisions), "verdict")
+    allure.attach(render_markdown(record), "verdict", allure.attachment_type.TEXT)
     blocking = [d for d in decisions if d in metrics_api.DECISIONS[:2]]
-    assert not blocking, f"verdict: {decisions}; evidence: {evidence.to_json()}"
+    assert not blocking, f"verdict: {decisions}; availability: {record['stability']}; evidence: {evidence.to_json()}"
 
 
 # The HPA controller syncs every 15 s by default; two syncs plus pod start-up fit comfortably.

@@ -6,16 +6,18 @@ device as Unknown when its health is not re-sent within health_check_timeout (de
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import grpc
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
-from dra_conformance.driver.reference import PrivateDriver
+from dra_conformance.driver.reference import FakeDriverControl, PrivateDriver
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.report.findings import Obligations
 
@@ -79,3 +81,44 @@ def test_reference_driver_reports_an_unavailable_device_unhealthy(
     process.control.set_faults([{"mode": "unavailable", "device": "gpu-1"}])
     health = driver_client(process.endpoint).first_health_report()
     assert health == {"gpu-0": "HEALTHY", "gpu-1": "UNHEALTHY"}, f"health stream with gpu-1 unavailable: {health}"
+
+
+# Taint effects with which a driver says in its own slice that a device must not get new (or any) pods.
+FAILING_EFFECTS = {"NoSchedule", "NoExecute"}
+
+
+@pytest.mark.capability("healthStream")
+def test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints(
+    disruption: Disruption,
+    driver_under_test: DriverUnderTest,
+    driver_client: Callable[..., DriverClient],
+    api_client: client.ApiClient,
+    obligations: Obligations,
+) -> None:
+    """Defensive cross-check of the driver's two statements about one device (no contract links them)."""
+    profile = driver_under_test.profile
+    if not profile.declares(Capability.HEALTH_STREAM):
+        pytest.skip(f"not applicable: {profile.source} does not declare healthStream")
+    node = disruption.node
+    with contextlib.ExitStack() as faults:
+        if profile.declares(Capability.REFERENCE_FAULTS):
+            # The reference driver fails a device on request: tainted NoSchedule in its slice, and in its health.
+            published = sorted(d for p in node_pools(api_client, profile.driver, node).values() for d in p.devices)
+            control = FakeDriverControl(disruption.endpoint)
+            faults.callback(control.set_faults([*control.faults(), {"mode": "unavailable", "device": published[-1]}]))
+        pools = node_pools(api_client, profile.driver, node)
+        health = driver_client(disruption.endpoint).first_health_report()
+    failing = sorted(
+        device
+        for pool in pools.values()
+        for device, effects in pool.taint_effects.items()
+        if FAILING_EFFECTS & set(effects)
+    )
+    if not failing:
+        pytest.skip(f"not applicable: the driver taints no device of {node} in its slices; nothing to compare")
+    obligations.defensive(
+        all(health.get(device) != "HEALTHY" for device in failing),
+        "a device the driver taints as failing in its own slice is not reported HEALTHY",
+        f"tainted {failing}; health stream {health}",
+        f"{HEALTH_PROTO}:57-63",
+    )

@@ -4,6 +4,11 @@ Three phases, in order, on one worker (they share the rehearsal): `before` (the 
 `after_change` (a DeviceClass with extendedResourceName lets DRA serve where no device plugin does) and
 `after_rollback` (the class is gone, nothing DRA made is left, device-plugin workloads kept theirs). Each phase
 writes its record to the state file and refreshes `reports/<run-id>/rollback-report.{json,md}`.
+
+The device-plugin path is a real device plugin where a node's kubelet advertises the resource (with `--real-node`,
+the reference plugin `fake_dra.device_plugin` on `real-node-0`): its workloads must run there (Ready) and keep the
+devices the plugin allocated them. Only on fake nodes does a status patch stand in for it. Each record's
+`device_plugin` fact says which.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ pytestmark = [pytest.mark.xdist_group("rollback-rehearsal"), pytest.mark.capabil
 
 
 def _verdict(record: PhaseRecord) -> None:
+    served_by = (record.facts.get("device_plugin") or {}).get("served_by")
     assert record.passed, (
-        f"rollback phase {record.phase} failed: problems {record.problems}; left behind {record.left_behind}"
+        f"rollback phase {record.phase} failed (device-plugin path: {served_by}): problems {record.problems}; "
+        f"left behind {record.left_behind}"
     )
 
 

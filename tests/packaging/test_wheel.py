@@ -94,6 +94,8 @@ def test_wheel_carries_suites_data_cluster_modules_and_reference_programs(instal
         "dra_conformance/clusters/local/etcd/main.go",
         "dra_conformance/clusters/local/kwok-stages.yaml",
         "dra_conformance/reference_driver_deploy/rbac.yaml",
+        "dra_conformance/report/allure_npm/package.json",
+        "dra_conformance/report/allure_npm/package-lock.json",
         "dra_wire/kubelet_api.py",
         "fake_dra/__main__.py",
         "fake_metrics/__main__.py",

@@ -17,23 +17,24 @@ HEALTHY = {"v1": "True/Passed", "v1beta1": "True/Passed"}
     ("evidence", "expected"),
     [
         (Evidence(available=HEALTHY, lag_p95=10.0, new_sample_seen=True), [DECISIONS[3]]),
-        (Evidence(available={"v1": "missing", "v1beta1": "True/Passed"}), [DECISIONS[0]]),
-        (Evidence(available={"v1": "False/FailedDiscoveryCheck"}), [DECISIONS[0]]),
-        (Evidence(available=HEALTHY, lag_p95=61.0), [DECISIONS[1]]),
-        (Evidence(available=HEALTHY, new_sample_seen=False), [DECISIONS[1]]),
-        (Evidence(available=HEALTHY, v1beta1_only_consumers=["hpa"]), [DECISIONS[2]]),
-        (Evidence(available={"v1": "missing"}, lag_p95=120.0, v1beta1_only_consumers=["hpa"]), list(DECISIONS[:3])),
+        (Evidence(available={"v1": "missing", "v1beta1": "True/Passed"}), [DECISIONS[0], DECISIONS[3]]),
+        (Evidence(available={"v1": "False/FailedDiscoveryCheck"}), [DECISIONS[0], DECISIONS[3]]),
+        (Evidence(available=HEALTHY, lag_p95=61.0), [DECISIONS[1], DECISIONS[3]]),
+        (Evidence(available=HEALTHY, new_sample_seen=False), [DECISIONS[1], DECISIONS[3]]),
+        (Evidence(available=HEALTHY, v1beta1_only_consumers=["hpa"]), [DECISIONS[2], DECISIONS[3]]),
+        (Evidence(available={"v1": "missing"}, lag_p95=120.0, v1beta1_only_consumers=["hpa"]), list(DECISIONS[:4])),
     ],
     ids=["all-good", "v1-missing", "v1-unavailable", "lag-over-slo", "no-new-sample", "v1beta1-consumers", "all-bad"],
 )
 def test_verdict_follows_the_decision_table(evidence: Evidence, expected: list[str]) -> None:
+    """Without a watch (--metrics-watch) nothing shows 24 h of stable availability: widening is always held."""
     assert verdict(evidence) == expected
 
 
 @pytest.mark.parametrize("server", ["v1.37.2", "v1.36.0", "v1.37.0-rc.1"])
 def test_on_a_control_plane_up_to_1_37_keep_serving_v1beta1_even_with_no_consumer_seen(server: str) -> None:
     evidence = Evidence(available=HEALTHY, lag_p95=10.0, new_sample_seen=True, server_version=server)
-    assert verdict(evidence) == [DECISIONS[2]]
+    assert verdict(evidence) == [DECISIONS[2], DECISIONS[3]]
     rule = evidence.hpa_needs_v1beta1()
     assert rule is not None and "HPA controller" in rule and server in rule
 
@@ -41,6 +42,7 @@ def test_on_a_control_plane_up_to_1_37_keep_serving_v1beta1_even_with_no_consume
 def test_a_newer_control_plane_leaves_the_decision_to_the_consumers_seen() -> None:
     evidence = Evidence(available=HEALTHY, lag_p95=10.0, new_sample_seen=True, server_version="v1.38.0")
     assert evidence.hpa_needs_v1beta1() is None and verdict(evidence) == [DECISIONS[3]]
+    assert "safe to move consumers to v1" not in verdict(evidence)  # not before 24 h of stable availability
 
 
 def test_quantities_parse_into_millicores_and_bytes() -> None:

@@ -294,6 +294,38 @@ class LocalBackend:
                 )
             except WaitTimeout as error:
                 raise BackendError(f"start local cluster: {error}; kubelet log: {self._log_tail('kubelet')}") from None
+            self._start_device_plugin(node, core)
+
+    def _start_device_plugin(self, node: real_node.RealNode, core: client.CoreV1Api) -> None:
+        """Start the reference device plugin next to the kubelet; wait until the Node's allocatable shows it."""
+        self._add_processes([node.device_plugin_process()])
+        resource, wanted = real_node.DEVICE_PLUGIN_RESOURCE, str(real_node.DEVICE_PLUGIN_DEVICES)
+
+        def allocatable() -> str | None:
+            found = core.list_node(field_selector=f"metadata.name={real_node.REAL_NODE}", _request_timeout=5)
+            exited = (self._state() or {}).get("exited", {})
+            if "device-plugin" in exited:
+                raise BackendError(
+                    f"start local cluster: the device plugin exited with code {exited['device-plugin']}; last lines "
+                    f"of its log: {self._log_tail('device-plugin')}"
+                )
+            return next(((n.status.allocatable or {}).get(resource) for n in found.items), None)
+
+        try:
+            waits.until(
+                allocatable,
+                lambda seen: seen == wanted,
+                timeout=real_node.DEVICE_PLUGIN_READY,
+                what=f"real node {real_node.REAL_NODE} allocatable {resource}={wanted} from the device plugin",
+                describe=lambda seen: f"allocatable {resource}: {seen}",
+                retry_on=(ApiException, HTTPError),
+                max_interval=STARTUP_POLL_CAP,
+            )
+        except WaitTimeout as error:
+            raise BackendError(
+                f"start local cluster: {error}; device plugin log: {self._log_tail('device-plugin')}; kubelet log: "
+                f"{self._log_tail('kubelet')}"
+            ) from None
 
     def _check_same_driver(self, running: ClusterInfo) -> None:
         """A running cluster serves one driver: attaching with another profile would certify the wrong driver."""

@@ -122,6 +122,11 @@ REAL_NODE_COMPONENTS: tuple[Component, ...] = (
 )
 
 
+# kwokctl (same kwok release), built only by bench/cluster_up: its binary runtime, pointed at our binaries, is the
+# side-by-side anchor for cluster start time. Not part of COMPONENTS, so `ensure_all` never builds it.
+KWOKCTL = Component("kwokctl", "kwokctl", "sigs.k8s.io/kwok/cmd/kwokctl", versions.KWOK, "-s -w")
+
+
 def go_version() -> str:
     """Return `go version` output, part of the cache key; a missing Go is a usage error."""
     try:

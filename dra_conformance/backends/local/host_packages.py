@@ -1,4 +1,4 @@
-"""Debian packages the real node needs on the host, from clusters/local/real-node/debian-packages.txt.
+"""Debian packages the real node (and the report screenshot test) need on the host, from a list file.
 
 `missing` asks dpkg which are not installed; `install` runs apt-get for them (root only). Any other machine gets
 one line naming the packages to install.
@@ -36,13 +36,13 @@ def missing(packages: list[str]) -> list[str]:
     return absent
 
 
-def install(path: Path, echo: Callable[[str], None]) -> None:
-    """Install what `path` lists and is missing; a machine where that is impossible gets one line."""
+def install(path: Path, echo: Callable[[str], None], needed_by: str = "the real node") -> None:
+    """Install what `path` lists and is missing; a machine where that is impossible gets one line naming `needed_by`."""
     absent = missing(listed(path))
     if not absent:
         return
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        raise UsageError(f"the real node needs Debian packages {' '.join(absent)}: install them as root (apt-get)")
+        raise UsageError(f"{needed_by} needs Debian packages {' '.join(absent)}: install them as root (apt-get)")
     echo(f"installing {' '.join(absent)} (apt-get)")
     environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", *absent]):
@@ -51,4 +51,4 @@ def install(path: Path, echo: Callable[[str], None]) -> None:
         )
         if result.returncode != 0:
             tail = " ".join(result.stderr.split()[-30:])
-            raise UsageError(f"the real node needs {' '.join(absent)}: {' '.join(command[:2])} failed: {tail}")
+            raise UsageError(f"{needed_by} needs {' '.join(absent)}: {' '.join(command[:2])} failed: {tail}")

@@ -49,9 +49,30 @@ SYSCTLS = (
     "kernel.keys.root_maxbytes",
     "net.ipv4.ip_forward",
 )
+# The kubelet's device-plugin directory: hard-coded whatever its --root-dir (k8s.io/kubelet
+# pkg/apis/deviceplugin/v1beta1 DevicePluginPath); it holds kubelet.sock, the plugins' sockets and a checkpoint.
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 # Paths the kubelet, containerd and the CNI plugins use whatever they are configured with; removed on teardown
 # when they did not exist before the node started.
-FIXED_PATHS = ("/var/lib/kubelet", "/var/lib/cni", "/run/containerd", "/var/log/containers", "/var/log/pods")
+FIXED_PATHS = (
+    "/var/lib/kubelet",
+    str(DEVICE_PLUGIN_DIR),
+    "/var/lib/cni",
+    "/run/containerd",
+    "/var/log/containers",
+    "/var/log/pods",
+)
+# The reference device plugin (fake_dra.device_plugin) runs on the real node as a supervised host process, next to
+# the kubelet it registers with: the rollback rehearsal's device-plugin path through a real kubelet.
+DEVICE_PLUGIN_RESOURCE = "example.com/gpu"
+# The rehearsal holds at most three devices at once on its device-plugin node (w1 and w3 kept, plus w4 or one
+# baseline pod at a time); one spare, because a deleted pod's device returns to the kubelet only once the kubelet
+# has dropped the pod, which can trail its deletion from the API.
+DEVICE_PLUGIN_DEVICES = 4
+DEVICE_PLUGIN_SOCKET = "dra-conformance-device-plugin.sock"
+# The plugin registers within a second; the kubelet then reports the resource with its next node status update
+# (every 10 s by default), so two updates and a loaded machine's start-up.
+DEVICE_PLUGIN_READY = 60.0
 NETNS_DIR = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KUBEPODS = "kubepods"
@@ -63,6 +84,7 @@ IMPORT_TIMEOUT = 60.0
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
 KUBELET_SYNC_FREQUENCY = "10s"
+KUBELET_NODE_STATUS_FREQUENCY = "1s"
 
 
 def primary_address() -> str:
@@ -273,6 +295,9 @@ class RealNode:
             # A pod whose claims failed to prepare is retried on the next sync, by default a minute later; checks
             # that clear a fault, or restart a driver, wait for that retry.
             "syncFrequency": KUBELET_SYNC_FREQUENCY,
+            # The kubelet computes its node status this often and posts it only when it changed: a device plugin's
+            # resource reaches the Node's allocatable within a second of its registration, not ten (the default).
+            "nodeStatusUpdateFrequency": KUBELET_NODE_STATUS_FREQUENCY,
             "localStorageCapacityIsolation": False,
         }
 
@@ -308,6 +333,23 @@ class RealNode:
             str(self.layout.component_log("kubelet")),
             critical=False,
             env=self._path_env(),
+        )
+
+    def device_plugin_process(self) -> ProcessSpec:
+        """The reference device plugin, advertising DEVICE_PLUGIN_DEVICES of DEVICE_PLUGIN_RESOURCE to the kubelet."""
+        return ProcessSpec(
+            "device-plugin",
+            [
+                sys.executable,
+                "-m",
+                "fake_dra.device_plugin",
+                f"--resource={DEVICE_PLUGIN_RESOURCE}",
+                f"--devices={DEVICE_PLUGIN_DEVICES}",
+                f"--plugin-dir={DEVICE_PLUGIN_DIR}",
+                f"--socket={DEVICE_PLUGIN_SOCKET}",
+            ],
+            str(self.layout.component_log("device-plugin")),
+            critical=False,
         )
 
     def import_images(self) -> None:
@@ -402,6 +444,8 @@ def teardown(layout: ClusterLayout) -> list[str]:
             _sysctl_path(name).write_text(value)
         except OSError as error:
             problems.append(f"sysctl {name}={value}: {error.strerror}")
+    # A killed device plugin leaves its socket (a clean stop removes it); where the directory was there before.
+    (DEVICE_PLUGIN_DIR / DEVICE_PLUGIN_SOCKET).unlink(missing_ok=True)
     for path in map(Path, record.absent_paths):
         if path.is_dir() and not path.is_symlink():
             subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True, check=False)
@@ -428,6 +472,8 @@ def leftovers(layout: ClusterLayout) -> list[str]:
     if record is not None:
         found += [f"process {pid} ({record.containerd_shim})" for pid in _processes_of(record.containerd_shim)]
         found += [f"path {path}" for path in record.absent_paths if os.path.lexists(path)]
+        if os.path.lexists(DEVICE_PLUGIN_DIR / DEVICE_PLUGIN_SOCKET):
+            found.append(f"device plugin socket {DEVICE_PLUGIN_DIR / DEVICE_PLUGIN_SOCKET}")
         found += [
             f"sysctl {name}={_sysctl_path(name).read_text().strip()} (was {value})"
             for name, value in record.sysctls.items()

@@ -1,4 +1,6 @@
-"""Python bindings of the kubelet plugin APIs (DRA, DRA health, plugin registration), generated at build time.
+"""Python bindings of the kubelet plugin APIs (DRA, DRA health, plugin registration, device plugin v1beta1).
+
+They are generated at build time.
 
 The .proto files come from the pinned `k8s.io/kubelet` Go module (fetched through the Go module proxy) and are
 compiled with `grpc_tools.protoc` into the cache; nothing upstream is copied into this repository. The files are
@@ -34,6 +36,8 @@ PROTOS = {
     "dra_health/v1/api.proto": "dra-health/v1/api.proto",
     "dra_health/v1alpha1/api.proto": "dra-health/v1alpha1/api.proto",
     "pluginregistration/v1/api.proto": "pluginregistration/v1/api.proto",
+    # The device plugin API (proto package `v1beta1`: services v1beta1.Registration and v1beta1.DevicePlugin).
+    "deviceplugin/v1beta1/api.proto": "deviceplugin/v1beta1/api.proto",
 }
 
 
@@ -66,17 +70,22 @@ def kubelet_module_dir() -> Path:
     return Path(info["Dir"])
 
 
+def _complete(root: Path) -> bool:
+    """Whether `root` holds the bindings of every API in PROTOS (a cache from before an API was added does not)."""
+    return all((root / PACKAGE / dest.replace(".proto", "_pb2_grpc.py")).exists() for dest in PROTOS)
+
+
 def generate(cache_dir: Path | None = None, source: Path | None = None) -> Path:
     """Return a directory holding the `kubeletapi` package, generating it first if needed.
 
     `source` is the k8s.io/kubelet module directory (default: fetched with `go mod download`).
     """
     root = (cache_dir or default_cache_dir()) / "proto" / f"kubelet-{KUBELET_API_VERSION}-tools-{_tools_version()}"
-    if (root / PACKAGE / "__init__.py").exists():
+    if _complete(root):
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root) + ".lock"):
-        if (root / PACKAGE / "__init__.py").exists():
+        if _complete(root):
             return root
         apis = (source or kubelet_module_dir()) / "pkg" / "apis"
         from grpc_tools import protoc
@@ -114,6 +123,8 @@ class KubeletAPI:
     health_v1alpha1_grpc: ModuleType
     registration: ModuleType
     registration_grpc: ModuleType
+    deviceplugin: ModuleType
+    deviceplugin_grpc: ModuleType
 
 
 def load(cache_dir: Path | None = None) -> KubeletAPI:

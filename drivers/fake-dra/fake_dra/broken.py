@@ -30,3 +30,31 @@ class BrokenMode(StrEnum):
     LOSES_STATE_ON_RESTART = "loses-state-on-restart"
     # Started on a state file a newer release wrote (a downgrade), it publishes no pool at all.
     DROPS_POOL_AFTER_DOWNGRADE = "drops-pool-after-downgrade"
+    # Refuses a claim of another node, but first records the refusal (Ready=False) in that claim's status.devices:
+    # a status write for a claim its node does not own.
+    WRITES_STATUS_FOR_FOREIGN_CLAIMS = "writes-status-for-foreign-claims"
+    # Confuses device numbers: sets up (CDI spec) and reports the device after the allocated one in its pool, while
+    # its status.devices still names the allocated device.
+    PREPARES_WRONG_DEVICE = "prepares-wrong-device"
+    # Besides its node's pool, keeps publishing the same devices for the node name an older release used (the
+    # node's FQDN): devices offered for a node that does not have them.
+    PUBLISHES_FOR_WRONG_NODE = "publishes-for-wrong-node"
+    # Unprepare answers success and forgets the claim, but never deletes the claim's CDI spec.
+    UNPREPARE_LEAVES_CDI_SPECS = "unprepare-leaves-cdi-specs"
+    # Writes Ready=True into status.devices as soon as it sees the claim, before the node-local work; when that work
+    # fails, the Ready=True stays.
+    READY_BEFORE_PREPARED = "ready-before-prepared"
+    # Its health check only asks whether the device exists: a failing device (tainted in its own slice) is still
+    # reported HEALTHY.
+    HEALTHY_WHILE_FAILING = "healthy-while-failing"
+    # One bad claim fails the whole NodePrepareResources call (a gRPC error), holding up the good claims in it.
+    FAILS_WHOLE_CALL = "fails-whole-call"
+
+
+# The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).
+LEGACY_NODE_DOMAIN = "nodes.fake-dra.example.com"
+
+
+def legacy_node_name(node: str) -> str:
+    """The node name an older release bound its slices to: the node's FQDN, which is not a Kubernetes node."""
+    return f"{node}.{LEGACY_NODE_DOMAIN}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from fake_dra import cdi, devices
-from fake_dra.broken import BrokenMode
+from fake_dra.broken import BrokenMode, legacy_node_name
 from fake_dra.config import DriverConfig
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
 from fake_dra.kube import DriverAPI, denial
@@ -76,14 +77,19 @@ class DriverCore:
 
     def publish(self) -> None:
         """Publish the node's pool as the active faults say it should look: every slice at the current generation."""
-        manifests = devices.resource_slices(
-            self.config,
+        self.api.publish_pool(self.config.node_name, self._pool(self.config))
+        if self.config.is_broken(BrokenMode.PUBLISHES_FOR_WRONG_NODE):
+            legacy = dataclasses.replace(self.config, node_name=legacy_node_name(self.config.node_name))
+            self.api.publish_pool(legacy.node_name, self._pool(legacy))
+
+    def _pool(self, config: DriverConfig) -> list[dict[str, Any]]:
+        return devices.resource_slices(
+            config,
             self.generation,
-            unavailable=self.faults.unavailable_devices(devices.device_names(self.config)),
-            published=self.faults.published_devices(self.config.devices),
-            informational=self.faults.informational_devices(devices.device_names(self.config)),
+            unavailable=self.faults.unavailable_devices(devices.device_names(config)),
+            published=self.faults.published_devices(config.devices),
+            informational=self.faults.informational_devices(devices.device_names(config)),
         )
-        self.api.publish_pool(self.config.node_name, manifests)
 
     def set_faults(self, faults: list[Fault]) -> None:
         """Replace the active faults; republish the slice (new generation) and the health stream if they changed."""
@@ -102,6 +108,8 @@ class DriverCore:
     def health(self) -> list[tuple[str, bool, str]]:
         """(device, healthy, message) for every device."""
         unavailable = self.faults.unavailable_devices(devices.device_names(self.config))
+        if self.config.is_broken(BrokenMode.HEALTHY_WHILE_FAILING):
+            unavailable = set()  # the bug: its health check never looks at the device's state
         return [
             (name, name not in unavailable, "unavailable (injected)" if name in unavailable else "ok")
             for name in devices.device_names(self.config)
@@ -144,6 +152,8 @@ class DriverCore:
 
     def _prepare_one(self, ref: ClaimRef) -> PrepareResult:
         with self._lock(ref.uid):
+            if self.config.is_broken(BrokenMode.READY_BEFORE_PREPARED) and self.prepared.get(ref.uid) is None:
+                self._announce_ready(ref)  # the bug: Ready=True before any of the node-local work
             delayed = self._fault_delay("prepare", ref.uid)
             if delayed:
                 return PrepareResult(error=delayed)
@@ -164,7 +174,7 @@ class DriverCore:
             problem, mine = self._check_allocation(ref, claim)
             if problem:
                 return PrepareResult(error=problem)
-            names = [result["device"] for result in mine]
+            names = [self._device_to_set_up(result["device"]) for result in mine]
             edits = self.faults.find("cdi-without-edits", claim=ref.uid, devices=names) is None
             cdi_ids = cdi.write_spec(
                 self.config.cdi_dir, self.config.driver_name, self.config.profile, ref.uid, names, edits=edits
@@ -173,10 +183,10 @@ class DriverCore:
                 {
                     "requestNames": [result["request"]],
                     "poolName": result["pool"],
-                    "deviceName": result["device"],
+                    "deviceName": name,
                     "cdiDeviceIDs": [cdi_id],
                 }
-                for result, cdi_id in zip(mine, cdi_ids, strict=True)
+                for result, name, cdi_id in zip(mine, names, cdi_ids, strict=True)
             ]
             if self.faults.find("status-write-failure", claim=ref.uid, devices=names) is not None:
                 cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
@@ -190,6 +200,36 @@ class DriverCore:
             self.prepared.put(ref.uid, {"namespace": ref.namespace, "name": ref.name, "devices": prepared})
             return PrepareResult(devices=prepared)
 
+    def _device_to_set_up(self, allocated: str) -> str:
+        """The allocated device; the PREPARES_WRONG_DEVICE mutant takes the next one in its pool instead."""
+        if not self.config.is_broken(BrokenMode.PREPARES_WRONG_DEVICE):
+            return allocated
+        profile, index = allocated.rsplit("-", 1)
+        return f"{profile}-{(int(index) + 1) % self.config.devices}"
+
+    def _announce_ready(self, ref: ClaimRef) -> None:
+        """The READY_BEFORE_PREPARED mutant: write Ready=True for the claim's devices before preparing anything."""
+        try:
+            claim = self.api.get_claim(ref.namespace, ref.name)
+            problem, mine = self._check_allocation(ref, claim)
+            if not problem:
+                ids = [cdi.device_id(self.config.driver_name, self.config.profile, ref.uid, r["device"]) for r in mine]
+                self.api.apply_device_status(claim, [self._status_entry(result, ids) for result in mine])
+        except ApiException:
+            return  # the real prepare below reports what went wrong
+
+    def _record_refusal(self, claim: dict[str, Any], mine: list[dict[str, Any]], problem: str) -> None:
+        """The WRITES_STATUS_FOR_FOREIGN_CLAIMS mutant: put a refusal (Ready=False) into the claim's status.devices."""
+        entries = []
+        for result in mine:
+            entry = self._status_entry(result, [])
+            entry["conditions"][0].update(status="False", reason="WrongNode", message=problem)
+            entries.append(entry)
+        try:
+            self.api.apply_device_status(claim, entries)
+        except ApiException:
+            return  # the API server refuses it; the attempt is the bug
+
     def _check_allocation(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         where = f"claim {ref.namespace}/{ref.name}"
         if claim["metadata"]["uid"] != ref.uid:
@@ -202,7 +242,10 @@ class DriverCore:
             return f"{where} has no devices of driver {self.config.driver_name}", []
         node = allocated_node(allocation)
         if node != self.config.node_name and not self.config.is_broken(BrokenMode.PREPARES_FOREIGN_CLAIMS):
-            return f"{where} is allocated to node {node or '(not a single node)'}, not {self.config.node_name}", []
+            problem = f"{where} is allocated to node {node or '(not a single node)'}, not {self.config.node_name}"
+            if self.config.is_broken(BrokenMode.WRITES_STATUS_FOR_FOREIGN_CLAIMS):
+                self._record_refusal(claim, mine, problem)
+            return problem, []
         return "", mine
 
     def _status_entry(self, result: dict[str, Any], cdi_ids: list[str]) -> dict[str, Any]:
@@ -264,7 +307,8 @@ class DriverCore:
                 # A deleted claim has no status left to clean.
                 if error.status != 404 or self.config.is_broken(BrokenMode.UNPREPARE_NEEDS_CLAIM):
                     return f"remove status.devices: {denial(error)}"
-            cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+            if not self.config.is_broken(BrokenMode.UNPREPARE_LEAVES_CDI_SPECS):
+                cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
             self.prepared.remove(ref.uid)
             self._unprepared.add(ref.uid)
             return ""

@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 
 from dra_wire.kubelet_api import KubeletAPI
+from fake_dra.broken import BrokenMode
 from fake_dra.core import ClaimRef, DriverCore
 
 SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
@@ -33,7 +34,12 @@ def dra_servicer(core: DriverCore, messages: ModuleType, services: ModuleType) -
     class Servicer(services.DRAPluginServicer):  # type: ignore[name-defined,misc]
         def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
             response = messages.NodePrepareResourcesResponse()
-            for uid, result in core.prepare(_claims(request)).items():
+            results = core.prepare(_claims(request))
+            failed = {uid: result.error for uid, result in results.items() if result.error}
+            if failed and core.config.is_broken(BrokenMode.FAILS_WHOLE_CALL):
+                # The bug: one bad claim fails the call, so the kubelet sees no answer for the good ones either.
+                context.abort(grpc.StatusCode.INTERNAL, f"prepare failed: {failed}")
+            for uid, result in results.items():
                 answer = response.claims[uid]
                 if result.error:
                     answer.error = result.error

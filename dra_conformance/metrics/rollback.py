@@ -1,0 +1,183 @@
+"""Rolling metrics.k8s.io/v1 back (v1beta1 only) and forward again: the change, and the checks that judge it.
+
+Shared by the metrics suite's rollback check and the rollback rehearsal's metrics phases, so both judge a
+rollback the same way: nothing of the removed version lingers (APIService, discovery, the path answering), the
+kept version is Available and answers, and consumers keep working: a cluster-wide reader, and an HPA-style read
+(PodMetrics of one namespace by label selector, what the HPA controller asks for).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from dra_conformance.errors import WaitTimeout
+from dra_conformance.kube import waits
+from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics.adapter import wait_serving
+
+# Reads of both versions within one collection tick: two intervals of the slowest common setting (15 s) at most.
+SAME_TICK_DEADLINE = 30.0
+# APIService metadata a restored copy keeps (the rest is the server's: uid, resourceVersion, managedFields).
+KEPT_METADATA = ("name", "labels", "annotations")
+
+
+def apiservice_name(version: str) -> str:
+    """The APIService that registers one version of metrics.k8s.io."""
+    return f"{version}.{metrics_api.GROUP}"
+
+
+def saved_apiservice(admin: client.ApiClient, version: str) -> dict[str, Any]:
+    """The APIService of `version` as a manifest that can be created again after a rollback."""
+    registration = client.ApiregistrationV1Api(admin)
+    saved: dict[str, Any] = admin.sanitize_for_serialization(registration.read_api_service(apiservice_name(version)))
+    saved["metadata"] = {k: v for k, v in saved["metadata"].items() if k in KEPT_METADATA}
+    saved.pop("status", None)
+    return saved
+
+
+def group_apiservices(admin: client.ApiClient) -> dict[str, str]:
+    """Every APIService of metrics.k8s.io by name, with its Available condition ("True/Passed")."""
+    found = {}
+    for service in client.ApiregistrationV1Api(admin).list_api_service().items:
+        if service.spec is None or service.spec.group != metrics_api.GROUP:
+            continue
+        conditions = (service.status.conditions if service.status else None) or []
+        condition = next((c for c in conditions if c.type == "Available"), None)
+        found[service.metadata.name] = f"{condition.status}/{condition.reason}" if condition else "no condition"
+    return dict(sorted(found.items()))
+
+
+def remove_version(admin: client.ApiClient, metrics_client: client.ApiClient, version: str, timeout: float) -> None:
+    """Stop serving `version`: delete its APIService and wait until discovery no longer lists it."""
+    client.ApiregistrationV1Api(admin).delete_api_service(apiservice_name(version))
+    waits.until(
+        lambda: metrics_api.served_versions(metrics_client),
+        lambda served: version not in served,
+        timeout=timeout,
+        what=f"{metrics_api.GROUP}/{version} gone from discovery",
+        describe=str,
+    )
+
+
+def restore_version(
+    admin: client.ApiClient, metrics_client: client.ApiClient, manifest: dict[str, Any], timeout: float
+) -> None:
+    """Serve a removed version again from its saved APIService; wait until every version is served and found."""
+    try:
+        client.ApiregistrationV1Api(admin).create_api_service(manifest)
+    except ApiException as error:
+        if error.status != 409:  # already there again: someone else restored it, wait for it all the same
+            raise
+    wait_serving(metrics_client, metrics_api.VERSIONS, timeout)
+
+
+def rolled_back_problems(
+    admin: client.ApiClient, metrics_client: client.ApiClient, removed: str = "v1", kept: str = "v1beta1"
+) -> list[str]:
+    """What shows that `removed` is not cleanly gone, or that `kept` stopped serving."""
+    problems = []
+    try:
+        service = client.ApiregistrationV1Api(admin).read_api_service(apiservice_name(removed))
+        problems.append(
+            f"APIService {service.metadata.name} lingers: {metrics_api.apiservice_condition(admin, removed)}"
+        )
+    except ApiException as error:
+        if error.status != 404:
+            raise
+    served = metrics_api.served_versions(metrics_client)
+    if removed in served:
+        problems.append(f"discovery still lists {metrics_api.GROUP}/{removed}: {served}")
+    status = metrics_api.get_status(metrics_client, f"/apis/{metrics_api.GROUP}/{removed}/nodes")
+    if status != 404:
+        problems.append(f"GET {metrics_api.GROUP}/{removed}/nodes answered {status}, expected 404")
+    condition = metrics_api.apiservice_condition(admin, kept)
+    if not condition.startswith("True"):
+        problems.append(f"{kept}.{metrics_api.GROUP} Available: {condition}")
+    return problems
+
+
+def hpa_style_read(
+    metrics_client: client.ApiClient, version: str, namespace: str, selector: dict[str, str]
+) -> list[metrics_api.Sample]:
+    """PodMetrics of one namespace by label selector, as the HPA controller reads them; ApiException if refused."""
+    label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+    path = f"/apis/{metrics_api.GROUP}/{version}/namespaces/{namespace}/pods"
+    status, body = metrics_api.get_json(metrics_client, path, {"labelSelector": label_selector})
+    if status != 200:
+        raise ApiException(status=status, reason=f"GET {path}?labelSelector={label_selector}: {body}")
+    items = [item for item in body.get("items", []) if _matches(item, selector)]
+    return [metrics_api.parse_sample("pod", item) for item in items]
+
+
+def _matches(item: dict[str, Any], selector: dict[str, str]) -> bool:
+    labels = (item.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def consumer_problems(
+    metrics_client: client.ApiClient,
+    version: str,
+    target: tuple[str, dict[str, str]] | None,
+    slo: float,
+) -> list[str]:
+    """What a consumer of `version` would miss: a cluster-wide reader's node samples, an HPA's pod samples.
+
+    `target` is (namespace, labels) of running pods the HPA-style read must find; a sample older than `slo` or
+    reporting zero use is a problem (missing or stale data is never read as zero).
+    """
+    problems = []
+    try:
+        found = metrics_api.samples(metrics_client, version)
+        if not any(key.startswith("node/") for key in found):
+            problems.append(f"a cluster-wide reader of {version} gets no NodeMetrics: {sorted(found)[:5]}")
+    except ApiException as error:
+        problems.append(f"a cluster-wide reader of {version} is refused: {error.status} {error.reason}")
+    if target is None:
+        return problems
+    namespace, labels = target
+    try:
+        pods = hpa_style_read(metrics_client, version, namespace, labels)
+    except ApiException as error:
+        return [*problems, f"an HPA-style read of {version} is refused: {error.status} {error.reason}"]
+    if not pods:
+        problems.append(f"an HPA-style read of {version} in {namespace} ({labels}) finds no PodMetrics")
+    now = metrics_api.utc_now()
+    for sample in pods:
+        age = (now - sample.timestamp).total_seconds()
+        if age > slo:
+            problems.append(f"HPA-style read of {version}: {sample.key} is {age:.0f} s old (SLO {slo:g} s)")
+        if sample.cpu_millicores == 0 and sample.memory_bytes == 0:
+            problems.append(f"HPA-style read of {version}: {sample.key} reports zero use")
+    return problems
+
+
+def read_in_one_tick(
+    metrics_client: client.ApiClient, first: str = "v1", second: str = "v1beta1"
+) -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
+    """Both versions' samples, read within one collection tick and over the same objects where possible.
+
+    A tick can fall between the two reads, and pods can come and go between them; a real disagreement persists
+    past the deadline and is then compared as read.
+    """
+
+    def pair() -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
+        return metrics_api.samples(metrics_client, first), metrics_api.samples(metrics_client, second)
+
+    def same_tick(read: tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]) -> bool:
+        # Same objects too: pods other tests create or delete between the two reads are churn, not disagreement.
+        same_objects = set(read[0]) == set(read[1])
+        return same_objects and {s.timestamp for s in read[0].values()} == {s.timestamp for s in read[1].values()}
+
+    try:
+        return waits.until(pair, same_tick, timeout=SAME_TICK_DEADLINE, what=f"{first} and {second} read in one tick")
+    except WaitTimeout:
+        return pair()  # never in one tick: the comparison then names the timestamps that differ
+
+
+def parity_problems(metrics_client: client.ApiClient) -> list[str]:
+    """Where v1 and v1beta1 disagree while both are served."""
+    first, second = read_in_one_tick(metrics_client)
+    return metrics_api.parity_differences(first, second, metrics_api.PARITY_TOLERANCE)

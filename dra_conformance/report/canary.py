@@ -1,0 +1,446 @@
+"""The canary gate: may the DRA path take more traffic? Four rules, each with its figure, its threshold and pass/hold.
+
+1. **Latency.** Allocation p95 and pod-ready p95 of the DRA path against the baseline path. Both paths are measured
+   by the rollback rehearsal's canary measurement (`suites/rollback`, phase `after_change`): the same workload (one
+   unit of an extended resource) on the device-plugin path and on the DRA path, one pod at a time, in the same run
+   on the same cluster. Pod-ready is creation to Ready as the rehearsal timed it; allocation is creation to bound,
+   read from the audit log (the scheduler binds only after it has written the claim's allocation, so on the DRA
+   path this includes the device decision). Without a baseline (no rehearsal in this run or its state file, or no
+   baseline sample got there) the threshold is the configured SLO instead; allocation is then taken from every pod
+   of this run the scheduler allocated claims for, pod-ready has no data (the suites' own pods include prepares
+   delayed or failed on purpose, so only the canary measurement says how long a pod takes to get Ready).
+   Tolerance: the DRA p95 may exceed the baseline p95 by 25 % or 0.25 s, whichever is larger. The relative part is
+   what a canary may cost on real nodes, where pod-ready is seconds; the absolute part covers the DRA path's fixed
+   extra API writes (the claim the scheduler creates, its allocation) and the noise of a p95 over 8 samples (the
+   slowest sample), which on fake nodes is all there is: five rehearsals on 2 shared cores measured device-plugin
+   p95 0.09-0.13 s and DRA p95 0.11-0.33 s for the same pods.
+2. **Errors against a budget** (default 0): status-writer denials (403) and status update errors of the driver
+   under test, and allocation timeouts. Counted over the whole run, but only the driver under test's own identity
+   (its profile's ServiceAccount) in the audit log: the checks that provoke denials on purpose (the RBAC matrix,
+   least privilege, private reference drivers with faults) all act as identities of their own, created per test,
+   so nothing they provoke is counted, while everything the driver under test did in any check is. A narrower
+   window (the canary measurement alone) would count nothing on fake nodes, where no kubelet makes the driver write
+   status. Conflicts (409), writes to a claim already gone (404) and throttling (429) are the optimistic-concurrency
+   and flow-control protocol every writer meets and retries, not errors. Faults the API fault proxy injects never
+   reach the API server, so they are not in its audit log. Allocation timeouts are the scheduler's
+   `FailedScheduling` events "timed out trying to allocate devices" seen during the run; no check provokes them.
+3. **Job-start failures after successful allocation**, against the baseline: canary pods that were bound (allocated)
+   but never got Ready, on the DRA path, no more than on the device-plugin path.
+4. **Rollback rehearsed**: yes with its date when the rehearsal recorded all its phases and rolled back cleanly.
+
+The gate passes only when every rule passes; a rule that holds holds the gate; a rule without data makes it
+incomplete (do not widen either), never a silent pass. The rules are pure functions of `Inputs`; the plugin
+gathers those (the audit log through `gather_audit`, Events through the watch in `canary_events`, the rehearsal's
+report or state file) and hands them to `evaluate`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from dra_conformance.kube import audit_log
+from dra_conformance.metrics import api as metrics_api
+from dra_conformance.rollback.extended_resource import DEVICE_PLUGIN, DRA, baseline_prefix
+
+# Tolerances and defaults (see the module docstring for why).
+TOLERANCE_RATIO = 0.25
+TOLERANCE_SECONDS = 0.25
+# Fallback SLOs, used only where no baseline was measured. Pod-ready: the Kubernetes scalability SLO for pod startup
+# (5 s at p99 for stateless pods with images present), taken at p95 here. Allocation (creation to bound): 1 s at p95,
+# a fifth of it, since everything after binding (prepare, container start) also has to fit in the 5 s.
+ALLOCATION_SLO = 1.0
+READY_SLO = 5.0
+ERROR_BUDGET = 0
+
+# The rehearsal's canary pods, by the names it gives them (`<baseline prefix of the path>-<n>`), to their path.
+CANARY_PATHS = {baseline_prefix(path): path for path in (DEVICE_PLUGIN, DRA)}
+# The device plugin <-> DRA rehearsal's name in a rollback report that holds several (rollback.state).
+DRA_REHEARSAL = "device-plugin-dra"
+SCHEDULER = "system:kube-scheduler"
+ALLOCATION_TIMEOUT = "timed out trying to allocate devices"
+# Status write answers that are the protocol, not errors: gone, conflict, throttled.
+PROTOCOL_CODES = frozenset({404, 409, 429})
+FORBIDDEN = 403
+WRITE_VERBS = frozenset({"update", "patch"})
+# How many examples of a counted error the report lists.
+EXAMPLES = 5
+
+
+class RuleResult(StrEnum):
+    """One rule's outcome."""
+
+    PASS = "pass"
+    HOLD = "hold"
+    NO_DATA = "no data"
+
+
+class GateVerdict(StrEnum):
+    """The gate's outcome."""
+
+    PASS = "pass"
+    HOLD = "hold"
+    INCOMPLETE = "incomplete"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Tolerance, fallback SLOs and error budget."""
+
+    tolerance_ratio: float = TOLERANCE_RATIO
+    tolerance_seconds: float = TOLERANCE_SECONDS
+    allocation_slo: float = ALLOCATION_SLO
+    ready_slo: float = READY_SLO
+    error_budget: int = ERROR_BUDGET
+
+    def limit(self, baseline: float) -> float:
+        """The highest DRA p95 the baseline p95 allows."""
+        return round(max(baseline * (1 + self.tolerance_ratio), baseline + self.tolerance_seconds), 3)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule's figure, its threshold, its result, and why when it has no data or a fallback applies."""
+
+    rule: str
+    figure: str
+    threshold: str
+    result: RuleResult
+    why: str = ""
+
+
+@dataclass
+class AuditFacts:
+    """What the gate reads from the audit log."""
+
+    # Canary pods per path: creation-to-bound seconds, and how many were bound.
+    canary_allocation: dict[str, list[float]] = field(default_factory=dict)
+    canary_bound: dict[str, int] = field(default_factory=dict)
+    # Every pod of the run the scheduler allocated claims for: creation-to-bound seconds.
+    run_dra_allocation: list[float] = field(default_factory=list)
+    # Status writes by the driver under test in the run, and those denied or failed ("ns/claim verb -> code").
+    status_writes: int = 0
+    denials: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EventFacts:
+    """What the gate counted from events during the run."""
+
+    # "namespace/pod" per occurrence of an allocation timeout.
+    allocation_timeouts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Inputs:
+    """Everything the gate decides from; a missing input comes with why it is missing."""
+
+    driver_user: str
+    rollback: dict[str, Any] | None = None
+    audit: AuditFacts | None = None
+    audit_missing: str = ""
+    events: EventFacts | None = None
+    events_missing: str = ""
+
+
+# --- figures ----------------------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """Nearest-rank percentile, None for no values (over 8 samples, p95 is the slowest)."""
+    return metrics_api.percentile(values, fraction) if values else None
+
+
+def _when(event: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(event["stageTimestamp"]))
+
+
+def _code(event: dict[str, Any]) -> int:
+    return int((event.get("responseStatus") or {}).get("code", 0))
+
+
+def audit_facts(
+    events: Iterable[dict[str, Any]],
+    *,
+    driver_user: str,
+    canary_namespace: str | None,
+    since: datetime,
+    until: datetime,
+) -> AuditFacts:
+    """Allocation times, and the driver's status writes within [since, until], from audit events (any order).
+
+    Canary pods are found by namespace and name whatever their time (the rehearsal may have measured in an earlier
+    run of the same cluster); everything else only within the run's window.
+    """
+    created: dict[tuple[str, str], list[datetime]] = defaultdict(list)
+    bound: list[tuple[str, str, datetime]] = []
+    allocations: dict[str, list[datetime]] = defaultdict(list)
+    facts = AuditFacts()
+    for event in sorted(events, key=_when):
+        if event.get("stage") != "ResponseComplete":
+            continue
+        ref = event.get("objectRef") or {}
+        resource, sub, verb = ref.get("resource"), ref.get("subresource"), event.get("verb")
+        namespace, name, code, when = ref.get("namespace", ""), ref.get("name", ""), _code(event), _when(event)
+        user = (event.get("user") or {}).get("username")
+        in_run = since <= when <= until
+        if resource == "pods" and verb == "create" and code == 201 and name:
+            if sub == "binding":
+                bound.append((namespace, name, when))
+            elif sub is None:
+                created[(namespace, name)].append(when)
+        elif resource == "resourceclaims" and sub == "status" and verb in WRITE_VERBS:
+            if user == SCHEDULER and code == 200:
+                allocations[namespace].append(when)
+            elif user == driver_user and in_run:
+                facts.status_writes += 1
+                attempt = f"{namespace}/{name} {verb} -> {code}"
+                if code == FORBIDDEN:
+                    facts.denials.append(attempt)
+                elif code >= 400 and code not in PROTOCOL_CODES:
+                    facts.errors.append(attempt)
+    for namespace, name, at in bound:
+        earlier = [t for t in created.get((namespace, name), []) if t <= at]
+        if not earlier:
+            continue
+        start = max(earlier)
+        seconds = round((at - start).total_seconds(), 3)
+        prefix, _, index = name.rpartition("-")
+        path = CANARY_PATHS.get(prefix) if namespace == canary_namespace and index.isdigit() else None
+        if path is not None:
+            facts.canary_allocation.setdefault(path, []).append(seconds)
+            facts.canary_bound[path] = facts.canary_bound.get(path, 0) + 1
+        elif since <= start <= until and any(start <= t <= at for t in allocations.get(namespace, [])):
+            facts.run_dra_allocation.append(seconds)
+    return facts
+
+
+def _gate_relevant(line: str) -> bool:
+    """Pod events and claim status writes: all the gate reads from the audit log."""
+    return '"resource":"pods"' in line or ('"subresource":"status"' in line and "resourceclaims" in line)
+
+
+def gather_audit(
+    path: Path | None, *, driver_user: str, canary_namespace: str | None, since: datetime, until: datetime
+) -> tuple[AuditFacts | None, str]:
+    """The audit facts, or None and why they are missing."""
+    if path is None:
+        return None, "the cluster's audit log is not readable here (an existing cluster: pass --audit-log PATH)"
+    if not path.is_file():
+        return None, f"audit log {path} does not exist"
+    facts = audit_facts(
+        audit_log.matching(path, _gate_relevant),
+        driver_user=driver_user,
+        canary_namespace=canary_namespace,
+        since=since,
+        until=until,
+    )
+    return facts, ""
+
+
+# --- rules ------------------------------------------------------------------------------------------------------
+
+NO_REHEARSAL = (
+    "no canary measurement (the rollback rehearsal measures both paths: none in this run or --rollback-state)"
+)
+
+
+def _canary(inputs: Inputs) -> dict[str, Any] | None:
+    baseline = (inputs.rollback or {}).get("canary_baseline")
+    return baseline if isinstance(baseline, dict) and DRA in baseline and DEVICE_PLUGIN in baseline else None
+
+
+def _not_comparable(canary: dict[str, Any]) -> str:
+    """Why the two paths' latencies cannot be compared (they ran on different kinds of kubelet), or ""."""
+    kinds = {path: canary[path].get("kubelet") for path in (DEVICE_PLUGIN, DRA)}
+    if None in kinds.values() or kinds[DEVICE_PLUGIN] == kinds[DRA]:
+        return ""
+    return (
+        f"the device-plugin baseline ran on a {kinds[DEVICE_PLUGIN]} kubelet and the DRA path on a {kinds[DRA]} one: "
+        "not comparable, so the DRA figure is held to the configured SLO"
+    )
+
+
+def _latency_rule(
+    rule: str, dra: float | None, dra_source: str, baseline: float | None, slo: float, policy: Policy, why: str
+) -> Rule:
+    if baseline is not None:
+        limit = policy.limit(baseline)
+        threshold = (
+            f"<= {limit} s (device-plugin p95 {baseline} s + max({policy.tolerance_ratio:.0%}, "
+            f"{policy.tolerance_seconds} s))"
+        )
+    else:
+        limit, threshold = slo, f"<= {slo} s (configured SLO, no baseline)"
+    if dra is None:
+        return Rule(rule, "no data", threshold, RuleResult.NO_DATA, dra_source)
+    result = RuleResult.PASS if dra <= limit else RuleResult.HOLD
+    return Rule(rule, f"DRA p95 {dra} s ({dra_source})", threshold, result, why)
+
+
+def allocation_rule(inputs: Inputs, policy: Policy) -> Rule:
+    """Rule 1a: allocation (creation to bound) p95 of the DRA path."""
+    name = "allocation p95"
+    canary, audit = _canary(inputs), inputs.audit
+    if audit is None:
+        return Rule(
+            name, "no data", "", RuleResult.NO_DATA, f"allocation is read from the audit log: {inputs.audit_missing}"
+        )
+    if canary is not None and audit.canary_allocation.get(DRA):
+        dra_times = audit.canary_allocation[DRA]
+        baseline = percentile(audit.canary_allocation.get(DEVICE_PLUGIN, []), 0.95)
+        source = f"{len(dra_times)} canary pods"
+        why = "no device-plugin canary pod was bound" if baseline is None else _not_comparable(canary)
+        baseline = None if why else baseline
+        return _latency_rule(name, percentile(dra_times, 0.95), source, baseline, policy.allocation_slo, policy, why)
+    why = NO_REHEARSAL if canary is None else "the audit log holds no bound canary pod of the DRA path"
+    times = audit.run_dra_allocation
+    source = (
+        f"{len(times)} pods of this run with claims the scheduler allocated"
+        if times
+        else ("no pod of this run had claims the scheduler allocated")
+    )
+    return _latency_rule(name, percentile(times, 0.95), source, None, policy.allocation_slo, policy, why)
+
+
+def ready_rule(inputs: Inputs, policy: Policy) -> Rule:
+    """Rule 1b: creation-to-Ready p95 of the DRA path (canary measurement only)."""
+    name = "pod-ready p95"
+    canary = _canary(inputs)
+    if canary is None:
+        return _latency_rule(name, None, NO_REHEARSAL, None, policy.ready_slo, policy, NO_REHEARSAL)
+    dra, baseline = canary[DRA].get("ready_p95_seconds"), canary[DEVICE_PLUGIN].get("ready_p95_seconds")
+    source = f"{canary[DRA].get('samples')} canary pods, {canary[DRA].get('failures')} never Ready"
+    if dra is None:
+        source = f"no DRA canary pod got Ready ({canary[DRA].get('samples')} tried)"
+    why = "no device-plugin canary pod got Ready" if baseline is None else _not_comparable(canary)
+    return _latency_rule(name, dra, source, None if why else baseline, policy.ready_slo, policy, why)
+
+
+def error_rule(inputs: Inputs, policy: Policy) -> Rule:
+    """Rule 2: denials, status update errors and allocation timeouts against the error budget."""
+    name = "errors against budget"
+    parts, missing, total = [], [], 0
+    if inputs.audit is not None:
+        audit = inputs.audit
+        total += len(audit.denials) + len(audit.errors)
+        parts.append(
+            f"status-writer denials {len(audit.denials)}, status update errors {len(audit.errors)} "
+            f"(of {audit.status_writes} status writes by {inputs.driver_user})"
+        )
+    else:
+        missing.append(f"denials and status update errors: {inputs.audit_missing}")
+    if inputs.events is not None:
+        total += len(inputs.events.allocation_timeouts)
+        parts.append(f"allocation timeouts {len(inputs.events.allocation_timeouts)}")
+    else:
+        missing.append(f"allocation timeouts: {inputs.events_missing}")
+    threshold = f"<= {policy.error_budget} in total (error budget)"
+    figure = "; ".join(parts) or "no data"
+    examples = [*(inputs.audit.denials if inputs.audit else []), *(inputs.audit.errors if inputs.audit else [])]
+    examples += inputs.events.allocation_timeouts if inputs.events else []
+    seen = f" e.g. {', '.join(examples[:EXAMPLES])}" if examples else ""
+    if total > policy.error_budget:
+        return Rule(name, figure + seen, threshold, RuleResult.HOLD, "; ".join(missing))
+    if missing:
+        return Rule(name, figure, threshold, RuleResult.NO_DATA, "; ".join(missing))
+    return Rule(name, figure, threshold, RuleResult.PASS)
+
+
+def _failed_after_allocation(measured: dict[str, Any], bound: int | None) -> tuple[int, str]:
+    samples, failures = int(measured.get("samples") or 0), int(measured.get("failures") or 0)
+    if bound is None:
+        return failures, f"{failures} of {samples} never Ready (bound or not: no audit log to tell)"
+    after = max(0, bound - (samples - failures))
+    return after, f"{after} of {bound} bound never Ready"
+
+
+def job_start_rule(inputs: Inputs) -> Rule:
+    """Rule 3: canary pods allocated but never Ready, DRA path against the device-plugin path."""
+    name = "job-start failures after allocation"
+    canary = _canary(inputs)
+    if canary is None:
+        return Rule(name, "no data", "<= the device-plugin path's", RuleResult.NO_DATA, NO_REHEARSAL)
+    audit = inputs.audit
+    dra, dra_text = _failed_after_allocation(canary[DRA], audit.canary_bound.get(DRA, 0) if audit else None)
+    base, base_text = _failed_after_allocation(
+        canary[DEVICE_PLUGIN], audit.canary_bound.get(DEVICE_PLUGIN, 0) if audit else None
+    )
+    result = RuleResult.PASS if dra <= base else RuleResult.HOLD
+    return Rule(name, f"DRA {dra_text}", f"<= device plugin's {base} ({base_text})", result)
+
+
+def rehearsal_rule(inputs: Inputs) -> Rule:
+    """Rule 4: the rollback was rehearsed (every phase recorded) and rolled back cleanly; its date."""
+    name = "rollback rehearsed"
+    threshold = "yes, every phase recorded, rolled back cleanly"
+    report = inputs.rollback
+    if report is None:
+        return Rule(name, "no (no rehearsal in this run nor in --rollback-state)", threshold, RuleResult.HOLD)
+    phases = {p["phase"]: p for p in report.get("phases", [])}
+    recorded = [name for name, p in phases.items() if p.get("outcome") != "not run"]
+    last = phases.get("after_rollback", {})
+    if last.get("outcome", "not run") == "not run":
+        return Rule(name, f"no (phases recorded: {', '.join(recorded) or 'none'})", threshold, RuleResult.HOLD)
+    # A report of several rehearsals keeps each one's verdict; the top level's phases are this one's.
+    own = (report.get("rehearsals") or {}).get(DRA_REHEARSAL) or report
+    started = phases.get("before", {}).get("started") or last.get("started")
+    figure = f"yes, {started} to {last.get('started')}: {own.get('verdict')}"
+    if own.get("failed_phase"):
+        figure += f" (first failed phase {own['failed_phase']})"
+    clean = own.get("verdict") == "rolled back cleanly"
+    return Rule(name, figure, threshold, RuleResult.PASS if clean else RuleResult.HOLD)
+
+
+def evaluate(inputs: Inputs, policy: Policy) -> dict[str, Any]:
+    """The gate as a document: verdict, reasons, every rule, the policy it was judged by."""
+    rules = [
+        allocation_rule(inputs, policy),
+        ready_rule(inputs, policy),
+        error_rule(inputs, policy),
+        job_start_rule(inputs),
+        rehearsal_rule(inputs),
+    ]
+    holding = [r for r in rules if r.result == RuleResult.HOLD]
+    lacking = [r for r in rules if r.result == RuleResult.NO_DATA]
+    if holding:
+        verdict, reasons = GateVerdict.HOLD, [f"{r.rule}: {r.figure} (threshold {r.threshold})" for r in holding]
+    elif lacking:
+        verdict, reasons = GateVerdict.INCOMPLETE, [f"{r.rule}: no data ({r.why})" for r in lacking]
+    else:
+        verdict, reasons = GateVerdict.PASS, ["every rule passed"]
+    return {
+        "state": str(verdict),
+        "reasons": reasons,
+        "rules": [{**asdict(r), "result": str(r.result)} for r in rules],
+        "policy": asdict(policy),
+    }
+
+
+def markdown_lines(gate: dict[str, Any]) -> list[str]:
+    """The gate's section of summary.md."""
+    lines = [f"## Canary gate: {gate['state']}", "", *(f"- {reason}" for reason in gate.get("reasons", [])), ""]
+    if "rules" not in gate:
+        return [*lines, f"{gate.get('why', '')}"]
+    lines += ["| rule | figure | threshold | result |", "|---|---|---|---|"]
+    for rule in gate["rules"]:
+        result = rule["result"] + (f": {rule['why']}" if rule["why"] else "")
+        lines.append(f"| {rule['rule']} | {rule['figure']} | {rule['threshold']} | {result} |")
+    return lines
+
+
+def terminal_lines(gate: dict[str, Any]) -> list[str]:
+    """The gate in the printed short form: its verdict, then one line per rule."""
+    lines = [f"  canary gate: {gate['state']}"]
+    for rule in gate.get("rules", []):
+        if rule["result"] == RuleResult.NO_DATA:
+            lines.append(f"    {rule['rule']}: no data ({rule['why']}); threshold {rule['threshold']}")
+        else:
+            lines.append(f"    {rule['rule']}: {rule['result']}: {rule['figure']}; threshold {rule['threshold']}")
+    return lines

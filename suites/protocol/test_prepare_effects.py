@@ -1,0 +1,103 @@
+"""What a prepare leaves behind: on the node (CDI specs) and in the claim (status.devices), once it is undone or failed.
+
+The kubeletplugin helper's contract: "UnprepareResourceClaims must undo whatever work PrepareResourceClaims did",
+CDI spec files written on the fly included. A status.devices entry's Ready condition says the device is configured
+for use; a prepare that failed configured nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.kube.builders import RESOURCE_API
+from dra_conformance.kube.claims import device_condition, device_statuses
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import AllocatedClaim
+from dra_conformance.kubelet.obligations import API_TYPES, HELPER, check_prepare_answer
+from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.report.findings import Obligations
+
+pytestmark = pytest.mark.usefixtures("driver_sockets")
+
+
+def _specs_naming(cdi_dir: Path, claim_uid: str) -> list[str]:
+    """CDI spec files in `cdi_dir` whose text names the claim's UID (unique per claim, as the helper advises)."""
+    return [
+        path.name
+        for path in sorted(cdi_dir.iterdir())
+        if path.is_file() and claim_uid in path.read_text(errors="replace")
+    ]
+
+
+def test_unprepare_removes_the_cdi_specs_prepare_wrote(
+    allocated: AllocatedClaim, driver_under_test: DriverUnderTest, kubelet: KubeletRole, obligations: Obligations
+) -> None:
+    endpoint = driver_under_test.endpoints[allocated.node]
+    cdi_dir = endpoint.cdi_dir
+    if cdi_dir is None:
+        pytest.skip(f"not applicable: the CDI dir of {driver_under_test.name} on {allocated.node} is not readable here")
+    answer = check_prepare_answer(
+        obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
+    )
+    written = _specs_naming(cdi_dir, allocated.ref.uid) if cdi_dir.is_dir() else []
+    if not written:
+        pytest.skip(
+            f"not applicable: no CDI spec in {cdi_dir} names claim {allocated.ref.uid} after prepare (CDI IDs "
+            f"answered: {[cdi for d in answer.devices for cdi in d['cdiDeviceIDs']]}): nothing to clean up"
+        )
+    unprepared = kubelet.unprepare(endpoint, [allocated.ref]).claims
+    assert not unprepared[allocated.ref.uid].error, f"unprepare failed: {unprepared}"
+    left = _specs_naming(cdi_dir, allocated.ref.uid)
+    obligations.contract(
+        not left,
+        "unprepare removes the CDI specs its prepare wrote for the claim",
+        f"written by prepare {written}; left after unprepare {left}",
+        f"{HELPER}:140-148 (UnprepareResourceClaims must undo whatever work PrepareResourceClaims did)",
+    )
+
+
+@pytest.mark.capability("statusDevices")
+def test_a_failed_prepare_leaves_no_ready_status(
+    allocated: AllocatedClaim,
+    driver_under_test: DriverUnderTest,
+    kubelet: KubeletRole,
+    tracker: ResourceTracker,
+    obligations: Obligations,
+) -> None:
+    """Defensive: Ready "should" be True once configured (types.go:2590-2592), so never for a failed prepare."""
+    profile = driver_under_test.profile
+    if not profile.declares(Capability.STATUS_DEVICES):
+        pytest.skip(f"not applicable: {profile.source} does not declare statusDevices")
+    if not profile.declares(Capability.REFERENCE_FAULTS):
+        pytest.skip("not applicable: making a valid claim's prepare fail needs the reference driver's fault switches")
+    endpoint = driver_under_test.endpoints[allocated.node]
+    control = FakeDriverControl(endpoint)
+    undo = control.set_faults(
+        [*control.faults(), {"mode": "prepare-error", "claim": allocated.ref.uid, "message": "device setup failed"}]
+    )
+    try:
+        outcome = kubelet.prepare_outcome(endpoint, [allocated.ref])
+    finally:
+        undo()
+    assert not outcome.prepared(allocated.ref), (
+        f"the injected prepare error did not fail the prepare: {outcome.describe()}"
+    )
+    meta = allocated.claim["metadata"]
+    entries: list[dict[str, Any]] = [
+        entry
+        for entry in device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
+        if entry["driver"] == driver_under_test.name
+    ]
+    ready = [entry["device"] for entry in entries if (device_condition(entry, "Ready") or {}).get("status") == "True"]
+    obligations.defensive(
+        not ready,
+        "a prepare that failed leaves no status.devices entry with Ready=True",
+        f"prepare: {outcome.describe()}; Ready=True for {ready}; entries {entries}",
+        f"{API_TYPES}:2590-2592 (Ready should be True once the device is configured)",
+    )

@@ -1,0 +1,201 @@
+"""The mutation harness: run the bundled suites against a broken reference driver and read which checks failed.
+
+A mutant is one realistic vendor bug: a broken mode of the reference driver (`fake_dra.broken.BrokenMode`, started
+with `--broken-mode`), or a broken RBAC manifest the driver ships. Each runs as the driver under test from a copy
+of the reference driver's profile, on a private local cluster, like a vendor's binary. The check named for it must
+fail; a mutant no check kills means the suite proves nothing about that bug.
+
+Used by tests/mutants (one test per mutant) and bench/mutants (the table and the score).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dra_conformance import paths
+from fake_dra.broken import BrokenMode
+
+# Cluster start (~15 s), the checks, and the cluster's stop, with room for a busy CI machine.
+MUTANT_RUN_DEADLINE = 600.0
+# `dra-conformance run` exits with this when tests failed (and ran): anything else is no verdict.
+EXIT_TESTS_FAILED = 1
+# Kept of a run's output for failure messages.
+OUTPUT_TAIL = 3000
+
+DOWNGRADE_CHECK = "test_driver_upgraded_and_downgraded_with_claims_in_flight_keeps_pools_current_and_claims_known"
+
+
+def arbitrary_node_rbac(source: Path, directory: Path) -> Path:
+    """The profile's RBAC with `arbitrary-node:patch` added to the driver's status rule: writes for every node."""
+    documents = [document for document in yaml.safe_load_all(source.read_text()) if document]
+    for document in documents:
+        rules = document.get("rules") or [] if document["kind"] == "ClusterRole" else []
+        for rule in rules:
+            if "resourceclaims/driver" in rule.get("resources", []):
+                rule["verbs"] = [*rule["verbs"], "arbitrary-node:patch"]
+    path = directory / f"arbitrary-node-{source.name}"
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return path
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One bug the driver under test is started with, and the check that must catch it."""
+
+    name: str
+    # The test id (of the bundled suites) that must fail against this mutant.
+    killed_by: str
+    # Broken modes the driver is started with.
+    modes: tuple[BrokenMode, ...] = ()
+    # Rewrites one RBAC manifest of the profile (source, output dir -> new file); None ships it as it is.
+    rbac: Callable[[Path, Path], Path] | None = None
+
+    def __str__(self) -> str:
+        """The pytest id and the table's row name."""
+        return self.name
+
+
+def _driver_mutant(mode: BrokenMode, killed_by: str) -> Mutant:
+    return Mutant(str(mode), killed_by, modes=(mode,))
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # The issue's list (#13 item 7), in its order.
+    _driver_mutant(
+        BrokenMode.WRITES_STATUS_FOR_FOREIGN_CLAIMS, "test_claim_of_another_node_is_refused_without_node_local_work"
+    ),
+    _driver_mutant(BrokenMode.PREPARES_WRONG_DEVICE, "test_prepare_and_unprepare_are_idempotent[v1]"),
+    _driver_mutant(BrokenMode.PUBLISHES_FOR_WRONG_NODE, "test_driver_binds_its_slices_only_to_nodes_that_exist"),
+    _driver_mutant(BrokenMode.UNPREPARE_LEAVES_CDI_SPECS, "test_unprepare_removes_the_cdi_specs_prepare_wrote"),
+    _driver_mutant(BrokenMode.READY_BEFORE_PREPARED, "test_a_failed_prepare_leaves_no_ready_status"),
+    _driver_mutant(
+        BrokenMode.HEALTHY_WHILE_FAILING, "test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints"
+    ),
+    Mutant(
+        "rbac-arbitrary-node",
+        "test_driver_rbac_grants_nothing_beyond_its_declared_capabilities",
+        rbac=arbitrary_node_rbac,
+    ),
+    _driver_mutant(BrokenMode.FAILS_WHOLE_CALL, "test_unknown_claim_is_never_reported_prepared"),
+    _driver_mutant(BrokenMode.NON_IDEMPOTENT_PREPARE, "test_prepare_and_unprepare_are_idempotent[v1]"),
+    _driver_mutant(
+        BrokenMode.LOSES_STATE_ON_RESTART, "test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares"
+    ),
+    # Earlier ones.
+    _driver_mutant(BrokenMode.PREPARES_FOREIGN_CLAIMS, "test_claim_of_another_node_is_refused_without_node_local_work"),
+    _driver_mutant(BrokenMode.UNPREPARE_UNKNOWN_FAILS, "test_unprepare_of_a_claim_never_prepared_succeeds"),
+    _driver_mutant(BrokenMode.UNPREPARE_NEEDS_CLAIM, "test_unprepare_of_a_deleted_claim_succeeds"),
+    _driver_mutant(
+        BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS, "test_prepare_after_unprepare_gets_the_allocated_devices_again"
+    ),
+    _driver_mutant(
+        BrokenMode.IGNORES_STATUS_WRITE_FAILURE,
+        "test_driver_keeps_its_slices_and_its_declared_status_through_api_faults",
+    ),
+    _driver_mutant(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE, DOWNGRADE_CHECK),
+)
+
+
+def mutant(name: str) -> Mutant:
+    """The mutant called `name`."""
+    return next(m for m in MUTANTS if m.name == name)
+
+
+def mutant_profile(chosen: Mutant, directory: Path) -> Path:
+    """The reference driver's profile, broken as `chosen` says; its RBAC paths made absolute for the copy."""
+    source = paths.reference_driver_profile()
+    profile: dict[str, Any] = yaml.safe_load(source.read_text())
+    for build in [profile["run"], *profile["run"].get("versions", {}).values()]:
+        if "args" in build:
+            build["args"] += [f"--broken-mode={mode}" for mode in chosen.modes]
+    rbac = [(source.parent / path).resolve() for path in profile["identity"]["rbac"]]
+    if chosen.rbac is not None:
+        rbac = [chosen.rbac(path, directory) for path in rbac]
+    profile["identity"]["rbac"] = [str(path) for path in rbac]
+    path = directory / f"{chosen.name}.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
+@dataclass(frozen=True)
+class MutantRun:
+    """What one run of the suites against a mutant gave."""
+
+    mutant: Mutant
+    returncode: int
+    # Test id -> failure (or error) message, from the run's JUnit.
+    failed: dict[str, str]
+    passed: tuple[str, ...]
+    output: str
+    seconds: float
+
+    @property
+    def killed(self) -> bool:
+        """The run failed its tests, among them the check named for the mutant."""
+        return self.returncode == EXIT_TESTS_FAILED and self.mutant.killed_by in self.failed
+
+
+def junit_results(reports: Path) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(failed test -> failure text, passed tests), from the one run's JUnit under `reports`."""
+    junits = list(reports.glob("*/junit.xml"))
+    if len(junits) != 1:
+        return {}, ()
+    failed, passed = {}, []
+    for case in ElementTree.parse(junits[0]).getroot().iter("testcase"):
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        name = str(case.get("name"))
+        if problem is not None:
+            failed[name] = " ".join(str(problem.get("message", "")).split())[:400]
+        elif case.find("skipped") is None:
+            passed.append(name)
+    return failed, tuple(passed)
+
+
+def selection(tests: list[str]) -> str:
+    """A `-k` expression selecting these test ids by function name."""
+    return " or ".join(sorted({test.split("[", 1)[0] for test in tests}))
+
+
+def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None) -> MutantRun:
+    """Run the bundled suites' `tests` (default: the named check) against `chosen` on a private local cluster."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "dra_conformance.cli",
+        "run",
+        "-n",
+        "1",
+        "--nodes",
+        "2",
+        f"--profile={mutant_profile(chosen, workdir)}",
+        f"--cluster-state-dir={workdir / 'cluster'}",
+        f"--reports-dir={workdir / 'reports'}",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        selection(tests or [chosen.killed_by]),
+        str(paths.suites_dir()),
+    ]
+    started = time.monotonic()
+    result = subprocess.run(command, capture_output=True, text=True, timeout=MUTANT_RUN_DEADLINE, check=False)
+    failed, passed = junit_results(workdir / "reports")
+    return MutantRun(
+        chosen,
+        result.returncode,
+        failed,
+        passed,
+        (result.stdout + result.stderr)[-OUTPUT_TAIL:],
+        time.monotonic() - started,
+    )
