@@ -64,6 +64,7 @@ from dra_conformance.backends.local.control_plane import LOOPBACK, free_port, no
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.kube.nodes import ready_node_names
 
 # The target for a warm start on 2 cores, and published figures of comparable tools (seconds).
 TARGET_WARM_SECONDS = 5.0
@@ -276,16 +277,8 @@ def kwokctl_start(kwokctl: Path, binaries: Binaries, nodes: int) -> KwokctlStart
             for index, name in enumerate(names):
                 core.create_node(kwok_node(index, name))
 
-            def ready_nodes() -> set[str]:
-                listed = core.list_node(_request_timeout=5)
-                return {
-                    node.metadata.name
-                    for node in listed.items
-                    if any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
-                }
-
             waits.until(
-                ready_nodes,
+                lambda: ready_node_names(core),
                 lambda ready: ready >= set(names),
                 timeout=KWOKCTL_READY_DEADLINE,
                 what=f"{nodes} fake nodes Ready in kwokctl's cluster",

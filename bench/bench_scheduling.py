@@ -71,6 +71,7 @@ from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.namespaces import create_namespace
+from dra_conformance.kube.nodes import ready_node_names
 from dra_conformance.timeouts import Timeouts
 from fake_dra.__main__ import parse_args as driver_args
 from fake_dra.devices import resource_slices
@@ -218,18 +219,9 @@ def add_nodes(api: client.ApiClient, names: list[str], first_index: int, workers
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nodes") as pool:
         list(pool.map(lambda item: core.create_node(manifest(*item)), enumerate(names, start=first_index)))
 
-    def ready() -> int:
-        listed = core.list_node(label_selector=NODE_LABEL, _request_timeout=10)
-        return sum(
-            1
-            for node in listed.items
-            if node.metadata.name in wanted
-            and any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
-        )
-
     wanted = set(names)
     waits.until(
-        ready,
+        lambda: len(ready_node_names(core, NODE_LABEL) & wanted),
         lambda count: count == len(wanted),
         timeout=NODES_READY_DEADLINE,
         what=f"{len(wanted)} nodes registered by the bench Ready (kwok managing them)",

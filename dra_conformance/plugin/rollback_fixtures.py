@@ -30,7 +30,7 @@ from dra_conformance.rollback.extended_resource import (
     choose_nodes,
 )
 from dra_conformance.rollback.report import render_markdown, write_report
-from dra_conformance.rollback.state import PHASES, Phase, PhaseRecord, RehearsalState
+from dra_conformance.rollback.state import DEFAULT_REHEARSAL, PHASES, Phase, PhaseRecord, RehearsalState
 from dra_conformance.timeouts import Timeouts
 
 ALL_PHASES = "all"
@@ -117,6 +117,17 @@ class Rehearsal:
         allure.attach(render_markdown(summary), "rollback report", allure.attachment_type.TEXT)
 
 
+def _rehearsal_of_run(pytestconfig: pytest.Config, run_dir: Path, name: str) -> Rehearsal:
+    """Rehearsal `name` as this run's options ask: one phase against the named state file, or every phase at once.
+
+    A single phase's file was checked when the run was configured; with every phase, the file is the run's own.
+    """
+    single = pytestconfig.getoption("--rollback-phase") != ALL_PHASES
+    state = RehearsalState.load(pytestconfig.getoption("--rollback-state") or run_dir / STATE_FILE, name)
+    drive = not single or pytestconfig.getoption("--rollback-drive")
+    return Rehearsal(state, run_dir, drive=drive, single_phase=single)
+
+
 @pytest.fixture(scope="module")
 def rehearsal(
     pytestconfig: pytest.Config,
@@ -126,17 +137,11 @@ def rehearsal(
     namespace_reaper: NamespaceReaper,
 ) -> Iterator[Rehearsal]:
     """The rehearsal of this run; with every phase in one run, torn down at the end whatever happened."""
-    phase = pytestconfig.getoption("--rollback-phase")
-    # A single phase's file was checked when the run was configured; with every phase, the file is the run's own.
-    state = RehearsalState.load(pytestconfig.getoption("--rollback-state") or run_dir / STATE_FILE)
-    single = phase != ALL_PHASES
-    found = Rehearsal(
-        state, run_dir, drive=not single or pytestconfig.getoption("--rollback-drive"), single_phase=single
-    )
+    found = _rehearsal_of_run(pytestconfig, run_dir, DEFAULT_REHEARSAL)
     try:
         yield found
     finally:
-        if not single and found.engine is not None and Phase.AFTER_ROLLBACK not in state.records:
+        if not found.single_phase and found.engine is not None and Phase.AFTER_ROLLBACK not in found.state.records:
             finish(found, timeouts, namespace_reaper)
 
 
@@ -205,17 +210,11 @@ def metrics_rehearsal(
 
     With every phase in one run, a rehearsal that stopped half-way serves v1 again and is torn down at the end.
     """
-    phase = pytestconfig.getoption("--rollback-phase")
-    path = pytestconfig.getoption("--rollback-state") or run_dir / STATE_FILE
-    state = RehearsalState.load(path, metrics_rehearsal_mode.REHEARSAL)
-    single = phase != ALL_PHASES
-    found = Rehearsal(
-        state, run_dir, drive=not single or pytestconfig.getoption("--rollback-drive"), single_phase=single
-    )
+    found = _rehearsal_of_run(pytestconfig, run_dir, metrics_rehearsal_mode.REHEARSAL)
     try:
         yield found
     finally:
-        if not single and found.metrics is not None and Phase.AFTER_ROLLBACK not in state.records:
+        if not found.single_phase and found.metrics is not None and Phase.AFTER_ROLLBACK not in found.state.records:
             finish_metrics(found, namespace_reaper, restore=True)
 
 

@@ -1,7 +1,8 @@
 """The metrics suite against the real metrics-server v0.9.0 (v1beta1 only), in a cluster of its own.
 
-Expected: v1 checks, parity and the availability watch (no --metrics-watch) are skipped with the reason, v1beta1 is Available and fresh, kubectl top and the HPA
-controller are found in the consumer inventory, and the verdict says to fix the implementation first (no v1).
+Expected: v1 checks, parity and the availability watch (no --metrics-watch) are skipped with the reason, v1beta1
+is Available and fresh, kubectl top and the HPA controller are found in the consumer inventory, and the verdict says
+to fix the implementation first (no v1).
 """
 
 from __future__ import annotations

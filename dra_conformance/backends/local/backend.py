@@ -33,6 +33,7 @@ from dra_conformance.driver.profile import DriverProfile, load_profile, profile_
 from dra_conformance.errors import BackendError, DriverStartError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig, status_message
+from dra_conformance.kube.nodes import ready_node_names
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.metrics import api as metrics_api
@@ -635,16 +636,8 @@ class LocalBackend:
                     manifest["spec"] = {"taints": [SET_ASIDE_TAINT]}
                 core.create_node(manifest)
 
-            def ready_nodes() -> set[str]:
-                listed = core.list_node(label_selector=NODE_LABEL, _request_timeout=5)
-                return {
-                    node.metadata.name
-                    for node in listed.items
-                    if any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
-                }
-
             waits.until(
-                ready_nodes,
+                lambda: ready_node_names(core, NODE_LABEL),
                 lambda ready: ready >= set(names),
                 timeout=self.config.timeouts.node_ready,
                 what=f"fake nodes {', '.join(names)} Ready",

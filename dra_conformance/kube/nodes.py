@@ -1,0 +1,19 @@
+"""Reading node readiness: which nodes the cluster lists as Ready."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+# A bounded list call: a wait loop around it must not hang on one slow answer.
+LIST_REQUEST_TIMEOUT = 10
+
+
+def node_ready(node: client.V1Node) -> bool:
+    """Whether the node has the condition Ready=True."""
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def ready_node_names(core: client.CoreV1Api, label_selector: str = "") -> set[str]:
+    """Names of the nodes (matching `label_selector`, if given) whose Ready condition is True."""
+    listed = core.list_node(label_selector=label_selector, _request_timeout=LIST_REQUEST_TIMEOUT)
+    return {node.metadata.name for node in listed.items if node_ready(node)}
