@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dra_conformance.backends.local import driver_daemonset
+from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.images import BUSYBOX_APPLETS, BUSYBOX_IMAGE
 
@@ -48,3 +51,12 @@ def test_profile_environment_wins_over_the_defaults_and_the_pod_stays_on_its_nod
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["real-node-0"]}]}], terms
     assert spec["hostNetwork"] is True and spec["automountServiceAccountToken"] is False, spec
+
+
+def test_a_relative_cluster_state_dir_gives_absolute_paths_for_the_driver_pod(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--cluster-state-dir=reports/clusters/x` (as CI passes it) must not reach the pod's hostPath mounts as is."""
+    monkeypatch.chdir(tmp_path)
+    backend = LocalBackend(LocalClusterConfig(state_dir=Path("reports/clusters/real-node")))
+    assert backend.layout.root == tmp_path / "reports/clusters/real-node", backend.layout.root

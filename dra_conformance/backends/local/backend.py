@@ -105,7 +105,9 @@ class LocalBackend:
         if config.nodes < 1:
             raise ValueError(f"a local cluster needs at least one node, got {config.nodes}")
         self.config = config
-        self.layout = ClusterLayout(config.state_dir)
+        # Absolute: the real node's driver pod mounts these directories by path, and a relative
+        # `--cluster-state-dir` would name a different place for every process that is not started here.
+        self.layout = ClusterLayout(config.state_dir.resolve())
         self.echo = echo
 
     def node_names(self) -> tuple[str, ...]:
