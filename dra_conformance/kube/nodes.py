@@ -17,3 +17,18 @@ def ready_node_names(core: client.CoreV1Api, label_selector: str = "") -> set[st
     """Names of the nodes (matching `label_selector`, if given) whose Ready condition is True."""
     listed = core.list_node(label_selector=label_selector, _request_timeout=LIST_REQUEST_TIMEOUT)
     return {node.metadata.name for node in listed.items if node_ready(node)}
+
+
+# Taints the node lifecycle controller owns: the admission plugin TaintNodesByCondition puts not-ready on every new
+# node, and the controller lifts it only once it has seen the node Ready (seconds after the node is, at start-up).
+LIFECYCLE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
+def lifecycle_tainted(core: client.CoreV1Api, label_selector: str = "") -> dict[str, list[str]]:
+    """Nodes (matching `label_selector`) that still carry a lifecycle taint, with those taints' keys."""
+    listed = core.list_node(label_selector=label_selector, _request_timeout=LIST_REQUEST_TIMEOUT)
+    found = {
+        node.metadata.name: sorted({t.key for t in node.spec.taints or [] if t.key in LIFECYCLE_TAINTS})
+        for node in listed.items
+    }
+    return {name: keys for name, keys in found.items() if keys}

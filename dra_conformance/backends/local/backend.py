@@ -33,7 +33,7 @@ from dra_conformance.driver.profile import DriverProfile, load_profile, profile_
 from dra_conformance.errors import BackendError, DriverStartError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig, status_message
-from dra_conformance.kube.nodes import ready_node_names
+from dra_conformance.kube.nodes import lifecycle_tainted, ready_node_names
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.metrics import api as metrics_api
@@ -230,6 +230,8 @@ class LocalBackend:
                 if self.config.metrics != "none":
                     self._start_metrics(binaries.metrics_server)
                     timings.lap("metrics_available")
+                self._await_lifecycle_taints_lifted()
+                timings.lap("nodes_untainted")
                 check_cluster(self.layout.kubeconfig)  # the same preflight any cluster passes
                 timings.lap("preflight")
             except (ApiException, HTTPError) as error:
@@ -648,6 +650,23 @@ class LocalBackend:
                 max_interval=STARTUP_POLL_CAP,
             )
         return regular
+
+    def _await_lifecycle_taints_lifted(self) -> None:
+        """Wait until no node carries the not-ready taint new nodes get: a test starting earlier sees no usable node.
+
+        Checked last, so the controller-manager's start-up overlaps with the drivers'.
+        """
+        with client_from_kubeconfig(self.layout.kubeconfig) as api_client:
+            core = client.CoreV1Api(api_client)
+            waits.until(
+                lambda: lifecycle_tainted(core),
+                lambda tainted: not tainted,
+                timeout=self.config.timeouts.node_ready,
+                what="the node lifecycle controller lifting the not-ready taint of every node",
+                describe=lambda tainted: f"still tainted: {tainted}",
+                retry_on=(ApiException, HTTPError),
+                max_interval=STARTUP_POLL_CAP,
+            )
 
     @staticmethod
     def _node_manifest(index: int, name: str) -> dict[str, Any]:
