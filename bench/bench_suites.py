@@ -20,7 +20,6 @@ suite's median per test that ran at -n 1 minus the floor's median per cycle.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import secrets
 import signal
@@ -45,6 +44,7 @@ from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.metrics.api import percentile
 from dra_conformance.timeouts import Timeouts
 
 # The floor waits as long as a test would for the same step, so it fails where a test would (each deadline's reason
@@ -137,12 +137,6 @@ def api_floor(info: ClusterInfo, runs: int, scratch: Path) -> tuple[list[float],
     return cycles, time.monotonic() - started, endpoint.node
 
 
-def nearest_rank(values: list[float], quantile: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
-
-
 def interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C: the cluster stopped, its directory removed
 
@@ -167,7 +161,7 @@ def main() -> None:
             cycles, namespaces_gone, node = api_floor(info, args.floor_runs, scratch)
             print(
                 f"API floor: {len(cycles)} cycles (namespace, DeviceClass, claim, pod on {node}; until allocated and "
-                f"bound; deleted), median {statistics.median(cycles):.2f} s, p95 {nearest_rank(cycles, 0.95):.2f} s "
+                f"bound; deleted), median {statistics.median(cycles):.2f} s, p95 {percentile(cycles, 0.95):.2f} s "
                 f"(nearest rank), max {max(cycles):.2f} s; namespaces gone {namespaces_gone:.1f} s after the last",
                 flush=True,
             )

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from dra_conformance import __version__
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.kube.preflight import REQUEST_TIMEOUT
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.report import canary
@@ -102,6 +104,7 @@ class OutcomeCollector:
         self.watch: AllocationTimeoutWatch | None = None
         self.events: canary.EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
+        self.cluster_version: str | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Start watching Events for allocation timeouts, where the run named its cluster."""
@@ -111,9 +114,11 @@ class OutcomeCollector:
         suite = self.config.stash[stash.SUITE_CONFIG]
         try:
             api = client_from_kubeconfig(cluster.kubeconfig, suite.context if cluster.backend == "existing" else None)
+            version = client.VersionApi(api).get_code(_request_timeout=REQUEST_TIMEOUT)
+            self.cluster_version = str(version.git_version)
             self.watch = AllocationTimeoutWatch(api)
             self.watch.start()
-        except Exception as error:  # the gate then says it has no data; the run goes on
+        except Exception as error:  # the gate (and the cluster version) then say they have no data; the run goes on
             self.watch, self.events_missing = None, f"event watch did not start: {type(error).__name__}: {error}"
 
     @pytest.hookimpl(tryfirst=True)
@@ -148,6 +153,7 @@ class OutcomeCollector:
         facts = RunFacts(
             suite_version=__version__,
             backend=suite.backend,
+            cluster_version=self.cluster_version,
             driver=profile.driver,
             profile=profile.source.name,
             profile_digest=profile.digest,

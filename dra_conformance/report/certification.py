@@ -93,6 +93,8 @@ class RunFacts:
 
     suite_version: str
     backend: str
+    # The API server's gitVersion; None where it could not be read.
+    cluster_version: str | None
     driver: str
     profile: str
     profile_digest: str
@@ -201,7 +203,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         *(f"- {reason}" for reason in summary["reasons"]),
         "",
-        f"Suite dra-conformance {run['suite_version']}, backend {run['backend']}, profile {run['profile']} "
+        f"Suite dra-conformance {run['suite_version']}, backend {run['backend']} (Kubernetes "
+        f"{run.get('cluster_version') or 'version not read'}), profile {run['profile']} "
         f"(sha256 {run['profile_digest']}), driver version {run['driver_version'] or 'not stated'}.",
         "",
         "| outcome | tests |",

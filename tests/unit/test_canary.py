@@ -282,7 +282,7 @@ def test_with_several_rehearsals_the_dra_rehearsals_own_verdict_decides() -> Non
 
 def test_the_summary_carries_the_gate_in_json_markdown_and_the_short_form(tmp_path: Path) -> None:
     gate = canary.evaluate(_inputs(rollback=None), Policy())
-    facts = RunFacts("0.1.0", "local", "gpu.example.com", "p.yaml", "abc", "2.0.0", ())
+    facts = RunFacts("0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ())
     summary = summarize([], facts, tmp_path, gate)
     assert summary["canary_gate"]["state"] == GateVerdict.HOLD, summary["canary_gate"]
     markdown = render_markdown(summary)

@@ -15,7 +15,9 @@ from dra_conformance.report.certification import (
     terminal_lines,
 )
 
-FACTS = RunFacts("0.1.0", "local", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream", "referenceFaults"))
+FACTS = RunFacts(
+    "0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream", "referenceFaults")
+)
 
 
 def _result(nodeid: str, outcome: Outcome, reason: str = "", capabilities: tuple[str, ...] = ()) -> CheckResult:
@@ -69,3 +71,10 @@ def test_an_unexercised_capability_or_a_silent_skip_is_incomplete_not_a_failure(
     )
     assert silent["verdict"] == "incomplete" and "without a reason" in silent["reasons"][0]
     assert "# gpu.example.com: incomplete" in render_markdown(silent)
+
+
+def test_summary_names_the_suite_cluster_driver_and_profile_versions(tmp_path: Path) -> None:
+    summary = summarize([_result("suites/status/test_x.py::t", Outcome.PASSED)], FACTS, tmp_path)
+    identity = render_markdown(summary)
+    expected = "Suite dra-conformance 0.1.0, backend local (Kubernetes v1.37.2), profile p.yaml (sha256 abc), driver"
+    assert expected in identity, identity
