@@ -30,12 +30,17 @@ from dra_conformance.backends.local import drivers, images
 from dra_conformance.backends.local.build import RealNodeBinaries
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.errors import BackendError
-from dra_conformance.kube import kubeconfig
+from dra_conformance.errors import BackendError, WaitTimeout
+from dra_conformance.kube import kubeconfig, waits
 from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
 
 REAL_NODE = "real-node-0"
+# A SIGKILLed process is still a member of its cgroup until it has exited, and rmdir of a busy cgroup fails
+# (EBUSY): teardown waits for the exits, then retries. Generous bounds for a loaded machine; the sum stays within
+# the process_stop share `cluster down` gives the supervisor's teardown.
+KILLED_PROCESSES_EXIT_TIMEOUT = 10.0
+CGROUP_RELEASE_TIMEOUT = 5.0
 # Pods on the real node get addresses from this bridge (no masquerading, no port mapping: no iptables rules).
 BRIDGE = "dracni0"
 POD_SUBNET = "10.88.0.0/16"
@@ -415,16 +420,51 @@ def _unmount(point: str) -> None:
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
+def _node_processes(record: HostRecord) -> set[int]:
+    return _pids_in(_kubepods_cgroups()) | _processes_of(record.containerd_shim)
+
+
+def _kill_node_processes(record: HostRecord) -> None:
+    """SIGKILL the node's processes and wait until they are gone: a cgroup is busy while a member still exits."""
+    for pid in _node_processes(record):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(WaitTimeout):  # whatever is left shows up below as a cgroup that cannot be removed
+        waits.until(
+            lambda: _node_processes(record),
+            lambda pids: not pids,
+            timeout=KILLED_PROCESSES_EXIT_TIMEOUT,
+            what="the real node's killed processes exited",
+        )
+
+
+def _remove_kubepods_cgroups() -> list[str]:
+    """Remove every kubepods cgroup, deepest first; retried while the kernel still releases an emptied one (EBUSY)."""
+    errors: dict[Path, str] = {}
+
+    def remove_all() -> list[Path]:
+        errors.clear()
+        for cgroup in _kubepods_cgroups():
+            try:
+                cgroup.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                errors[cgroup] = error.strerror or str(error)
+        return _kubepods_cgroups()
+
+    with contextlib.suppress(WaitTimeout):
+        waits.until(remove_all, lambda left: not left, timeout=CGROUP_RELEASE_TIMEOUT, what="kubepods cgroups removed")
+    return [f"cgroup {cgroup}: {errors.get(cgroup, 'still present')}" for cgroup in _kubepods_cgroups()]
+
+
 def teardown(layout: ClusterLayout) -> list[str]:
     """Undo what the real node did to the host; idempotent. Returns what could not be undone."""
     record = HostRecord.read(host_record_path(layout))
     if record is None:
         return []
     problems: list[str] = []
-    cgroups = _kubepods_cgroups()
-    for pid in _pids_in(cgroups) | _processes_of(record.containerd_shim):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    _kill_node_processes(record)
     new_netns = [NETNS_DIR / name for name in (os.listdir(NETNS_DIR) if NETNS_DIR.is_dir() else [])]
     new_netns = [path for path in new_netns if path.name not in record.netns and path.name.startswith("cni-")]
     roots = [drivers.runtime_dir(layout), layout.root / "nodes" / REAL_NODE, *map(Path, record.absent_paths)]
@@ -432,11 +472,7 @@ def teardown(layout: ClusterLayout) -> list[str]:
         _unmount(point)
     for path in new_netns:
         path.unlink(missing_ok=True)
-    for cgroup in _kubepods_cgroups():
-        try:
-            cgroup.rmdir()
-        except OSError as error:
-            problems.append(f"cgroup {cgroup}: {error.strerror}")
+    problems += _remove_kubepods_cgroups()
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True, check=False)
     for name, value in record.sysctls.items():
