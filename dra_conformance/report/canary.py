@@ -261,10 +261,7 @@ def _not_comparable(canary: dict[str, Any]) -> str:
     kinds = {path: canary[path].get("kubelet") for path in (DEVICE_PLUGIN, DRA)}
     if None in kinds.values() or kinds[DEVICE_PLUGIN] == kinds[DRA]:
         return ""
-    return (
-        f"the device-plugin baseline ran on a {kinds[DEVICE_PLUGIN]} kubelet and the DRA path on a {kinds[DRA]} one: "
-        "not comparable, so the DRA figure is held to the configured SLO"
-    )
+    return f"device-plugin baseline on a {kinds[DEVICE_PLUGIN]} kubelet, DRA path on a {kinds[DRA]} one: not comparable"
 
 
 def _latency_rule(
@@ -277,7 +274,7 @@ def _latency_rule(
             f"{policy.tolerance_seconds} s))"
         )
     else:
-        limit, threshold = slo, f"<= {slo} s (configured SLO, no baseline)"
+        limit, threshold = slo, f"<= {slo} s (configured SLO: {why or 'no baseline'})"
     if dra is None:
         return Rule(rule, "no data", threshold, RuleResult.NO_DATA, dra_source)
     result = RuleResult.PASS if dra <= limit else RuleResult.HOLD

@@ -185,7 +185,8 @@ def test_without_a_rehearsal_allocation_falls_back_to_the_slo_and_pod_ready_has_
 def test_a_baseline_path_without_samples_falls_back_to_the_slo_and_says_so() -> None:
     gate = canary.evaluate(_inputs(rollback=_rollback(plugin_ready=None)), Policy(ready_slo=5.0))
     ready = _rule(gate, "pod-ready p95")
-    assert ready["result"] == "pass" and ready["threshold"] == "<= 5.0 s (configured SLO, no baseline)", ready
+    assert ready["result"] == "pass", ready
+    assert ready["threshold"] == "<= 5.0 s (configured SLO: no device-plugin canary pod got Ready)", ready
     assert ready["why"] == "no device-plugin canary pod got Ready", ready
 
 
@@ -196,7 +197,8 @@ def test_paths_measured_on_different_kinds_of_kubelet_are_held_to_the_slo_not_co
     gate = canary.evaluate(_inputs(rollback=report), Policy(ready_slo=5.0, allocation_slo=1.0))
     for name in ("pod-ready p95", "allocation p95"):
         rule = _rule(gate, name)
-        assert "configured SLO" in rule["threshold"] and "not comparable" in rule["why"], rule
+        assert "configured SLO: device-plugin baseline on a real kubelet" in rule["threshold"], rule
+        assert "not comparable" in rule["why"], rule
     report["canary_baseline"]["dra"]["kubelet"] = "real"
     same = _rule(canary.evaluate(_inputs(rollback=report), Policy()), "pod-ready p95")
     assert same["threshold"].startswith("<= 2.25 s (device-plugin p95 1.8 s"), same
