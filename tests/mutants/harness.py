@@ -149,17 +149,20 @@ def junit_results(reports: Path) -> tuple[dict[str, str], tuple[str, ...]]:
     junits = list(reports.glob("*/junit.xml"))
     if len(junits) != 1:
         return {}, ()
-    failed, passed = {}, []
+    failed: dict[str, str] = {}
+    passed: list[str] = []
     for case in ElementTree.parse(junits[0]).getroot().iter("testcase"):
         problem = case.find("failure")
         if problem is None:
             problem = case.find("error")
         name = str(case.get("name"))
         if problem is not None:
-            failed[name] = " ".join(str(problem.get("message", "")).split())[:400]
+            # A test whose call failed and whose teardown then errored has two <testcase> elements, the call's
+            # first: keep that one, it says what the check caught.
+            failed.setdefault(name, " ".join(str(problem.get("message", "")).split())[:400])
         elif case.find("skipped") is None:
             passed.append(name)
-    return failed, tuple(passed)
+    return failed, tuple(name for name in passed if name not in failed)
 
 
 def selection(tests: list[str]) -> str:
