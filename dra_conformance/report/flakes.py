@@ -64,6 +64,20 @@ def render(record: dict[str, Any]) -> list[str]:
     for nodeid in record["flaky"] + record["failing"]:
         row = record["tests"][nodeid]
         lines.append(f"  {row['state']}: {nodeid} passed {row['passed']}/{row['passed'] + row['failed']}")
+    never = sum(1 for row in record["tests"].values() if row["state"] == "never ran")
+    if never:
+        lines.append(f"  {never} tests never passed or failed: skipped or not applicable in every run")
+    return lines
+
+
+def table(record: dict[str, Any]) -> list[str]:
+    """A Markdown table of every test's pass rate: flaky and failing first, then by test id."""
+    order = {"flaky": 0, "failing": 1, "stable": 2, "never ran": 3}
+    rows = sorted(record["tests"].items(), key=lambda item: (order[item[1]["state"]], item[0]))
+    lines = ["| test | passed | failed | skipped or n/a | pass rate | state |", "|---|---|---|---|---|---|"]
+    for nodeid, row in rows:
+        rate = "-" if row["pass_rate"] is None else f"{row['pass_rate']:.0%}"
+        lines.append(f"| `{nodeid}` | {row['passed']} | {row['failed']} | {row['other']} | {rate} | {row['state']} |")
     return lines
 
 
@@ -72,4 +86,5 @@ def write_flake_record(record: dict[str, Any], directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / FLAKE_JSON).write_text(json.dumps(record, indent=2))
     body = "\n".join(f"- {line.strip()}" for line in render(record))
-    (directory / FLAKE_MARKDOWN).write_text(f"# Flake record\n\n{body}\n")
+    rates = "\n".join(table(record))
+    (directory / FLAKE_MARKDOWN).write_text(f"# Flake record\n\n{body}\n\n## Pass rate per test\n\n{rates}\n")
