@@ -26,8 +26,9 @@ upstream's SchedulingWithResourceClaimTemplate):
    - allocation latency p50/p95/max: claim first seen -> first event carrying status.allocation;
    - pod latency: pod first seen -> first event carrying spec.nodeName;
    - the ratio to upstream's floors, the machine (cores, RAM, CPU model), and the scheduler's (and in template
-     mode the controller-manager's) client-side rate-limiter wait, read from its /metrics: the local backend
-     runs both with their default client QPS, which bounds how fast they can write to the API.
+     mode the controller-manager's) client-side rate-limiter wait, read from its /metrics, with the QPS and
+     burst it runs with: the local backend leaves the scheduler at its default and raises the controller-manager's
+     (see control_plane.py); that limit bounds how fast each can write to the API.
 
 Nothing is deleted object by object: the whole cluster, etcd data included, goes with the temporary directory.
 
