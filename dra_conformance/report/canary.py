@@ -273,6 +273,8 @@ def _latency_rule(
             f"<= {limit} s (device-plugin p95 {baseline} s + max({policy.tolerance_ratio:.0%}, "
             f"{policy.tolerance_seconds} s))"
         )
+    elif dra is None:
+        limit, threshold = slo, f"<= {slo} s (configured SLO)"  # the rule's why already says what is missing
     else:
         limit, threshold = slo, f"<= {slo} s (configured SLO: {why or 'no baseline'})"
     if dra is None:
@@ -287,7 +289,11 @@ def allocation_rule(inputs: Inputs, policy: Policy) -> Rule:
     canary, audit = _canary(inputs), inputs.audit
     if audit is None:
         return Rule(
-            name, "no data", "", RuleResult.NO_DATA, f"allocation is read from the audit log: {inputs.audit_missing}"
+            name,
+            "no data",
+            f"<= {policy.allocation_slo} s (configured SLO) or the device-plugin baseline",
+            RuleResult.NO_DATA,
+            f"allocation is read from the audit log: {inputs.audit_missing}",
         )
     if canary is not None and audit.canary_allocation.get(DRA):
         dra_times = audit.canary_allocation[DRA]

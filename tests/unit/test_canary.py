@@ -182,6 +182,16 @@ def test_without_a_rehearsal_allocation_falls_back_to_the_slo_and_pod_ready_has_
     assert gate["state"] == "hold", gate
 
 
+def test_a_rule_without_data_still_names_its_threshold_and_says_once_what_is_missing() -> None:
+    gate = canary.evaluate(
+        _inputs(rollback=None, audit=None, audit_missing="no audit log"), Policy(allocation_slo=2.0, ready_slo=5.0)
+    )
+    allocation, ready = _rule(gate, "allocation p95"), _rule(gate, "pod-ready p95")
+    assert allocation["result"] == "no data" and allocation["threshold"].startswith("<= 2.0 s (configured SLO)"), gate
+    assert "no audit log" in allocation["why"], allocation
+    assert (ready["result"], ready["threshold"]) == ("no data", "<= 5.0 s (configured SLO)"), ready
+
+
 def test_a_baseline_path_without_samples_falls_back_to_the_slo_and_says_so() -> None:
     gate = canary.evaluate(_inputs(rollback=_rollback(plugin_ready=None)), Policy(ready_slo=5.0))
     ready = _rule(gate, "pod-ready p95")
