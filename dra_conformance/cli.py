@@ -243,8 +243,9 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     codes: list[int] = []
     summaries: list[Path] = []
     for index in range(args.repeat):
-        # Every run but the last keeps the cluster for the next; the last stops it unless the user keeps it.
-        keep = ["--keep-cluster"] if index < args.repeat - 1 and "--keep-cluster" not in pytest_args else []
+        # Every run but the last keeps the cluster for the next; this process owns it throughout (pytest runs in
+        # it), so the last run stops it unless the user keeps it. (--keep-cluster would disown it: it leaked.)
+        keep = ["--keep-cluster-for-next-run"] if index < args.repeat - 1 else []
         reports = batch / f"run-{index + 1:03d}"
         codes.append(_pytest_then_html([*options, *keep, f"--reports-dir={reports}", *pytest_args, *targets]))
         summaries.append(next(iter(sorted(reports.glob("*/summary.json"))), reports / "no-summary.json"))

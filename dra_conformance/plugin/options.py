@@ -67,6 +67,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     group.addoption(
+        "--keep-cluster-for-next-run",
+        action="store_true",
+        help="leave the cluster running for the next run in this process, which still owns it (how `dra-conformance "
+        "run --repeat N` chains its runs; the last run stops it)",
+    )
+    group.addoption(
         "--keep-resources",
         action="store_true",
         help="do not delete what tests created (debugging; leaks are then expected)",

@@ -150,7 +150,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if stash.is_worker(config) or stash.SUITE_CONFIG not in config.stash:
         return
-    if config.stash[stash.SUITE_CONFIG].keep_cluster:
+    if config.stash[stash.SUITE_CONFIG].keep_cluster or config.getoption("--keep-cluster-for-next-run"):
         return
     try:
         backend_of(config).release(config.stash[stash.OWNER_PID])
