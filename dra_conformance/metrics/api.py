@@ -39,7 +39,7 @@ STABLE_AVAILABILITY_RATIO = 0.999
 DECISIONS = (
     "fix the metrics implementation first",
     "hold autoscaling changes and fix the pipeline",
-    "keep serving both versions",
+    "keep serving v1beta1 alongside v1 (dual-serve)",
     "hold widening until 24 h of stable availability is shown",
     "safe to move consumers to v1",
 )

@@ -202,7 +202,7 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     run_records: RunRecords,
     metrics_watch: WatchSummary | None,
 ) -> None:
-    """The run's verdict goes to reports/<run-id>/metrics-verdict.{json,md}; "keep serving both" is advice."""
+    """The run's verdict goes to reports/<run-id>/metrics-verdict.{json,md}; "keep serving v1beta1" is advice."""
     evidence = metrics_api.Evidence(slo=freshness_slo, watch=metrics_watch)
     evidence.available = {v: metrics_api.apiservice_condition(metrics_client, v) for v in metrics_api.VERSIONS}
     usable = [v for v in ("v1", "v1beta1") if v in served and evidence.available.get(v, "").startswith("True")]
