@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 from dra_conformance import versions
 from dra_conformance.backends.local.build import Binaries
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.errors import BackendError
 from dra_conformance.kube import kubeconfig
 from dra_conformance.kube.pki import CertificateAuthority, service_account_keypair
 
@@ -28,16 +30,52 @@ POD_CIDR = "10.244.0.1/16"
 NODE_ADDRESS_BASE = 10
 
 
+# Listener ports (see listener_port_range): Linux's default ephemeral range starts at 32768; below 20000 sit
+# many well-known services; 200 random probes find a free port unless thousands are in use.
+DEFAULT_EPHEMERAL_LOW = 32768
+MIN_LISTENER_PORT = 20000
+MIN_RANGE_SIZE = 1000
+PORT_PROBES = 200
+
+
 def node_address(index: int) -> str:
     """Loopback address of the fake node with this index (127.0.0.10, .11, ...)."""
     return f"127.0.0.{NODE_ADDRESS_BASE + index}"
 
 
-def free_port() -> int:
-    """Ask the kernel for a free loopback port (it may be taken again before use; start-up then fails loudly)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((LOOPBACK, 0))
-        return int(probe.getsockname()[1])
+def listener_port_range() -> range:
+    """Ports for our listeners: from MIN_LISTENER_PORT up to the kernel's ephemeral range.
+
+    A port the kernel hands out with bind(0) is an ephemeral one, and until the component binds it, any outgoing
+    connection on the machine may take it as its source port: in CI a controller-manager failed with "bind: address
+    already in use" that way while the tests around it made thousands of connections. Below the ephemeral range
+    only listeners compete.
+    """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = DEFAULT_EPHEMERAL_LOW
+    # A machine whose ephemeral range starts low still gets a range (where only the probe protects it).
+    return range(MIN_LISTENER_PORT, max(low, MIN_LISTENER_PORT + MIN_RANGE_SIZE))
+
+
+def free_port(taken: frozenset[int] = frozenset()) -> int:
+    """A loopback port nothing listens on, chosen at random below the ephemeral range (see listener_port_range).
+
+    Another cluster starting at the same moment may still pick it; start-up then fails loudly, naming the port.
+    """
+    ports = listener_port_range()
+    for _ in range(PORT_PROBES):
+        port = secrets.choice(ports)
+        if port in taken:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((LOOPBACK, port))
+            except OSError:
+                continue
+        return port
+    raise BackendError(f"no free loopback port found in {PORT_PROBES} tries in {ports.start}-{ports.stop - 1}")
 
 
 @dataclass(frozen=True)
@@ -54,7 +92,10 @@ class Ports:
     @classmethod
     def allocate(cls) -> Ports:
         """Pick a free port for every listener."""
-        return cls(*(free_port() for _ in range(6)))
+        chosen: list[int] = []
+        for _ in range(6):
+            chosen.append(free_port(frozenset(chosen)))
+        return cls(*chosen)
 
 
 @dataclass(frozen=True)
