@@ -4,6 +4,7 @@ dra-conformance build [--cache-dir DIR]
 dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
 dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
 dra-conformance report RUN [--serve [--port N]]
+dra-conformance obligations [--output FILE]
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from dra_conformance.backends.registry import BACKENDS, build_local_binaries, ma
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_conformance.model.obligations import Registry
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
+from dra_conformance.report.obligations_doc import render as render_obligations
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
 from dra_wire.kubelet_api import BindingsError
@@ -95,7 +98,20 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
     report.add_argument("--reports-dir", type=Path, help="where run ids are looked up (default ./reports)")
     report.add_argument("--cache-dir", type=Path, help="tool cache (default ~/.cache/dra-conformance)")
+    obligations = commands.add_parser(
+        "obligations", help="print the obligations registry and the field coverage table as Markdown"
+    )
+    obligations.add_argument("--output", type=Path, help="write it to FILE instead (docs/obligations.md)")
     return parser
+
+
+def _obligations(args: argparse.Namespace) -> int:
+    document = render_obligations(Registry.load())
+    if args.output:
+        args.output.write_text(document)
+    else:
+        print(document, end="")
+    return EXIT_OK
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -269,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cluster(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "obligations":
+            return _obligations(args)
         return _run(args, rest)
     except BindingsError as error:
         print(f"dra-conformance: kubelet plugin API bindings: {error}", file=sys.stderr)

@@ -18,6 +18,7 @@ from dra_conformance import __version__
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
+from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.report import canary
@@ -36,6 +37,10 @@ from dra_conformance.rollback.report import summarize as summarize_rehearsal
 from dra_conformance.rollback.state import Phase, RehearsalState
 
 CAPABILITY_PROPERTY = "capabilities"
+# Set on a report whose phase raised a registry obligation: its id, basis and capability.
+OBLIGATION_PROPERTY = "obligation"
+BASIS_PROPERTY = "obligation_basis"
+OBLIGATION_CAPABILITY_PROPERTY = "obligation_capability"
 COLLECTOR_NAME = "dra-conformance-certification"
 
 
@@ -84,11 +89,34 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.user_properties.append((CAPABILITY_PROPERTY, ",".join(sorted(set(names)))))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Name the registry obligation a phase broke in its report, so the verdict can tell failures from errors."""
+    report = yield
+    error = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(error, ObligationFailed | HarnessPreconditionFailed):
+        obligation = error.obligation
+        report.user_properties = [
+            *report.user_properties,
+            (OBLIGATION_PROPERTY, obligation.id),
+            (BASIS_PROPERTY, str(obligation.basis)),
+            (OBLIGATION_CAPABILITY_PROPERTY, obligation.capability or ""),
+        ]
+    return report
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr: Any = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         return str(longrepr[2])
     return str(longrepr or "")
+
+
+def _failure_reason(report: pytest.TestReport) -> str:
+    """The first line of what a failed phase raised."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = str(getattr(crash, "message", "") or report.longreprtext)
+    return message.splitlines()[0] if message else ""
 
 
 class OutcomeCollector:
@@ -131,12 +159,20 @@ class OutcomeCollector:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """One phase (setup, call, teardown) of one test."""
-        found = outcome_of(report.when, report.passed, report.skipped, _skip_reason(report) if report.skipped else "")
+        properties = dict(report.user_properties)
+        basis = str(properties.get(BASIS_PROPERTY, ""))
+        reason = _skip_reason(report) if report.skipped else _failure_reason(report) if report.failed else ""
+        found = outcome_of(report.when, report.passed, report.skipped, reason, basis)
         if found is None:
             return
-        properties = dict(report.user_properties)
         capabilities = tuple(filter(None, str(properties.get(CAPABILITY_PROPERTY, "")).split(",")))
-        self.results[report.nodeid] = merge(self.results.get(report.nodeid), report.nodeid, found, capabilities)
+        obligation = (
+            str(properties.get(OBLIGATION_PROPERTY, "")),
+            str(properties.get(OBLIGATION_CAPABILITY_PROPERTY, "")),
+        )
+        self.results[report.nodeid] = merge(
+            self.results.get(report.nodeid), report.nodeid, found, capabilities, obligation
+        )
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -43,6 +43,7 @@ from dra_conformance.kubelet.interposer import KubeletInterposer
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.node_agent import NodeAgents
 from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.model.obligations import Registry
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.session import backend_of
 from dra_conformance.report.findings import Obligations
@@ -280,8 +281,19 @@ def private_driver(
         raise LeakError(f"leaked by the test's driver after cleanup: {leaks}")
 
 
+@pytest.fixture(scope="session")
+def obligation_registry() -> Registry:
+    """Every obligation the bundled suites check, from the registry shipped in the package."""
+    return Registry.load()
+
+
 @pytest.fixture
-def obligations(request: pytest.FixtureRequest, driver_profile: DriverProfile, run_records: RunRecords) -> Obligations:
-    """Contract and defensive obligations of this check (see `dra_conformance.report.findings`)."""
+def obligations(
+    request: pytest.FixtureRequest,
+    driver_profile: DriverProfile,
+    run_records: RunRecords,
+    obligation_registry: Registry,
+) -> Obligations:
+    """The obligations this check verifies, by registry id (see `dra_conformance.report.findings`)."""
     level = request.config.getoption("--strictness") or driver_profile.strictness
-    return Obligations(request.node.nodeid, level == Strictness.STRICT, run_records)
+    return Obligations(request.node.nodeid, level == Strictness.STRICT, run_records, obligation_registry)

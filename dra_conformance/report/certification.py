@@ -5,9 +5,14 @@ reason; a skip without a reason is silent and blocks certification. A declared c
 the checks that exercise it (tests marked `capability(...)`) ran and passed. Verdicts:
 
 - certified: nothing failed, no silent skip, every declared capability exercised and passing;
-- not certified: a failure, or a declared capability whose checks failed (the driver's doing);
-- incomplete: nothing the driver did wrong, but the run cannot certify it: a declared capability no check
-  exercised here (a limit of the suite or the backend), or a silent skip.
+- certified with advisories: the same, with defensive findings (what users want beyond the contract) listed first;
+- not certified: a failure (a contract obligation, or a defensive one under strict), named by obligation id;
+- incomplete: nothing the driver did wrong, but the run cannot certify it: a check that errored (a harness
+  precondition, a fixture that could not set up), a declared capability no check exercised here (a limit of the
+  suite or the backend), or a silent skip.
+
+A failure counts against a declared capability when the obligation that broke is about that capability, or, for an
+obligation about no capability in particular, when the check is marked with it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance.report import canary as canary_gate
+from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
+from dra_conformance.report.records import read_records
 
 NOT_APPLICABLE_PREFIX = "not applicable:"
 SUMMARY_JSON = "summary.json"
@@ -34,6 +41,8 @@ class Outcome(StrEnum):
 
     PASSED = "passed"
     FAILED = "failed"
+    # The check could not judge the driver: a harness precondition broke or its setup failed.
+    ERROR = "error"
     NOT_APPLICABLE = "not applicable"
     SKIPPED = "skipped"
 
@@ -42,6 +51,7 @@ class Verdict(StrEnum):
     """The run's decision about the driver."""
 
     CERTIFIED = "certified"
+    CERTIFIED_WITH_ADVISORIES = "certified with advisories"
     NOT_CERTIFIED = "not certified"
     INCOMPLETE = "incomplete"
 
@@ -54,6 +64,9 @@ class CheckResult:
     outcome: Outcome
     reason: str = ""
     capabilities: tuple[str, ...] = ()
+    # The registry obligation that decided a failure or an error, and the capability it is about ("" for none).
+    obligation: str = ""
+    obligation_capability: str = ""
 
     @property
     def suite(self) -> str:
@@ -67,24 +80,38 @@ class CheckResult:
         return self.outcome == Outcome.SKIPPED and not self.reason.strip()
 
 
-def outcome_of(when: str, passed: bool, skipped: bool, reason: str) -> tuple[Outcome, str] | None:
-    """The outcome one report phase contributes (None: this phase says nothing new)."""
+def outcome_of(when: str, passed: bool, skipped: bool, reason: str, basis: str = "") -> tuple[Outcome, str] | None:
+    """The outcome one report phase contributes (None: this phase says nothing new).
+
+    `basis` is that of the registry obligation that broke, where one did. A broken harness obligation, or a setup
+    that failed without any obligation breaking, is an error: the check could not judge the driver.
+    """
     if skipped:
         text = reason.removeprefix("Skipped: ").strip()
         return (Outcome.NOT_APPLICABLE if text.startswith(NOT_APPLICABLE_PREFIX) else Outcome.SKIPPED), text
     if not passed:
+        if basis == "harness" or (when == "setup" and not basis):
+            return Outcome.ERROR, reason
         return Outcome.FAILED, reason
     return (Outcome.PASSED, "") if when == "call" else None
 
 
+# Which outcome of two phases stands: a failure in any phase (teardown included) wins, then an error.
+_PRECEDENCE = {Outcome.FAILED: 2, Outcome.ERROR: 1}
+
+
 def merge(
-    earlier: CheckResult | None, nodeid: str, found: tuple[Outcome, str], capabilities: tuple[str, ...]
+    earlier: CheckResult | None,
+    nodeid: str,
+    found: tuple[Outcome, str],
+    capabilities: tuple[str, ...],
+    obligation: tuple[str, str] = ("", ""),
 ) -> CheckResult:
-    """A test's result after one more report phase: a failure in any phase (teardown included) wins."""
+    """A test's result after one more report phase; `obligation` is (id, capability) of what broke in it."""
     outcome, reason = found
-    if earlier is not None and earlier.outcome == Outcome.FAILED:
+    if earlier is not None and _PRECEDENCE.get(earlier.outcome, 0) >= max(_PRECEDENCE.get(outcome, 0), 1):
         return earlier
-    return CheckResult(nodeid, outcome, reason, capabilities or (earlier.capabilities if earlier else ()))
+    return CheckResult(nodeid, outcome, reason, capabilities or (earlier.capabilities if earlier else ()), *obligation)
 
 
 @dataclass
@@ -111,9 +138,9 @@ def capability_table(results: list[CheckResult], facts: RunFacts) -> dict[str, d
     for capability in facts.declared:
         if capability in facts.harness_capabilities:
             continue
-        checks = [r for r in results if capability in r.capabilities]
+        checks = [r for r in results if capability in r.capabilities or r.obligation_capability == capability]
         counts = Counter(str(r.outcome) for r in checks)
-        if counts[Outcome.FAILED]:
+        if any(_fails_capability(r, capability) for r in checks):
             state = "failed"
         elif counts[Outcome.PASSED]:
             state = "passed"
@@ -124,6 +151,15 @@ def capability_table(results: list[CheckResult], facts: RunFacts) -> dict[str, d
         reasons = sorted({r.reason for r in checks if r.outcome in (Outcome.NOT_APPLICABLE, Outcome.SKIPPED)})
         table[capability] = {"state": state, "checks": dict(counts), "reasons": reasons[:5]}
     return table
+
+
+def _fails_capability(result: CheckResult, capability: str) -> bool:
+    """A failed check counts against `capability` if what broke is about it, or about no capability in particular."""
+    if result.outcome != Outcome.FAILED:
+        return False
+    return result.obligation_capability == capability or (
+        not result.obligation_capability and capability in result.capabilities
+    )
 
 
 def suite_table(results: list[CheckResult]) -> dict[str, dict[str, Any]]:
@@ -137,25 +173,51 @@ def suite_table(results: list[CheckResult]) -> dict[str, dict[str, Any]]:
         table[suite] = {
             "counts": dict(Counter(str(r.outcome) for r in found)),
             "reasons": [{"reason": reason, "tests": n} for reason, n in reasons.most_common()],
-            "failed": [r.nodeid for r in found if r.outcome == Outcome.FAILED],
+            "failed": [_named(r) for r in found if r.outcome == Outcome.FAILED],
+            "errors": [_named(r) for r in found if r.outcome == Outcome.ERROR],
         }
     return table
 
 
-def decide(results: list[CheckResult], capabilities: dict[str, dict[str, Any]]) -> tuple[Verdict, list[str]]:
-    """The verdict and the reasons for it."""
-    failed = [r.nodeid for r in results if r.outcome == Outcome.FAILED]
+def _named(result: CheckResult) -> str:
+    return f"{result.nodeid} ({result.obligation})" if result.obligation else result.nodeid
+
+
+def _by_obligation(results: list[CheckResult]) -> list[str]:
+    """'<id> (<n> checks)' per obligation that decided these results, most frequent first."""
+    counted = Counter(r.obligation or "no registry obligation" for r in results)
+    return [f"{obligation} ({n} check{'s' if n > 1 else ''})" for obligation, n in counted.most_common()]
+
+
+def decide(
+    results: list[CheckResult],
+    capabilities: dict[str, dict[str, Any]],
+    advisories: list[dict[str, Any]] | None = None,
+) -> tuple[Verdict, list[str]]:
+    """The verdict and the reasons for it, naming the obligations that decided it."""
+    failed = [r for r in results if r.outcome == Outcome.FAILED]
     failing = [c for c, row in capabilities.items() if row["state"] == "failed"]
     if failed or failing:
-        reasons = [f"{len(failed)} check(s) failed"] if failed else []
+        reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
         reasons += [f"declared capability {c} failed its checks" for c in failing]
         return Verdict.NOT_CERTIFIED, reasons
+    errors = [r for r in results if r.outcome == Outcome.ERROR]
     silent = [r.nodeid for r in results if r.silent]
     unproven = [c for c, row in capabilities.items() if row["state"] != "passed"]
-    if silent or unproven:
-        reasons = [f"{len(silent)} test(s) skipped without a reason: {silent[:3]}"] if silent else []
+    if errors or silent or unproven:
+        reasons = (
+            [f"{len(errors)} check(s) could not judge the driver (errors): " + ", ".join(_by_obligation(errors))]
+            if errors
+            else []
+        )
+        reasons += [f"{len(silent)} test(s) skipped without a reason: {silent[:3]}"] if silent else []
         reasons += [f"declared capability {c}: {capabilities[c]['state']}" for c in unproven]
         return Verdict.INCOMPLETE, reasons
+    if advisories:
+        counted = Counter(str(a.get("id") or a.get("obligation")) for a in advisories)
+        return Verdict.CERTIFIED_WITH_ADVISORIES, [
+            f"advisory {obligation} ({n} finding{'s' if n > 1 else ''})" for obligation, n in counted.most_common()
+        ] + ["no contract obligation broke; every declared capability was exercised and passed"]
     return Verdict.CERTIFIED, [
         "every check passed or is not applicable with its reason; every declared capability was exercised and passed"
     ]
@@ -171,12 +233,14 @@ def summarize(
 ) -> dict[str, Any]:
     """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`)."""
     capabilities = capability_table(results, facts)
-    verdict, reasons = decide(results, capabilities)
+    advisories = read_records(run_dir, ADVISORY_RECORDS)
+    verdict, reasons = decide(results, capabilities, advisories)
     metrics = _artifact(run_dir, METRICS_VERDICT)
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
     return {
         "verdict": str(verdict),
         "reasons": reasons,
+        "advisories": [{k: a.get(k) for k in ("id", "check", "obligation", "observed")} for a in advisories],
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),
         "tests": {r.nodeid: str(r.outcome) for r in sorted(results, key=lambda r: r.nodeid)},
@@ -203,6 +267,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         *(f"- {reason}" for reason in summary["reasons"]),
         "",
+        *_advisory_lines(summary.get("advisories") or []),
         f"Suite dra-conformance {run['suite_version']}, backend {run['backend']} (Kubernetes "
         f"{run.get('cluster_version') or 'version not read'}), profile {run['profile']} "
         f"(sha256 {run['profile_digest']}), driver version {run['driver_version'] or 'not stated'}.",
@@ -222,6 +287,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
     for suite, row in summary["suites"].items():
         lines += ["", f"### {suite}: {row['counts']}"]
         lines += [f"- failed: {nodeid}" for nodeid in row["failed"]]
+        lines += [f"- error: {nodeid}" for nodeid in row.get("errors", [])]
         lines += [f"- {r['tests']} x {r['reason']}" for r in row["reasons"]]
     lines += [
         "",
@@ -234,6 +300,15 @@ def render_markdown(summary: dict[str, Any]) -> str:
         f"- flake record: {summary['flake_record']}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _advisory_lines(advisories: list[dict[str, Any]]) -> list[str]:
+    """Defensive findings, first thing after the verdict: what users want that the contract does not require."""
+    if not advisories:
+        return []
+    lines = ["## Advisories (defensive obligations; they fail only with --strictness strict)", ""]
+    lines += [f"- `{a.get('id')}` {a['check']}: {a['obligation']}; observed: {a['observed']}" for a in advisories]
+    return [*lines, ""]
 
 
 def _short(document: Any) -> str:

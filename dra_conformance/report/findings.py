@@ -1,56 +1,72 @@
-"""Obligations a check verifies, each with its source: contract obligations fail, defensive ones are advisories.
+"""The checker a test uses to verify obligations of the registry, and the run report's advisories section.
 
-*Contract*: what the API, its comments or the kubelet's documented behaviour require (a violation fails the check).
-*Defensive*: behaviour beyond the contract that users want, e.g. refusing a claim of another node, which a kubelet
-never sends. A violation is recorded as an advisory and fails the check only under the `strict` level.
+`obligations.check("status.entry-names-its-driver", holds, observed)` looks the obligation up by id and acts on its
+basis (`dra_conformance.model.obligations`): a contract violation fails the check, a defensive one is an advisory
+(a failure under `strict`), a harness one errors the check as the suite's own problem. Every verdict is recorded,
+so the run can say which obligations it exercised and which decided it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from typing import Any, NoReturn
 
+from dra_conformance.model.obligations import (
+    Basis,
+    HarnessPreconditionFailed,
+    ObligationFailed,
+    Registry,
+    violation_message,
+)
 from dra_conformance.report.records import RunRecords
 from dra_conformance.report.writer import Section
 
 RECORD_KIND = "advisories"
-
-
-class Basis(StrEnum):
-    """Where an obligation comes from."""
-
-    CONTRACT = "contract"
-    DEFENSIVE = "defensive"
-
-
-class ObligationFailed(AssertionError):
-    """An obligation did not hold (a contract one, or a defensive one under strict)."""
+# One line per obligation verdict (id, check, held): what the run exercised.
+EXERCISED_KIND = "obligations"
 
 
 @dataclass
 class Obligations:
-    """The obligations one check verifies; advisories go to the run report."""
+    """The obligations one check verifies; advisories and verdicts go to the run's records."""
 
-    check: str
+    nodeid: str
     strict: bool
     records: RunRecords
+    registry: Registry
 
-    def contract(self, holds: bool, obligation: str, observed: Any, source: str) -> None:
-        """Fail the check unless `obligation` holds; `source` cites the contract (file:line upstream)."""
-        if not holds:
-            raise ObligationFailed(f"contract: {obligation} [{source}]; observed: {observed}")
-
-    def defensive(self, holds: bool, obligation: str, observed: Any, source: str) -> None:
-        """Record an advisory unless `obligation` holds; under strict, fail the check as well."""
+    def check(self, obligation_id: str, holds: bool, observed: Any, where: str = "") -> bool:
+        """Act on `obligation_id` by its basis unless it holds; returns whether it held (defensive ones go on)."""
+        __tracebackhide__ = True
+        obligation = self.registry[obligation_id]
+        self.records.add(EXERCISED_KIND, {"id": obligation.id, "check": self.nodeid, "held": bool(holds)})
         if holds:
-            return
-        self.records.add(
-            RECORD_KIND,
-            {"check": self.check, "obligation": obligation, "source": source, "observed": str(observed)},
-        )
-        if self.strict:
-            raise ObligationFailed(f"defensive (strict): {obligation} [{source}]; observed: {observed}")
+            return True
+        message = violation_message(obligation, observed, where)
+        if obligation.basis == Basis.HARNESS:
+            raise HarnessPreconditionFailed(obligation, message)
+        if obligation.basis == Basis.DEFENSIVE:
+            self.records.add(
+                RECORD_KIND,
+                {
+                    "check": self.nodeid,
+                    "id": obligation.id,
+                    "obligation": f"{where}: {obligation.statement}" if where else obligation.statement,
+                    "source": obligation.rationale(),
+                    "observed": str(observed),
+                },
+            )
+            if not self.strict:
+                return False
+        raise ObligationFailed(obligation, message)
+
+    def fail(self, obligation_id: str, observed: Any, where: str = "") -> NoReturn:
+        """`obligation_id` (a contract or harness one) does not hold: fail or error the check."""
+        __tracebackhide__ = True
+        if self.registry[obligation_id].basis == Basis.DEFENSIVE:
+            raise TypeError(f"{obligation_id} is defensive: use check(), which goes on unless strict")
+        self.check(obligation_id, False, observed, where)
+        raise AssertionError("unreachable: check() raised for a broken contract or harness obligation")
 
 
 def summarize_advisories(entries: list[dict[str, Any]]) -> Section | None:
@@ -59,7 +75,10 @@ def summarize_advisories(entries: list[dict[str, Any]]) -> Section | None:
         return None
     return Section(
         title=f"advisories: {len(entries)} defensive finding(s) (they fail only with --strictness strict)",
-        lines=[f"{entry['check']}: {entry['obligation']}; observed: {entry['observed']}" for entry in entries],
+        lines=[
+            f"{entry.get('id', '-')}: {entry['check']}: {entry['obligation']}; observed: {entry['observed']}"
+            for entry in entries
+        ],
         artifact="advisories.json",
         document=entries,
     )

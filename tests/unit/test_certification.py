@@ -14,6 +14,7 @@ from dra_conformance.report.certification import (
     summarize,
     terminal_lines,
 )
+from dra_conformance.report.records import RunRecords
 
 FACTS = RunFacts(
     "0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream", "referenceFaults")
@@ -78,3 +79,53 @@ def test_summary_names_the_suite_cluster_driver_and_profile_versions(tmp_path: P
     identity = render_markdown(summary)
     expected = "Suite dra-conformance 0.1.0, backend local (Kubernetes v1.37.2), profile p.yaml (sha256 abc), driver"
     assert expected in identity, identity
+
+
+def test_failures_are_named_by_the_obligation_that_broke(tmp_path: Path) -> None:
+    failed = CheckResult("suites/status/t.py::t", Outcome.FAILED, "", ("healthStream",), "status.unprepare-succeeds")
+    summary = summarize([failed, failed], FACTS, tmp_path)
+    assert summary["verdict"] == "not certified"
+    assert summary["reasons"][0] == "2 check(s) failed: status.unprepare-succeeds (2 checks)", summary["reasons"]
+
+
+def test_a_broken_obligation_about_another_capability_does_not_fail_the_checks_marker_capability(
+    tmp_path: Path,
+) -> None:
+    facts = RunFacts("0.1.0", "local", None, "d", "p.yaml", "abc", None, ("adminAccess", "statusDevices"))
+    admin = CheckResult(
+        "suites/status/t.py::admin", Outcome.FAILED, "", ("adminAccess",), "status.x", "statusDevices"
+    )
+    passing = CheckResult("suites/allocation/t.py::admin", Outcome.PASSED, "", ("adminAccess", "statusDevices"))
+    capabilities = summarize([admin, passing], facts, tmp_path)["capabilities"]
+    assert capabilities["adminAccess"]["state"] == "passed", capabilities
+    assert capabilities["statusDevices"]["state"] == "failed", capabilities
+
+
+def test_a_harness_error_or_a_failed_setup_is_incomplete_and_never_a_capability_failure(tmp_path: Path) -> None:
+    assert outcome_of("call", False, False, "x", "harness") == (Outcome.ERROR, "x")
+    assert outcome_of("setup", False, False, "connection refused") == (Outcome.ERROR, "connection refused")
+    assert outcome_of("setup", False, False, "x", "contract") == (Outcome.FAILED, "x")
+    assert outcome_of("teardown", False, False, "leak") == (Outcome.FAILED, "leak")
+    errored = merge(None, "suites/protocol/test_health.py::t", (Outcome.ERROR, "x"), ("healthStream",), ("h.y", ""))
+    summary = summarize([errored], FACTS, tmp_path)
+    assert summary["verdict"] == "incomplete", summary["reasons"]
+    assert summary["reasons"][0] == "1 check(s) could not judge the driver (errors): h.y (1 check)"
+    assert summary["capabilities"]["healthStream"]["state"] != "failed"
+    assert merge(errored, errored.nodeid, (Outcome.FAILED, "leak"), ()).outcome == Outcome.FAILED
+    assert merge(errored, errored.nodeid, (Outcome.PASSED, ""), ()).outcome == Outcome.ERROR
+
+
+def test_advisories_certify_with_advisories_listed_first(tmp_path: Path) -> None:
+    RunRecords(tmp_path, "gw0").add(
+        "advisories",
+        {"id": "status.ready-condition-true", "check": "c", "obligation": "Ready", "source": "s", "observed": "[]"},
+    )
+    results = [_result("suites/protocol/test_health.py::t", Outcome.PASSED, capabilities=("healthStream",))]
+    summary = summarize(results, FACTS, tmp_path)
+    assert summary["verdict"] == "certified with advisories", summary["reasons"]
+    assert summary["reasons"][0] == "advisory status.ready-condition-true (1 finding)"
+    markdown = render_markdown(summary).splitlines()
+    assert markdown[0] == "# gpu.example.com: certified with advisories"
+    assert markdown.index("## Advisories (defensive obligations; they fail only with --strictness strict)") < (
+        markdown.index("## Declared capabilities")
+    )
