@@ -32,6 +32,7 @@ from dra_conformance.report.certification import (
     terminal_lines,
     write_summary,
 )
+from dra_conformance.report.records import read_records
 from dra_conformance.rollback.report import REPORT_JSON
 from dra_conformance.rollback.report import summarize as summarize_rehearsal
 from dra_conformance.rollback.state import Phase, RehearsalState
@@ -77,6 +78,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the capability marker, and in the controller the collector of outcomes."""
     config.addinivalue_line("markers", "capability(*names): the declared driver capabilities this check exercises")
+    config.addinivalue_line(
+        "markers",
+        "provokes(what): this check makes the driver under test meet refusals on purpose, in the check's namespace; "
+        "the canary gate excludes them from its error budget and lists them",
+    )
     if not stash.is_worker(config):
         config.pluginmanager.register(OutcomeCollector(config), COLLECTOR_NAME)
 
@@ -215,6 +221,7 @@ class OutcomeCollector:
             canary_namespace=namespace,
             since=self.started,
             until=self.ended or datetime.now(UTC),
+            provoked=canary.provocations(read_records(run_dir, canary.PROVOKED_RECORDS)),
         )
         inputs = canary.Inputs(driver_user, rollback, audit, audit_missing, self.events, self.events_missing)
         policy = canary.Policy(

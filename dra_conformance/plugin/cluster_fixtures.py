@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.session import backend_of
+from dra_conformance.report.canary import PROVOKED_RECORDS
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
@@ -100,12 +102,28 @@ def namespace(
     timeouts: Timeouts,
     namespace_reaper: NamespaceReaper,
 ) -> Iterator[str]:
-    """A fresh namespace for one test, with its default ServiceAccount; deleted afterwards."""
+    """A fresh namespace for one test, with its default ServiceAccount; deleted afterwards.
+
+    A check marked `provokes(what)` makes the driver under test meet refusals here on purpose: its namespace and
+    window go to the run's records, and the canary gate leaves what happened there out of its error budget.
+    """
     name = _namespace_name(request.node.nodeid)
+    since = datetime.now(UTC)
     try:
         create_namespace(api_client, name, run_id, timeouts.namespace_ready)
         yield name
     finally:
+        for marker in request.node.iter_markers("provokes"):
+            request.getfixturevalue("run_records").add(
+                PROVOKED_RECORDS,
+                {
+                    "check": request.node.nodeid,
+                    "what": str(marker.args[0]),
+                    "namespace": name,
+                    "since": since.isoformat(),
+                    "until": datetime.now(UTC).isoformat(),
+                },
+            )
         if not request.config.getoption("--keep-resources"):
             namespace_reaper.delete(name)
 

@@ -22,7 +22,10 @@
    window (the canary measurement alone) would count nothing on fake nodes, where no kubelet makes the driver write
    status. Conflicts (409), writes to a claim already gone (404) and throttling (429) are the optimistic-concurrency
    and flow-control protocol every writer meets and retries, not errors. Faults the API fault proxy injects never
-   reach the API server, so they are not in its audit log. Allocation timeouts are the scheduler's
+   reach the API server, so they are not in its audit log. Checks that make the driver under test itself meet a
+   refusal on purpose (asking it to prepare a claim of another node, say) declare it (`provokes` marker): errors
+   in their namespace within their window are excluded and listed as excluded; whether the driver turned the
+   refusal into something worse is that check's own finding. Allocation timeouts are the scheduler's
    `FailedScheduling` events "timed out trying to allocate devices" seen during the run; no check provokes them.
 3. **Job-start failures after successful allocation**, against the baseline: canary pods that were bound (allocated)
    but never got Ready, on the DRA path, no more than on the device-plugin path.
@@ -68,6 +71,8 @@ ALLOCATION_TIMEOUT = "timed out trying to allocate devices"
 PROTOCOL_CODES = frozenset({404, 409, 429})
 FORBIDDEN = 403
 WRITE_VERBS = frozenset({"update", "patch"})
+# Run records of checks that provoke refusals on purpose (see `Provoked`).
+PROVOKED_RECORDS = "provoked"
 # How many examples of a counted error the report lists.
 EXAMPLES = 5
 
@@ -127,6 +132,23 @@ class AuditFacts:
     status_writes: int = 0
     denials: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Denials and errors within a window a check declared it provokes: "attempt (provoked by check: what)".
+    excluded: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Provoked:
+    """A check's declaration that it makes the driver under test meet refusals in `namespace` between two times."""
+
+    check: str
+    what: str
+    namespace: str
+    since: datetime
+    until: datetime
+
+    def covers(self, namespace: str, when: datetime) -> bool:
+        """Whether a write to `namespace` at `when` is one this check provoked."""
+        return namespace == self.namespace and self.since <= when <= self.until
 
 
 @dataclass
@@ -172,6 +194,7 @@ def audit_facts(
     canary_namespace: str | None,
     since: datetime,
     until: datetime,
+    provoked: Iterable[Provoked] = (),
 ) -> AuditFacts:
     """Allocation times, and the driver's status writes within [since, until], from audit events (any order).
 
@@ -182,6 +205,7 @@ def audit_facts(
     bound: list[tuple[str, str, datetime]] = []
     allocations: dict[str, list[datetime]] = defaultdict(list)
     facts = AuditFacts()
+    provocations = list(provoked)
     for event in sorted(events, key=_when):
         if event.get("stage") != "ResponseComplete":
             continue
@@ -201,7 +225,10 @@ def audit_facts(
             elif user == driver_user and in_run:
                 facts.status_writes += 1
                 attempt = f"{namespace}/{name} {verb} -> {code}"
-                if code == FORBIDDEN:
+                cause = next((p for p in provocations if p.covers(namespace, when)), None)
+                if cause is not None and (code == FORBIDDEN or (code >= 400 and code not in PROTOCOL_CODES)):
+                    facts.excluded.append(f"{attempt} (provoked by {cause.check}: {cause.what})")
+                elif code == FORBIDDEN:
                     facts.denials.append(attempt)
                 elif code >= 400 and code not in PROTOCOL_CODES:
                     facts.errors.append(attempt)
@@ -227,7 +254,13 @@ def _gate_relevant(line: str) -> bool:
 
 
 def gather_audit(
-    path: Path | None, *, driver_user: str, canary_namespace: str | None, since: datetime, until: datetime
+    path: Path | None,
+    *,
+    driver_user: str,
+    canary_namespace: str | None,
+    since: datetime,
+    until: datetime,
+    provoked: Iterable[Provoked] = (),
 ) -> tuple[AuditFacts | None, str]:
     """The audit facts, or None and why they are missing."""
     if path is None:
@@ -240,8 +273,23 @@ def gather_audit(
         canary_namespace=canary_namespace,
         since=since,
         until=until,
+        provoked=provoked,
     )
     return facts, ""
+
+
+def provocations(entries: Iterable[dict[str, Any]]) -> list[Provoked]:
+    """The checks' declarations of what they provoke, from the run's records."""
+    return [
+        Provoked(
+            e["check"],
+            e["what"],
+            e["namespace"],
+            datetime.fromisoformat(e["since"]),
+            datetime.fromisoformat(e["until"]),
+        )
+        for e in entries
+    ]
 
 
 # --- rules ------------------------------------------------------------------------------------------------------
@@ -337,6 +385,10 @@ def error_rule(inputs: Inputs, policy: Policy) -> Rule:
             f"status-writer denials {len(audit.denials)}, status update errors {len(audit.errors)} "
             f"(of {audit.status_writes} status writes by {inputs.driver_user})"
         )
+        if audit.excluded:
+            parts.append(
+                f"excluded as provoked by checks {len(audit.excluded)}: {', '.join(audit.excluded[:EXAMPLES])}"
+            )
     else:
         missing.append(f"denials and status update errors: {inputs.audit_missing}")
     if inputs.events is not None:
@@ -422,6 +474,7 @@ def evaluate(inputs: Inputs, policy: Policy) -> dict[str, Any]:
         "state": str(verdict),
         "reasons": reasons,
         "rules": [{**asdict(r), "result": str(r.result)} for r in rules],
+        "excluded": list(inputs.audit.excluded) if inputs.audit is not None else [],
         "policy": asdict(policy),
     }
 
@@ -435,6 +488,10 @@ def markdown_lines(gate: dict[str, Any]) -> list[str]:
     for rule in gate["rules"]:
         result = rule["result"] + (f": {rule['why']}" if rule["why"] else "")
         lines.append(f"| {rule['rule']} | {rule['figure']} | {rule['threshold']} | {result} |")
+    excluded = gate.get("excluded") or []
+    if excluded:
+        lines += ["", "Excluded from the error budget, provoked on purpose by the checks named:", ""]
+        lines += [f"- {attempt}" for attempt in excluded]
     return lines
 
 

@@ -333,3 +333,41 @@ def test_a_broken_event_watch_gives_no_data_not_zero() -> None:
     watch._fail("event watch failed: 500 Internal Server Error")
     facts, why = watch.stop()
     assert facts is None and why == "event watch failed: 500 Internal Server Error", (facts, why)
+
+
+def test_errors_a_check_declared_it_provokes_are_excluded_and_listed_not_counted() -> None:
+    provoked = canary.provocations(
+        [
+            {
+                "check": "suites/protocol/test_protocol.py::test_other_node",
+                "what": "a status write for a claim of another node",
+                "namespace": "ns-provoking",
+                "since": (T0 + timedelta(seconds=10)).isoformat(),
+                "until": (T0 + timedelta(seconds=20)).isoformat(),
+            }
+        ]
+    )
+    events = [
+        _status_write("ns-provoking", "foreign", 15, user=DRIVER, code=422),
+        _status_write("ns-provoking", "after-window", 25, user=DRIVER, code=422),
+        _status_write("ns-other", "same-time", 15, user=DRIVER, code=403),
+    ]
+    facts = canary.audit_facts(
+        events, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END, provoked=provoked
+    )
+    assert facts.excluded == [
+        "ns-provoking/foreign patch -> 422 (provoked by suites/protocol/test_protocol.py::test_other_node: "
+        "a status write for a claim of another node)"
+    ], facts
+    assert facts.errors == ["ns-provoking/after-window patch -> 422"], "outside its window it counts"
+    assert facts.denials == ["ns-other/same-time patch -> 403"], "another namespace counts"
+    only_provoked = canary.audit_facts(
+        events[:1], driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END, provoked=provoked
+    )
+    gate = canary.evaluate(
+        _inputs(audit=_audit_facts([0.05] * 8, [0.04] * 8, excluded=only_provoked.excluded)), canary.Policy()
+    )
+    assert gate["state"] == "pass", gate["reasons"]
+    assert gate["excluded"] == only_provoked.excluded
+    assert "excluded as provoked by checks 1" in _rule(gate, "errors against budget")["figure"]
+    assert any("provoked on purpose" in line for line in canary.markdown_lines(gate))
