@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from dra_conformance import __version__
+from dra_conformance import __version__, paths
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
@@ -25,7 +25,9 @@ from dra_conformance.report import canary
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
     CheckResult,
+    Outcome,
     RunFacts,
+    Selection,
     merge,
     outcome_of,
     summarize,
@@ -139,6 +141,24 @@ class OutcomeCollector:
         self.events: canary.EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
         self.cluster_version: str | None = None
+        # What the run set out to check (the controller collects; with xdist, the first worker's collection).
+        self.collected: list[str] | None = None
+        self.deselected = 0
+        self.stopped = ""
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Without xdist the controller collects: these are the checks the run must account for."""
+        self.collected = [item.nodeid for item in items]
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """With xdist every worker collects the same checks; the first answer is the selection."""
+        if self.collected is None:
+            self.collected = list(ids)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """Checks `-k`/`-m` left out: the run is a subset."""
+        self.deselected += sum("suites/" in item.nodeid.split("::", 1)[0] for item in items)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Start watching Events for allocation timeouts, where the run named its cluster."""
@@ -156,12 +176,41 @@ class OutcomeCollector:
             self.watch, self.events_missing = None, f"event watch did not start: {type(error).__name__}: {error}"
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self) -> None:
-        """Close the run's window and stop the Event watch, before the run stops its cluster."""
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Close the run's window and stop the Event watch, before the run stops its cluster.
+
+        A run that ended before every collected check finished says so in its exit code, even where pytest's own
+        would be 0 (a crashed xdist worker's checks are otherwise just missing).
+        """
         self.ended = datetime.now(UTC)
+        if session.shouldstop:
+            self.stopped = str(session.shouldstop)
+        elif session.shouldfail:
+            self.stopped = str(session.shouldfail)
+        elif exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.stopped = "interrupted"
+        finished = set(self.results)
+        if exitstatus == pytest.ExitCode.OK and any(n not in finished for n in self._suite_checks()):
+            self.stopped = self.stopped or "collected checks did not report (a crashed worker?)"
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
         if self.watch is not None:
             self.events, self.events_missing = self.watch.stop()
             self.watch = None
+
+    def _suite_checks(self) -> list[str]:
+        return [nodeid for nodeid in self.collected or [] if "suites/" in nodeid.split("::", 1)[0]]
+
+    def selection(self) -> Selection:
+        """The run's selection of the bundled suites, and what it left out of them."""
+        collected = self._suite_checks()
+        bundled = sorted(p.name for p in paths.suites_dir().iterdir() if p.is_dir() and any(p.glob("test_*.py")))
+        ran = {CheckResult(nodeid, Outcome.PASSED).suite for nodeid in collected}
+        return Selection(
+            collected=tuple(collected),
+            deselected=self.deselected,
+            suites_not_run=tuple(suite for suite in bundled if suite not in ran),
+            stopped=self.stopped,
+        )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """One phase (setup, call, teardown) of one test."""
@@ -204,7 +253,7 @@ class OutcomeCollector:
         )
         run_dir = config.stash[stash.RUN_DIR]
         gate = self.canary_gate(run_dir, profile.identity.service_account.username)
-        summary = summarize(results, facts, run_dir, gate)
+        summary = summarize(results, facts, run_dir, gate, self.selection())
         write_summary(summary, run_dir)
         terminalreporter.section("certification summary")
         for line in terminal_lines(summary):

@@ -7,9 +7,10 @@ the checks that exercise it (tests marked `capability(...)`) ran and passed. Ver
 - certified: nothing failed, no silent skip, every declared capability exercised and passing;
 - certified with advisories: the same, with defensive findings (what users want beyond the contract) listed first;
 - not certified: a failure (a contract obligation, or a defensive one under strict), named by obligation id;
-- incomplete: nothing the driver did wrong, but the run cannot certify it: a check that errored (a harness
-  precondition, a fixture that could not set up), a declared capability no check exercised here (a limit of the
-  suite or the backend), or a silent skip.
+- incomplete: nothing the driver did wrong, but the run cannot certify it: collected checks that never finished
+  (an interrupted run, `-x`, a crashed worker), a subset of the bundled suites (`-k`, a path), a check that errored
+  (a harness precondition, a fixture that could not set up), a declared capability no check exercised here (a
+  limit of the suite or the backend), or a silent skip.
 
 A failure counts against a declared capability when the obligation that broke is about that capability, or, for an
 obligation about no capability in particular, when the check is marked with it.
@@ -132,6 +133,23 @@ class RunFacts:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class Selection:
+    """What the run set out to check: every collected check of the bundled suites, and what it left out."""
+
+    collected: tuple[str, ...] = ()
+    # Checks `-k`/`-m` deselected, and bundled suites the run collected nothing of (a path subset).
+    deselected: int = 0
+    suites_not_run: tuple[str, ...] = ()
+    # Why the run ended early (an interrupt, -x, a crashed worker), or "" when it ran to its end.
+    stopped: str = ""
+
+    def never_run(self, results: list[CheckResult]) -> list[str]:
+        """Collected checks that have no outcome: they never finished."""
+        finished = {r.nodeid for r in results}
+        return [nodeid for nodeid in self.collected if nodeid not in finished]
+
+
 def capability_table(results: list[CheckResult], facts: RunFacts) -> dict[str, dict[str, Any]]:
     """Per declared capability: its outcome and the checks behind it."""
     table = {}
@@ -189,18 +207,40 @@ def _by_obligation(results: list[CheckResult]) -> list[str]:
     return [f"{obligation} ({n} check{'s' if n > 1 else ''})" for obligation, n in counted.most_common()]
 
 
+def _selection_reasons(selection: Selection, results: list[CheckResult]) -> list[str]:
+    """Why the selection cannot certify: checks that never ran, or a subset of the bundled suites."""
+    reasons = []
+    never = selection.never_run(results)
+    if never:
+        finished = len(selection.collected) - len(never)
+        stopped = f" ({selection.stopped})" if selection.stopped else ""
+        reasons.append(
+            f"interrupted after {finished} of {len(selection.collected)} collected checks{stopped}: "
+            f"{len(never)} never ran, e.g. {', '.join(never[:3])}"
+        )
+    if selection.deselected or selection.suites_not_run:
+        parts = [f"{selection.deselected} check(s) deselected"] if selection.deselected else []
+        parts += [f"suites not run: {', '.join(selection.suites_not_run)}"] if selection.suites_not_run else []
+        reasons.append("a subset of the bundled suites (only a full selection certifies): " + "; ".join(parts))
+    return reasons
+
+
 def decide(
     results: list[CheckResult],
     capabilities: dict[str, dict[str, Any]],
     advisories: list[dict[str, Any]] | None = None,
+    selection: Selection | None = None,
 ) -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it, naming the obligations that decided it."""
     failed = [r for r in results if r.outcome == Outcome.FAILED]
     failing = [c for c, row in capabilities.items() if row["state"] == "failed"]
+    unselected = _selection_reasons(selection, results) if selection is not None else []
     if failed or failing:
         reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
         reasons += [f"declared capability {c} failed its checks" for c in failing]
-        return Verdict.NOT_CERTIFIED, reasons
+        return Verdict.NOT_CERTIFIED, reasons + unselected
+    if unselected:
+        return Verdict.INCOMPLETE, unselected
     errors = [r for r in results if r.outcome == Outcome.ERROR]
     silent = [r.nodeid for r in results if r.silent]
     unproven = [c for c, row in capabilities.items() if row["state"] != "passed"]
@@ -229,12 +269,17 @@ def _artifact(run_dir: Path, name: str) -> Any:
 
 
 def summarize(
-    results: list[CheckResult], facts: RunFacts, run_dir: Path, canary: dict[str, Any] | None = None
+    results: list[CheckResult],
+    facts: RunFacts,
+    run_dir: Path,
+    canary: dict[str, Any] | None = None,
+    selection: Selection | None = None,
 ) -> dict[str, Any]:
     """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`)."""
     capabilities = capability_table(results, facts)
     advisories = read_records(run_dir, ADVISORY_RECORDS)
-    verdict, reasons = decide(results, capabilities, advisories)
+    verdict, reasons = decide(results, capabilities, advisories, selection)
+    never = selection.never_run(results) if selection is not None else []
     metrics = _artifact(run_dir, METRICS_VERDICT)
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
     return {
@@ -243,6 +288,13 @@ def summarize(
         "advisories": [{k: a.get(k) for k in ("id", "check", "obligation", "observed")} for a in advisories],
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),
+        "accounting": {
+            "collected": len(selection.collected) if selection is not None else len(results),
+            "finished": (len(selection.collected) - len(never)) if selection is not None else len(results),
+            "never_run": len(never),
+            "deselected": selection.deselected if selection is not None else 0,
+            "suites_not_run": list(selection.suites_not_run) if selection is not None else [],
+        },
         "tests": {r.nodeid: str(r.outcome) for r in sorted(results, key=lambda r: r.nodeid)},
         "capabilities": capabilities,
         "suites": suite_table(results),
@@ -275,6 +327,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "| outcome | tests |",
         "|---|---|",
         *(f"| {outcome} | {n} |" for outcome, n in sorted(summary["totals"].items())),
+        *_accounting_rows(summary.get("accounting")),
         "",
         "## Declared capabilities",
         "",
@@ -302,6 +355,17 @@ def render_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _accounting_rows(accounting: dict[str, Any] | None) -> list[str]:
+    if not accounting:
+        return []
+    return [
+        f"| collected | {accounting['collected']} |",
+        f"| finished | {accounting['finished']} |",
+        f"| never ran | {accounting['never_run']} |",
+        f"| deselected | {accounting['deselected']} |",
+    ]
+
+
 def _advisory_lines(advisories: list[dict[str, Any]]) -> list[str]:
     """Defensive findings, first thing after the verdict: what users want that the contract does not require."""
     if not advisories:
@@ -323,6 +387,12 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     lines = [f"verdict: {summary['verdict']} ({summary['run']['driver']}, profile {summary['run']['profile']})"]
     lines += [f"  {reason}" for reason in summary["reasons"]]
     lines.append("  tests: " + ", ".join(f"{n} {o}" for o, n in sorted(summary["totals"].items())))
+    accounting = summary.get("accounting")
+    if accounting:
+        lines.append(
+            f"  checks: {accounting['collected']} collected, {accounting['finished']} finished, "
+            f"{accounting['never_run']} never ran, {accounting['deselected']} deselected"
+        )
     states = ", ".join(f"{c} {row['state']}" for c, row in summary["capabilities"].items())
     lines.append(f"  capabilities: {states or 'none declared'}")
     lines += canary_gate.terminal_lines(summary["canary_gate"])

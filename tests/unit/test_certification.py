@@ -8,6 +8,7 @@ from dra_conformance.report.certification import (
     CheckResult,
     Outcome,
     RunFacts,
+    Selection,
     merge,
     outcome_of,
     render_markdown,
@@ -92,9 +93,7 @@ def test_a_broken_obligation_about_another_capability_does_not_fail_the_checks_m
     tmp_path: Path,
 ) -> None:
     facts = RunFacts("0.1.0", "local", None, "d", "p.yaml", "abc", None, ("adminAccess", "statusDevices"))
-    admin = CheckResult(
-        "suites/status/t.py::admin", Outcome.FAILED, "", ("adminAccess",), "status.x", "statusDevices"
-    )
+    admin = CheckResult("suites/status/t.py::admin", Outcome.FAILED, "", ("adminAccess",), "status.x", "statusDevices")
     passing = CheckResult("suites/allocation/t.py::admin", Outcome.PASSED, "", ("adminAccess", "statusDevices"))
     capabilities = summarize([admin, passing], facts, tmp_path)["capabilities"]
     assert capabilities["adminAccess"]["state"] == "passed", capabilities
@@ -129,3 +128,36 @@ def test_advisories_certify_with_advisories_listed_first(tmp_path: Path) -> None
     assert markdown.index("## Advisories (defensive obligations; they fail only with --strictness strict)") < (
         markdown.index("## Declared capabilities")
     )
+
+
+def test_an_interrupted_run_is_incomplete_with_its_counts_even_when_everything_that_ran_passed(
+    tmp_path: Path,
+) -> None:
+    ran = [
+        _result(f"suites/protocol/test_p.py::t{i}", Outcome.PASSED, capabilities=("healthStream",)) for i in range(3)
+    ]
+    selection = Selection(collected=tuple(f"suites/protocol/test_p.py::t{i}" for i in range(5)), stopped="interrupted")
+    summary = summarize(ran, FACTS, tmp_path, selection=selection)
+    assert summary["verdict"] == "incomplete", summary["reasons"]
+    assert summary["reasons"][0].startswith("interrupted after 3 of 5 collected checks (interrupted): 2 never ran")
+    assert summary["accounting"] == {
+        "collected": 5,
+        "finished": 3,
+        "never_run": 2,
+        "deselected": 0,
+        "suites_not_run": [],
+    }
+    assert "  checks: 5 collected, 3 finished, 2 never ran, 0 deselected" in terminal_lines(summary)
+
+
+def test_a_subset_never_certifies_and_says_what_it_left_out(tmp_path: Path) -> None:
+    ran = [_result("suites/protocol/test_p.py::t", Outcome.PASSED, capabilities=("healthStream",))]
+    subset = Selection(collected=("suites/protocol/test_p.py::t",), deselected=7, suites_not_run=("metrics", "rbac"))
+    summary = summarize(ran, FACTS, tmp_path, selection=subset)
+    assert summary["verdict"] == "incomplete"
+    assert summary["reasons"] == [
+        "a subset of the bundled suites (only a full selection certifies): 7 check(s) deselected; "
+        "suites not run: metrics, rbac"
+    ]
+    failed = [_result("suites/protocol/test_p.py::t", Outcome.FAILED, capabilities=("healthStream",))]
+    assert summarize(failed, FACTS, tmp_path, selection=subset)["verdict"] == "not certified", "a failure still decides"
