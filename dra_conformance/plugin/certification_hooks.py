@@ -17,6 +17,7 @@ from kubernetes import client
 from dra_conformance import __version__, paths
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
 from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed
 from dra_conformance.plugin import stash
@@ -24,6 +25,7 @@ from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.report import canary
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
+    CLUSTER_FAULT,
     CheckResult,
     Outcome,
     RunFacts,
@@ -138,6 +140,8 @@ class OutcomeCollector:
         self.started = datetime.now(UTC)
         self.ended: datetime | None = None
         self.watch: AllocationTimeoutWatch | None = None
+        self.health: ClusterHealthWatch | None = None
+        self.faults: list[Fault] = []
         self.events: canary.EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
         self.cluster_version: str | None = None
@@ -172,6 +176,8 @@ class OutcomeCollector:
             self.cluster_version = str(version.git_version)
             self.watch = AllocationTimeoutWatch(api)
             self.watch.start()
+            self.health = ClusterHealthWatch(api)
+            self.health.start()
         except Exception as error:  # the gate (and the cluster version) then say they have no data; the run goes on
             self.watch, self.events_missing = None, f"event watch did not start: {type(error).__name__}: {error}"
 
@@ -196,6 +202,8 @@ class OutcomeCollector:
         if self.watch is not None:
             self.events, self.events_missing = self.watch.stop()
             self.watch = None
+        if self.health is not None:
+            self.faults = self.health.stop()
 
     def _suite_checks(self) -> list[str]:
         return [nodeid for nodeid in self.collected or [] if "suites/" in nodeid.split("::", 1)[0]]
@@ -220,6 +228,14 @@ class OutcomeCollector:
         found = outcome_of(report.when, report.passed, report.skipped, reason, basis)
         if found is None:
             return
+        if found[0] in (Outcome.FAILED, Outcome.ERROR) and self.health is not None:
+            faults = self.health.overlapping(
+                datetime.fromtimestamp(report.start, UTC), datetime.fromtimestamp(report.stop, UTC)
+            )
+            if faults:
+                # The control plane was unhealthy while this check ran: it could not judge the driver.
+                found = (Outcome.ERROR, f"{CLUSTER_FAULT}: {faults[0].describe()}")
+                properties[OBLIGATION_PROPERTY], properties[OBLIGATION_CAPABILITY_PROPERTY] = CLUSTER_FAULT, ""
         capabilities = tuple(filter(None, str(properties.get(CAPABILITY_PROPERTY, "")).split(",")))
         obligation = (
             str(properties.get(OBLIGATION_PROPERTY, "")),
@@ -253,7 +269,9 @@ class OutcomeCollector:
         )
         run_dir = config.stash[stash.RUN_DIR]
         gate = self.canary_gate(run_dir, profile.identity.service_account.username)
-        summary = summarize(results, facts, run_dir, gate, self.selection())
+        summary = summarize(
+            results, facts, run_dir, gate, self.selection(), [fault.describe() for fault in self.faults]
+        )
         write_summary(summary, run_dir)
         terminalreporter.section("certification summary")
         for line in terminal_lines(summary):

@@ -30,6 +30,8 @@ from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
 from dra_conformance.report.records import read_records
 
 NOT_APPLICABLE_PREFIX = "not applicable:"
+# What a check that failed or errored while the control plane was unhealthy is attributed to.
+CLUSTER_FAULT = "cluster fault"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MARKDOWN = "summary.md"
 # Artifacts of other parts of the run the summary quotes, when the run wrote them.
@@ -230,9 +232,19 @@ def decide(
     capabilities: dict[str, dict[str, Any]],
     advisories: list[dict[str, Any]] | None = None,
     selection: Selection | None = None,
+    cluster_faults: list[str] | None = None,
 ) -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it, naming the obligations that decided it."""
     failed = [r for r in results if r.outcome == Outcome.FAILED]
+    if cluster_faults:
+        # The control plane failed under the run: it cannot certify, whatever else it saw; failures outside the
+        # fault's time still count and are listed.
+        affected = sum(r.obligation == CLUSTER_FAULT for r in results)
+        reasons = [f"{CLUSTER_FAULT}: {fault}" for fault in cluster_faults]
+        reasons.append(f"{affected} check(s) failed or errored during it: not the driver's failures")
+        if failed:
+            reasons.append(f"{len(failed)} check(s) failed outside it: " + ", ".join(_by_obligation(failed)))
+        return Verdict.INCOMPLETE, reasons
     failing = [c for c, row in capabilities.items() if row["state"] == "failed"]
     unselected = _selection_reasons(selection, results) if selection is not None else []
     if failed or failing:
@@ -274,17 +286,19 @@ def summarize(
     run_dir: Path,
     canary: dict[str, Any] | None = None,
     selection: Selection | None = None,
+    cluster_faults: list[str] | None = None,
 ) -> dict[str, Any]:
     """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`)."""
     capabilities = capability_table(results, facts)
     advisories = read_records(run_dir, ADVISORY_RECORDS)
-    verdict, reasons = decide(results, capabilities, advisories, selection)
+    verdict, reasons = decide(results, capabilities, advisories, selection, cluster_faults)
     never = selection.never_run(results) if selection is not None else []
     metrics = _artifact(run_dir, METRICS_VERDICT)
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
     return {
         "verdict": str(verdict),
         "reasons": reasons,
+        "cluster_faults": list(cluster_faults or []),
         "advisories": [{k: a.get(k) for k in ("id", "check", "obligation", "observed")} for a in advisories],
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dra_conformance.report.certification import (
+    CLUSTER_FAULT,
     CheckResult,
     Outcome,
     RunFacts,
@@ -161,3 +162,17 @@ def test_a_subset_never_certifies_and_says_what_it_left_out(tmp_path: Path) -> N
     ]
     failed = [_result("suites/protocol/test_p.py::t", Outcome.FAILED, capabilities=("healthStream",))]
     assert summarize(failed, FACTS, tmp_path, selection=subset)["verdict"] == "not certified", "a failure still decides"
+
+
+def test_a_cluster_fault_makes_the_run_incomplete_and_fails_no_capability(tmp_path: Path) -> None:
+    during = CheckResult(
+        "suites/protocol/test_health.py::t", Outcome.ERROR, "cluster fault: x", ("healthStream",), CLUSTER_FAULT
+    )
+    fault = "kube-apiserver unhealthy from 12:00:01 until the end of the run (unreachable: Connection refused)"
+    summary = summarize([during], FACTS, tmp_path, cluster_faults=[fault])
+    assert summary["verdict"] == "incomplete"
+    assert summary["reasons"][:2] == [
+        f"cluster fault: {fault}",
+        "1 check(s) failed or errored during it: not the driver's failures",
+    ]
+    assert summary["capabilities"]["healthStream"]["state"] != "failed"
