@@ -38,8 +38,9 @@ class Fault:
 
     def overlaps(self, start: datetime, stop: datetime) -> bool:
         """Whether the fault (with its margin) touches [start, stop]."""
-        end = (self.until or datetime.max.replace(tzinfo=UTC)) + FAULT_MARGIN
-        return self.since <= stop and start <= end
+        if self.since > stop:
+            return False
+        return self.until is None or start <= self.until + FAULT_MARGIN
 
     def describe(self) -> str:
         """'kube-apiserver unreachable from 12:00:01 to 12:00:40 (Connection refused)'."""
