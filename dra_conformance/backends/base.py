@@ -139,6 +139,26 @@ class ClusterBackend(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class DriverExit:
+    """One exit of the driver under test during a run."""
+
+    node: str
+    # The exit code, or -N for signal N (as subprocess reports it).
+    code: int
+    # When it exited (epoch seconds).
+    at: float
+    # Whether the suite killed it on purpose (a disruption check); anything else is the driver's own doing.
+    caused_by_suite: bool
+    # The last lines of its log, for the finding.
+    log_tail: str = ""
+
+    def describe(self) -> str:
+        """'kwok-node-0: killed by signal 9' or 'kwok-node-0: exit code 2'."""
+        how = f"killed by signal {-self.code}" if self.code < 0 else f"exit code {self.code}"
+        return f"{self.node}: {how}"
+
+
 @runtime_checkable
 class DriverProcesses(Protocol):
     """A backend that runs the driver under test's processes itself and can disrupt them."""
@@ -153,4 +173,8 @@ class DriverProcesses(Protocol):
 
     def driver_kubeconfig(self, node: str) -> Path:
         """The kubeconfig the driver on `node` reads at start (its identity and the API server it talks to)."""
+        ...
+
+    def driver_exits(self, since: float) -> list[DriverExit]:
+        """Every exit of the driver under test since `since` (epoch seconds), the suite's own kills marked."""
         ...

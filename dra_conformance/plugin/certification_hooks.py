@@ -7,6 +7,7 @@ watches while the run goes on, and at the end the audit log and the rollback reh
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import __version__, paths
+from dra_conformance.backends.base import DriverProcesses
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
@@ -22,6 +24,7 @@ from dra_conformance.kube.preflight import REQUEST_TIMEOUT
 from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
+from dra_conformance.plugin.session import backend_of
 from dra_conformance.report import canary
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
@@ -142,6 +145,7 @@ class OutcomeCollector:
         self.watch: AllocationTimeoutWatch | None = None
         self.health: ClusterHealthWatch | None = None
         self.faults: list[Fault] = []
+        self.exits: list[dict[str, Any]] | None = None
         self.events: canary.EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
         self.cluster_version: str | None = None
@@ -204,6 +208,8 @@ class OutcomeCollector:
             self.watch = None
         if self.health is not None:
             self.faults = self.health.stop()
+        # Before the run stops its cluster: the supervisor's record of exits goes with it.
+        self.exits = self.driver_exits()
 
     def _suite_checks(self) -> list[str]:
         return [nodeid for nodeid in self.collected or [] if "suites/" in nodeid.split("::", 1)[0]]
@@ -270,12 +276,31 @@ class OutcomeCollector:
         run_dir = config.stash[stash.RUN_DIR]
         gate = self.canary_gate(run_dir, profile.identity.service_account.username)
         summary = summarize(
-            results, facts, run_dir, gate, self.selection(), [fault.describe() for fault in self.faults]
+            results,
+            facts,
+            run_dir,
+            gate,
+            self.selection(),
+            [fault.describe() for fault in self.faults],
+            self.exits,
         )
         write_summary(summary, run_dir)
         terminalreporter.section("certification summary")
         for line in terminal_lines(summary):
             terminalreporter.line(line, red=summary["verdict"] == "not certified")
+
+    def driver_exits(self) -> list[dict[str, Any]] | None:
+        """Exits of the driver under test during the run, where the backend runs its processes (else None)."""
+        if stash.CLUSTER not in self.config.stash:
+            return None
+        backend = backend_of(self.config)
+        if not isinstance(backend, DriverProcesses):
+            return None
+        try:
+            exits = backend.driver_exits(self.started.timestamp())
+        except (ConformanceError, OSError, ValueError):
+            return None
+        return [{**asdict(e), "describe": e.describe()} for e in exits]
 
     def canary_gate(self, run_dir: Path, driver_user: str) -> dict[str, Any]:
         """Gather the canary gate's inputs and evaluate it."""

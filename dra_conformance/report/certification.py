@@ -32,6 +32,8 @@ from dra_conformance.report.records import read_records
 NOT_APPLICABLE_PREFIX = "not applicable:"
 # What a check that failed or errored while the control plane was unhealthy is attributed to.
 CLUSTER_FAULT = "cluster fault"
+# The registry obligation an unexpected exit of the driver under test breaks (model/registry/run.yaml).
+DRIVER_STAYS_UP = "run.driver-stays-up"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MARKDOWN = "summary.md"
 # Artifacts of other parts of the run the summary quotes, when the run wrote them.
@@ -233,9 +235,16 @@ def decide(
     advisories: list[dict[str, Any]] | None = None,
     selection: Selection | None = None,
     cluster_faults: list[str] | None = None,
+    driver_exits: list[dict[str, Any]] | None = None,
 ) -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it, naming the obligations that decided it."""
     failed = [r for r in results if r.outcome == Outcome.FAILED]
+    unexpected = [e for e in driver_exits or [] if not e["caused_by_suite"]]
+    if unexpected:
+        exits = "; ".join(e["describe"] for e in unexpected)
+        exited = [f"{DRIVER_STAYS_UP}: the driver exited unexpectedly {len(unexpected)} time(s): {exits}"]
+        reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
+        return Verdict.NOT_CERTIFIED, exited + reasons
     if cluster_faults:
         # The control plane failed under the run: it cannot certify, whatever else it saw; failures outside the
         # fault's time still count and are listed.
@@ -287,11 +296,12 @@ def summarize(
     canary: dict[str, Any] | None = None,
     selection: Selection | None = None,
     cluster_faults: list[str] | None = None,
+    driver_exits: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`)."""
     capabilities = capability_table(results, facts)
     advisories = read_records(run_dir, ADVISORY_RECORDS)
-    verdict, reasons = decide(results, capabilities, advisories, selection, cluster_faults)
+    verdict, reasons = decide(results, capabilities, advisories, selection, cluster_faults, driver_exits)
     never = selection.never_run(results) if selection is not None else []
     metrics = _artifact(run_dir, METRICS_VERDICT)
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
@@ -299,6 +309,10 @@ def summarize(
         "verdict": str(verdict),
         "reasons": reasons,
         "cluster_faults": list(cluster_faults or []),
+        "driver_exits": {
+            "unexpected": [e for e in driver_exits or [] if not e["caused_by_suite"]],
+            "caused_by_checks": [e for e in driver_exits or [] if e["caused_by_suite"]],
+        },
         "advisories": [{k: a.get(k) for k in ("id", "check", "obligation", "observed")} for a in advisories],
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),
@@ -333,6 +347,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         *(f"- {reason}" for reason in summary["reasons"]),
         "",
+        *_exit_lines(summary.get("driver_exits") or {}),
         *_advisory_lines(summary.get("advisories") or []),
         f"Suite dra-conformance {run['suite_version']}, backend {run['backend']} (Kubernetes "
         f"{run.get('cluster_version') or 'version not read'}), profile {run['profile']} "
@@ -378,6 +393,17 @@ def _accounting_rows(accounting: dict[str, Any] | None) -> list[str]:
         f"| never ran | {accounting['never_run']} |",
         f"| deselected | {accounting['deselected']} |",
     ]
+
+
+def _exit_lines(exits: dict[str, Any]) -> list[str]:
+    """Exits of the driver under test: the unexpected ones with their log, then the suite's own kills."""
+    lines = []
+    for exit_ in exits.get("unexpected", []):
+        lines += [f"## The driver exited unexpectedly: {exit_['describe']}", "", "```", exit_["log_tail"], "```", ""]
+    caused = exits.get("caused_by_checks", [])
+    if caused:
+        lines += [f"Driver exits the suite caused on purpose (disruption checks): {len(caused)}", ""]
+    return lines
 
 
 def _advisory_lines(advisories: list[dict[str, Any]]) -> list[str]:

@@ -176,3 +176,22 @@ def test_a_cluster_fault_makes_the_run_incomplete_and_fails_no_capability(tmp_pa
         "1 check(s) failed or errored during it: not the driver's failures",
     ]
     assert summary["capabilities"]["healthStream"]["state"] != "failed"
+
+
+def test_an_unexpected_driver_exit_decides_the_verdict_and_the_suites_own_kills_do_not(tmp_path: Path) -> None:
+    passed = [_result("suites/protocol/test_health.py::t", Outcome.PASSED, capabilities=("healthStream",))]
+    ours = {"node": "kwok-set-aside-0", "code": -9, "caused_by_suite": True, "describe": "x", "log_tail": ""}
+    assert summarize(passed, FACTS, tmp_path, driver_exits=[ours])["verdict"] == "certified"
+    crash = {
+        "node": "kwok-node-0",
+        "code": -9,
+        "caused_by_suite": False,
+        "describe": "kwok-node-0: killed by signal 9",
+        "log_tail": "prepared claim c1",
+    }
+    summary = summarize(passed, FACTS, tmp_path, driver_exits=[ours, crash])
+    assert summary["verdict"] == "not certified"
+    assert summary["reasons"][0] == (
+        "run.driver-stays-up: the driver exited unexpectedly 1 time(s): kwok-node-0: killed by signal 9"
+    )
+    assert "## The driver exited unexpectedly: kwok-node-0: killed by signal 9" in render_markdown(summary)

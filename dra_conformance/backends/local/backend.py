@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.base import SET_ASIDE_TAINT, BackendCapability, ClusterInfo
+from dra_conformance.backends.base import SET_ASIDE_TAINT, BackendCapability, ClusterInfo, DriverExit
 from dra_conformance.backends.local import control_plane, driver_daemonset, drivers, images, metrics, real_node
 from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -52,6 +52,10 @@ DRIVER_LOG_TAIL_LINES = 3
 # Nodes a check leases to have the driver under test there to itself (tainted; see SET_ASIDE_TAINT). Two, so that
 # the default two xdist workers never wait for one.
 SET_ASIDE_NODES = ("kwok-set-aside-0", "kwok-set-aside-1")
+# Where `kill_driver` notes each kill it makes, in the cluster's state dir (JSON lines: name, at).
+KILL_LOG = "driver-kills.jsonl"
+# An exit this soon after the suite's own SIGKILL of that process is the kill's (the supervisor sees it at once).
+KILL_ATTRIBUTION = 30.0
 # Capacity of each fake node; large so allocation, not CPU or memory, decides scheduling in the suites.
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "110"}
 
@@ -452,6 +456,9 @@ class LocalBackend:
         if name not in processes:
             raise BackendError(self._not_supervised(node))
         pid = int(processes[name])
+        # Noted before the kill, so the run counts the exit as the suite's doing (`driver_exits`).
+        with self._kill_log().open("a") as log:
+            log.write(json.dumps({"name": name, "at": time.time()}) + "\n")
         with contextlib.suppress(ProcessLookupError):  # it exited on its own; the supervisor has recorded it
             os.kill(pid, signal.SIGKILL)
         exited = waits.until(
@@ -497,6 +504,24 @@ class LocalBackend:
     def driver_kubeconfig(self, node: str) -> Path:
         """The kubeconfig the driver on `node` reads at start."""
         return drivers.kubeconfig_path(self.layout, node)
+
+    def _kill_log(self) -> Path:
+        return self.layout.root / KILL_LOG
+
+    def driver_exits(self, since: float) -> list[DriverExit]:
+        """Every exit of a driver-under-test process since `since`; an exit shortly after `kill_driver` is ours."""
+        history = [e for e in (self._state() or {}).get("exit_history", []) if e["at"] >= since]
+        log = self._kill_log()
+        kills = [json.loads(line) for line in log.read_text().splitlines() if line] if log.exists() else []
+        exits = []
+        for entry in history:
+            name = str(entry["name"])
+            node = drivers.node_of_process(name)
+            if node is None:
+                continue
+            ours = any(k["name"] == name and 0 <= entry["at"] - k["at"] <= KILL_ATTRIBUTION for k in kills)
+            exits.append(DriverExit(node, int(entry["code"]), float(entry["at"]), ours, self._log_tail(name)))
+        return exits
 
     def _log_tail(self, name: str) -> str:
         log = self.layout.component_log(name)

@@ -51,9 +51,17 @@ def kubeconfig_path(layout: ClusterLayout, node: str) -> Path:
     return layout.config / f"driver-{node}.kubeconfig"
 
 
+PROCESS_PREFIX = "driver-"
+
+
 def process_name(node: str) -> str:
     """The supervisor's name of the driver process on `node`."""
-    return f"driver-{node}"
+    return f"{PROCESS_PREFIX}{node}"
+
+
+def node_of_process(name: str) -> str | None:
+    """The node a driver-under-test process serves, from its supervisor name; None for any other process."""
+    return name.removeprefix(PROCESS_PREFIX) if name.startswith(PROCESS_PREFIX) else None
 
 
 def apply_manifests(api_client: client.ApiClient, files: tuple[Path, ...], account: ServiceAccountRef) -> None:

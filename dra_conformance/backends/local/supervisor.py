@@ -54,6 +54,9 @@ class Supervisor:
         self.reload_requested = False
         # Non-critical processes that exited, with their exit codes.
         self.exited: dict[str, int] = {}
+        # Every exit of a non-critical process, in order: {"name", "code", "at" (epoch seconds)}; a restart clears
+        # `exited` but never this, so a run can count every exit of the driver under test.
+        self.exit_history: list[dict[str, Any]] = []
         # Seconds since the supervisor started at which each process was started or each probe passed.
         self.timeline: dict[str, float] = {}
         self.started = time.monotonic()
@@ -78,6 +81,7 @@ class Supervisor:
             "processes": {name: child.pid for name, child in self.children.items()},
             "reason": self.stop_reason,
             "exited": self.exited,
+            "exit_history": self.exit_history,
             "timeline": self.timeline,
             "updated": time.time(),
         }
@@ -173,6 +177,7 @@ class Supervisor:
                     self.selector.unregister(key.fileobj)
                     os.close(key.fd)
                     self.exited[name] = code
+                    self.exit_history.append({"name": name, "code": code, "at": time.time()})
                     self.write_state("running")
             elif kind == "owner":
                 self.stop_reason = self.stop_reason or f"owner process {self.plan.owner_pid} exited"
