@@ -15,6 +15,9 @@ from dra_wire.kubelet_api import KubeletAPI
 KUBELET_CALL_TIMEOUT = 45.0
 # Registration is a local socket round trip; anything slower is a broken plugin.
 REGISTRATION_TIMEOUT = 5.0
+# The DRAResourceHealth services a 1.37 kubelet reads, most recent first: it picks the first one that the plugin
+# advertises in GetInfo (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go pickHealthService); v1alpha1 goes in 1.40.
+HEALTH_SERVICES = {"v1": "v1.DRAResourceHealth", "v1alpha1": "v1alpha1.DRAResourceHealth"}
 
 
 @dataclass(frozen=True)
@@ -146,13 +149,32 @@ class DriverClient:
         response, latency = self._call("NodeUnprepareResources", claims, version, timeout)
         return CallResult({uid: ClaimAnswer(error=a.error) for uid, a in response.claims.items()}, latency)
 
+    def health_service(self) -> str | None:
+        """The DRAResourceHealth service the kubelet would read: the first it knows that GetInfo advertises.
+
+        None when the driver advertises none (the service is optional; the kubelet then never opens a stream).
+        """
+        advertised = list(self.get_info().supported_versions)
+        return next((service for service in HEALTH_SERVICES.values() if service in advertised), None)
+
     def first_health_report(self, *, timeout: float = REGISTRATION_TIMEOUT) -> dict[str, str]:
         """The first DRAResourceHealth/NodeWatchResources message: device name -> HEALTHY/UNHEALTHY/UNKNOWN."""
-        return self.health_reports(1, timeout=timeout)[0][1]
+        return {device: health for (_pool, device), health in self.health_reports(1, timeout=timeout)[0][1].items()}
 
-    def health_reports(self, count: int, *, timeout: float) -> list[tuple[float, dict[str, str]]]:
-        """The first `count` NodeWatchResources messages, each with the seconds since the stream opened."""
-        messages, services = self.api.health_v1, self.api.health_v1_grpc
+    def health_reports(
+        self, count: int, *, timeout: float, service: str | None = None
+    ) -> list[tuple[float, dict[tuple[str, str], str]]]:
+        """The first `count` NodeWatchResources messages, each with the seconds since the stream opened.
+
+        Each maps (pool, device) -> HEALTHY/UNHEALTHY/UNKNOWN: the kubelet matches health to allocated devices by
+        pool and device name, so both are kept. `service` defaults to the one the kubelet would pick.
+        """
+        chosen = service or self.health_service() or HEALTH_SERVICES["v1"]
+        messages, services = (
+            (self.api.health_v1alpha1, self.api.health_v1alpha1_grpc)
+            if chosen == HEALTH_SERVICES["v1alpha1"]
+            else (self.api.health_v1, self.api.health_v1_grpc)
+        )
         started = time.monotonic()
         stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
             messages.NodeWatchResourcesRequest(), timeout=timeout
@@ -160,7 +182,10 @@ class DriverClient:
         reports = []
         try:
             for report in stream:
-                devices = {d.device.device_name: messages.HealthStatus.Name(d.health) for d in report.devices}
+                devices = {
+                    (d.device.pool_name, d.device.device_name): messages.HealthStatus.Name(d.health)
+                    for d in report.devices
+                }
                 reports.append((time.monotonic() - started, devices))
                 if len(reports) == count:
                     break

@@ -126,6 +126,11 @@ def driver_status_answer(
     ready = [e["device"] for e in entries if (device_condition(e, "Ready") or {}).get("status") == "True"]
     if ready:
         return LayerAnswer(Answer.OK, f"Ready entries for {ready}")
+    # Conditions are optional (the Ready condition is a "should"): an entry without any, once the container
+    # started, is the driver's whole report; one with conditions and no Ready=True is not configured yet.
+    unconditioned = [e["device"] for e in entries if not e.get("conditions")]
+    if unconditioned and started:
+        return LayerAnswer(Answer.OK, f"entries without conditions for {unconditioned} and the container started")
     if not declares_status and started:
         return LayerAnswer(Answer.OK, "the kubelet started the container, so prepare succeeded (no status declared)")
     if not declares_status:

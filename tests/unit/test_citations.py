@@ -1,5 +1,6 @@
-"""Every citation of the obligations registry resolves: the quoted text is at or near the cited line of the cited
-file, in the pinned module source that the build fills the Go module cache with.
+"""Every citation of the obligations registry resolves in the pinned module source.
+
+The quoted text must be at or near the cited line of the cited file, in the Go module cache the build fills.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A broken obligation acts by its basis: contract fails, defensive is an advisory (fails under strict), harness errors."""
+"""A broken obligation acts by its basis: contract fails, defensive advises (fails under strict), harness errors."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_broken_harness_precondition_errors_instead_of_failing(tmp_path: Path, r
 
 def test_an_unknown_obligation_id_names_the_registry(tmp_path: Path, registry: Registry) -> None:
     obligations = Obligations("check", strict=False, records=RunRecords(tmp_path, "main"), registry=registry)
-    with pytest.raises(KeyError, match="demo.typo.*not in the registry"):
+    with pytest.raises(KeyError, match=r"demo\.typo.*not in the registry"):
         obligations.check("demo.typo", True, "-")
 
 

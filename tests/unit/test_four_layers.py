@@ -95,3 +95,12 @@ def test_a_record_is_decided_by_a_failure_or_a_finished_job() -> None:
     assert not record.decided()
     record.update(Layer.JOB_OUTCOME, LayerAnswer(Answer.OK, "succeeded"))
     assert record.decided() and record.broken_layer() is None
+
+
+def test_a_declared_status_entry_without_conditions_vouches_once_the_container_started() -> None:
+    claim = _claim()
+    claim["status"]["devices"] = [{"driver": DRIVER, "pool": "n", "device": "gpu-0", "data": {"uuid": "x"}}]
+    assert driver_status_answer(claim, DRIVER, [], declares_status=True, started=True).answer == Answer.OK
+    assert driver_status_answer(claim, DRIVER, [], declares_status=True, started=False).answer == Answer.PENDING
+    claim["status"]["devices"][0]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert driver_status_answer(claim, DRIVER, [], declares_status=True, started=True).answer == Answer.PENDING

@@ -1,5 +1,7 @@
-"""The shipped obligations registry: it validates, every id the code uses is in it and every entry is used, every
-field a driver produces is checked or says why not, and docs/obligations.md is what it generates.
+"""The shipped obligations registry holds together.
+
+It validates, every id the code uses is in it and every entry is used, every field a driver produces is checked or
+says why not, and docs/obligations.md is what it generates.
 """
 
 from __future__ import annotations

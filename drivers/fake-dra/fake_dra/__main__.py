@@ -14,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from dra_wire.kubelet_api import load
 from fake_dra import control, server
 from fake_dra.broken import BrokenMode
-from fake_dra.config import PROFILES, DriverConfig
+from fake_dra.config import HEALTH_SERVICES, PROFILES, DriverConfig
 from fake_dra.core import DriverCore
 from fake_dra.faults import FaultSet
 from fake_dra.kube import PUBLISH_WORKERS, DriverAPI, api_client, denial
@@ -47,6 +47,31 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
         choices=[mode.value for mode in BrokenMode],
         help="start as a broken driver (a mutant the conformance checks must catch); repeatable",
     )
+    # Variants: where the contract allows several behaviours, a profile selects one (defaults: the reference behaviour).
+    parser.add_argument(
+        "--health-service",
+        choices=list(HEALTH_SERVICES),
+        default="v1+v1alpha1",
+        help="DRAResourceHealth versions served and listed in GetInfo; none: no health service (default v1+v1alpha1)",
+    )
+    parser.add_argument(
+        "--status-conditions",
+        choices=["ready", "none"],
+        default="ready",
+        help="ready: status.devices entries carry Ready=True; none: data (and networkData) only (default ready)",
+    )
+    parser.add_argument(
+        "--keep-status-after-unprepare",
+        action="store_true",
+        help="unprepare leaves the status.devices entries (the API server drops them when the claim is deallocated)",
+    )
+    parser.add_argument(
+        "--unknown-claim-answer",
+        choices=["per-claim", "whole-call"],
+        default="per-claim",
+        help="refuse a claim this node cannot prepare (missing, not allocated here) with a per-claim error, or fail "
+        "the whole NodePrepareResources call as the upstream kubeletplugin helper does (default per-claim)",
+    )
     args = parser.parse_args(argv)
     if args.devices < 1:
         parser.error(f"--devices must be at least 1, got {args.devices}")
@@ -64,6 +89,10 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
         delete_slices_on_exit=args.delete_slices_on_exit,
         broken=frozenset(BrokenMode(mode) for mode in args.broken_mode),
         driver_version=args.driver_version,
+        health_services=HEALTH_SERVICES[args.health_service],
+        ready_condition=args.status_conditions == "ready",
+        keep_status_after_unprepare=args.keep_status_after_unprepare,
+        whole_call_refusal=args.unknown_claim_answer == "whole-call",
     )
 
 

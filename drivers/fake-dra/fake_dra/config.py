@@ -8,6 +8,14 @@ from pathlib import Path
 from fake_dra.broken import BrokenMode
 
 PROFILES = ("gpu", "nic")
+# --health-service: which DRAResourceHealth versions the driver serves and advertises. The kubelet 1.37 picks the
+# first of v1, v1alpha1 that GetInfo lists, and watches no health at all when it lists none (the service is optional).
+HEALTH_SERVICES: dict[str, tuple[str, ...]] = {
+    "v1+v1alpha1": ("v1", "v1alpha1"),
+    "v1": ("v1",),
+    "v1alpha1": ("v1alpha1",),
+    "none": (),
+}
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,23 @@ class DriverConfig:
     # The driver release this process plays: its devices' driverVersion attribute; from 2.0.0 on its devices also
     # carry a firmware attribute and its state file is written in format 2 (which 1.x reads too).
     driver_version: str = "1.0.0"
+
+    # Variants: where the Kubernetes contract allows several behaviours, each is selectable at start, so the suite
+    # can certify every one of them (the defaults are the behaviour users like best, not the only correct one).
+
+    # DRAResourceHealth API versions served on dra.sock and listed by GetInfo ("v1", "v1alpha1"); empty: no health
+    # service at all (--health-service).
+    health_services: tuple[str, ...] = HEALTH_SERVICES["v1+v1alpha1"]
+    # status.devices entries carry a Ready condition; False: data (and networkData) only, as conditions are optional
+    # and Ready=True is a "should" (--status-conditions).
+    ready_condition: bool = True
+    # Unprepare leaves the claim's status.devices entries in place: the API does not say when they go (the API server
+    # drops them when the claim is deallocated) (--keep-status-after-unprepare).
+    keep_status_after_unprepare: bool = False
+    # A claim this node cannot prepare (missing, replaced, not allocated, not to this driver on this node) fails the
+    # whole NodePrepareResources call before any claim of it is prepared, as the upstream kubeletplugin helper answers
+    # a missing, replaced or unallocated claim, instead of failing only its own entry (--unknown-claim-answer).
+    whole_call_refusal: bool = False
 
     @property
     def major(self) -> int:

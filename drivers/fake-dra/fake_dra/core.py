@@ -24,6 +24,9 @@ from fake_dra.state import PreparedClaims
 # Longest a hang fault blocks a call. A hang ignores the caller's deadline on purpose: the caller must notice.
 HANG_LIMIT = 300.0
 
+# A claim looked up for prepare: why this node cannot prepare it ("" if it can), the claim, this driver's results.
+Lookup = tuple[str, dict[str, Any], list[dict[str, Any]]]
+
 
 @dataclass(frozen=True)
 class ClaimRef:
@@ -32,6 +35,10 @@ class ClaimRef:
     namespace: str
     uid: str
     name: str
+
+
+class ClaimRefused(Exception):
+    """The whole NodePrepareResources call is refused (whole-call refusals): the message names each bad claim."""
 
 
 @dataclass
@@ -138,9 +145,26 @@ class DriverCore:
         return ""
 
     def prepare(self, claims: list[ClaimRef]) -> dict[str, PrepareResult]:
-        """NodePrepareResources: prepare each claim; failures are reported per claim."""
+        """NodePrepareResources: prepare each claim; failures are reported per claim.
+
+        With whole-call refusals, every claim is looked up first, and one that this node cannot prepare raises
+        ClaimRefused before any claim is prepared (the upstream helper reads all claims before preparing any).
+        """
         started = time.time()
-        results = {claim.uid: self._prepare_one(claim) for claim in claims}
+        lookups: dict[str, Lookup] = {}
+        if self.config.whole_call_refusal:
+            lookups = {claim.uid: self._lookup(claim) for claim in claims}
+            refused = {uid: lookup[0] for uid, lookup in lookups.items() if lookup[0]}
+            if refused:
+                self.calls.record(
+                    "NodePrepareResources",
+                    started,
+                    claims=[c.uid for c in claims],
+                    outcome=f"refused whole call ({len(refused)} of {len(claims)} claims)",
+                    errors=refused,
+                )
+                raise ClaimRefused("; ".join(refused.values()))
+        results = {claim.uid: self._prepare_one(claim, lookups.get(claim.uid)) for claim in claims}
         self.calls.record(
             "NodePrepareResources",
             started,
@@ -150,7 +174,7 @@ class DriverCore:
         )
         return results
 
-    def _prepare_one(self, ref: ClaimRef) -> PrepareResult:
+    def _prepare_one(self, ref: ClaimRef, lookup: Lookup | None = None) -> PrepareResult:
         with self._lock(ref.uid):
             if self.config.is_broken(BrokenMode.READY_BEFORE_PREPARED) and self.prepared.get(ref.uid) is None:
                 self._announce_ready(ref)  # the bug: Ready=True before any of the node-local work
@@ -167,11 +191,7 @@ class DriverCore:
                 return PrepareResult(devices=known["devices"])  # idempotent per claim UID
             if ref.uid in self._unprepared and self.config.is_broken(BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS):
                 return PrepareResult(error=f"claim {ref.uid} was unprepared; it cannot be prepared again")
-            try:
-                claim = self.api.get_claim(ref.namespace, ref.name)
-            except ApiException as error:
-                return PrepareResult(error=f"get claim {ref.namespace}/{ref.name}: {denial(error)}")
-            problem, mine = self._check_allocation(ref, claim)
+            problem, claim, mine = lookup or self._lookup(ref)
             if problem:
                 return PrepareResult(error=problem)
             names = [self._device_to_set_up(result["device"]) for result in mine]
@@ -220,15 +240,23 @@ class DriverCore:
 
     def _record_refusal(self, claim: dict[str, Any], mine: list[dict[str, Any]], problem: str) -> None:
         """The WRITES_STATUS_FOR_FOREIGN_CLAIMS mutant: put a refusal (Ready=False) into the claim's status.devices."""
-        entries = []
-        for result in mine:
-            entry = self._status_entry(result, [])
-            entry["conditions"][0].update(status="False", reason="WrongNode", message=problem)
-            entries.append(entry)
+        entries = [
+            {**self._status_entry(result, []), "conditions": [_condition("False", "WrongNode", problem)]}
+            for result in mine
+        ]
         try:
             self.api.apply_device_status(claim, entries)
         except ApiException:
             return  # the API server refuses it; the attempt is the bug
+
+    def _lookup(self, ref: ClaimRef) -> Lookup:
+        """The claim and this driver's results in it, or why this node cannot prepare it."""
+        try:
+            claim = self.api.get_claim(ref.namespace, ref.name)
+        except ApiException as error:
+            return f"get claim {ref.namespace}/{ref.name}: {denial(error)}", {}, []
+        problem, mine = self._check_allocation(ref, claim)
+        return problem, claim, mine
 
     def _check_allocation(self, ref: ClaimRef, claim: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         where = f"claim {ref.namespace}/{ref.name}"
@@ -249,22 +277,15 @@ class DriverCore:
         return "", mine
 
     def _status_entry(self, result: dict[str, Any], cdi_ids: list[str]) -> dict[str, Any]:
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        """The status.devices entry for one device: Ready=True (unless conditions are off), data, networkData (nic)."""
         entry: dict[str, Any] = {
             "driver": self.config.driver_name,
             "pool": result["pool"],
             "device": result["device"],
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True",
-                    "reason": "Prepared",
-                    "message": "prepared by fake-dra",
-                    "lastTransitionTime": now,
-                }
-            ],
             "data": {"profile": self.config.profile, "node": self.config.node_name, "cdiDeviceIDs": cdi_ids},
         }
+        if self.config.ready_condition:
+            entry["conditions"] = [_condition("True", "Prepared", "prepared by fake-dra")]
         if self.config.profile == "nic":
             index = int(result["device"].rsplit("-", 1)[1])
             entry["networkData"] = {
@@ -299,19 +320,33 @@ class DriverCore:
                 if self.config.is_broken(BrokenMode.UNPREPARE_UNKNOWN_FAILS):
                     return f"claim {ref.uid} is not prepared here"
                 return ""  # never prepared here, or already unprepared: idempotent
-            try:
-                claim = self.api.get_claim(ref.namespace, ref.name)
-                if claim["metadata"]["uid"] == ref.uid:
-                    self.api.apply_device_status(claim, [])
-            except ApiException as error:
-                # A deleted claim has no status left to clean.
-                if error.status != 404 or self.config.is_broken(BrokenMode.UNPREPARE_NEEDS_CLAIM):
-                    return f"remove status.devices: {denial(error)}"
+            if not self.config.keep_status_after_unprepare:
+                problem = self._remove_status(ref)
+                if problem:
+                    return problem
             if not self.config.is_broken(BrokenMode.UNPREPARE_LEAVES_CDI_SPECS):
                 cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
             self.prepared.remove(ref.uid)
             self._unprepared.add(ref.uid)
             return ""
+
+    def _remove_status(self, ref: ClaimRef) -> str:
+        """Remove this driver's status.devices entries from the claim; the error text, or "" when done."""
+        try:
+            claim = self.api.get_claim(ref.namespace, ref.name)
+            if claim["metadata"]["uid"] == ref.uid:
+                self.api.apply_device_status(claim, [])
+        except ApiException as error:
+            # A deleted claim has no status left to clean.
+            if error.status != 404 or self.config.is_broken(BrokenMode.UNPREPARE_NEEDS_CLAIM):
+                return f"remove status.devices: {denial(error)}"
+        return ""
+
+
+def _condition(status: str, reason: str, message: str) -> dict[str, str]:
+    """A Ready condition of a status.devices entry, as of now."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": "Ready", "status": status, "reason": reason, "message": message, "lastTransitionTime": now}
 
 
 def allocated_node(allocation: dict[str, Any]) -> str:

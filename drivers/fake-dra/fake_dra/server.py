@@ -1,4 +1,4 @@
-"""gRPC services on unix sockets: plugin registration, DRAPlugin (v1 and v1beta1), DRAResourceHealth."""
+"""gRPC services on unix sockets: plugin registration, DRAPlugin (v1 and v1beta1), DRAResourceHealth (v1, v1alpha1)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ import grpc
 
 from dra_wire.kubelet_api import KubeletAPI
 from fake_dra.broken import BrokenMode
-from fake_dra.core import ClaimRef, DriverCore
+from fake_dra.config import DriverConfig
+from fake_dra.core import ClaimRef, ClaimRefused, DriverCore
 
-SUPPORTED_VERSIONS = ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+# The DRAPlugin services GetInfo lists ("<gRPC package>.<service>"); the kubelet picks the first it supports.
+DRA_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+# A whole-call refusal's gRPC code: what a plain Go error returned by the upstream kubeletplugin helper becomes.
+REFUSAL_CODE = grpc.StatusCode.UNKNOWN
 # Enough threads for the protocol suite's concurrent prepares plus open health streams.
 WORKERS = 16
 # How often an idle health stream checks whether its caller went away.
@@ -22,6 +26,16 @@ HEALTH_IDLE_CHECK = 1.0
 # The kubelet reports a device's health as Unknown when it is not re-sent within health_check_timeout (default
 # 30 s, k8s.io/kubelet pkg/apis/dra-health/v1/api.proto:57-63): every device is re-sent at least this often.
 HEALTH_RESEND_INTERVAL = 10.0
+
+
+def supported_versions(config: DriverConfig) -> list[str]:
+    """What GetInfo advertises: every service on dra.sock, the DRAResourceHealth versions included.
+
+    The kubelet reads a plugin's health stream only if GetInfo lists a DRAResourceHealth version it supports
+    (k8s.io/kubernetes@v1.37.2 pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go:352-359, v1 before v1alpha1), as the
+    upstream helper advertises them (k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go:1037-1045).
+    """
+    return [*DRA_SERVICES, *(f"{version}.DRAResourceHealth" for version in config.health_services)]
 
 
 def _claims(request: Any) -> list[ClaimRef]:
@@ -34,7 +48,10 @@ def dra_servicer(core: DriverCore, messages: ModuleType, services: ModuleType) -
     class Servicer(services.DRAPluginServicer):  # type: ignore[name-defined,misc]
         def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
             response = messages.NodePrepareResourcesResponse()
-            results = core.prepare(_claims(request))
+            try:
+                results = core.prepare(_claims(request))
+            except ClaimRefused as refused:
+                context.abort(REFUSAL_CODE, f"prepare refused: {refused}")
             failed = {uid: result.error for uid, result in results.items() if result.error}
             if failed and core.config.is_broken(BrokenMode.FAILS_WHOLE_CALL):
                 # The bug: one bad claim fails the call, so the kubelet sees no answer for the good ones either.
@@ -104,7 +121,7 @@ def registration_servicer(core: DriverCore, api: KubeletAPI) -> Any:
                 type="DRAPlugin",
                 name=core.config.driver_name,
                 endpoint=str(core.config.dra_socket),
-                supported_versions=SUPPORTED_VERSIONS,
+                supported_versions=supported_versions(core.config),
             )
 
         def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
@@ -126,12 +143,10 @@ def start(core: DriverCore, api: KubeletAPI) -> list[grpc.Server]:
     dra = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS))
     api.dra_v1_grpc.add_DRAPluginServicer_to_server(dra_servicer(core, api.dra_v1, api.dra_v1_grpc), dra)
     api.dra_v1beta1_grpc.add_DRAPluginServicer_to_server(dra_servicer(core, api.dra_v1beta1, api.dra_v1beta1_grpc), dra)
-    api.health_v1_grpc.add_DRAResourceHealthServicer_to_server(
-        health_servicer(core, api.health_v1, api.health_v1_grpc), dra
-    )
-    api.health_v1alpha1_grpc.add_DRAResourceHealthServicer_to_server(
-        health_servicer(core, api.health_v1alpha1, api.health_v1alpha1_grpc), dra
-    )
+    health = {"v1": (api.health_v1, api.health_v1_grpc), "v1alpha1": (api.health_v1alpha1, api.health_v1alpha1_grpc)}
+    for version in config.health_services:  # exactly the versions GetInfo advertises
+        messages, services = health[version]
+        services.add_DRAResourceHealthServicer_to_server(health_servicer(core, messages, services), dra)
     dra.add_insecure_port(f"unix://{config.dra_socket}")
     dra.start()
 
