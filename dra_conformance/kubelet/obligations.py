@@ -1,22 +1,22 @@
-"""Obligations of the DRA plugin API that every prepare answer must meet, with their sources.
+"""Obligations of the DRA plugin API that every prepare and unprepare answer must meet.
 
-Sources are cited as in the contract audit: file:line in the pinned upstream versions.
+The obligations are in the registry (`dra_conformance/model/registry/protocol.yaml`), with their basis and the
+upstream text they rest on; these helpers check them the same way for every call a protocol check makes.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import grpc
+
+from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.kubelet.allocation import AllocatedClaim
-from dra_conformance.kubelet.client import ClaimAnswer
-from dra_conformance.kubelet.role import CallOutcome
+from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
+from dra_conformance.kubelet.role import CallOutcome, KubeletRole
 from dra_conformance.report.findings import Obligations
 
-PROTO = "k8s.io/kubelet@v0.37.2 pkg/apis/dra/v1/api.proto"
-REGISTRATION_PROTO = "k8s.io/kubelet@v0.37.2 pkg/apis/pluginregistration/v1/api.proto"
-KUBELET = "k8s.io/kubernetes@v1.37.2 pkg/kubelet"
-HELPER = "k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go"
-API_TYPES = "k8s.io/api@v0.37.2 resource/v1/types.go"
 # The DRA plugin services the kubelet accepts, by the version a call uses (pluginmanager accepts either).
 DRA_SERVICES = {"v1": "v1.DRAPlugin", "v1beta1": "v1beta1.DRAPlugin"}
 # A CDI device ID: <vendor>/<class>=<name> (the CDI specification's qualified device name).
@@ -37,36 +37,40 @@ def check_prepare_answer(
     obligations: Obligations, claim: AllocatedClaim, driver: str, outcome: CallOutcome, call: str
 ) -> ClaimAnswer:
     """Obligations of every successful prepare answer for one valid claim; returns that answer."""
-    obligations.contract(
-        outcome.error is None, f"{call}: a correctly allocated claim prepares", outcome.describe(), f"{KUBELET}/cm/dra"
-    )
-    obligations.contract(
-        outcome.keys() == {claim.ref.uid},
-        f"{call}: the response names exactly the requested claim UIDs",
-        sorted(outcome.keys()),
-        f"{PROTO}:43-50; {KUBELET}/cm/dra/manager.go:430-434,467-470",
-    )
+    where = f"{call}: claim {claim.ref.name} on {claim.node}"
+    if outcome.error is not None:
+        obligations.fail("protocol.valid-claim-prepares", outcome.describe(), where)
+    keys = sorted(outcome.keys())
+    obligations.check("protocol.prepare-answers-exactly-the-requested-claims", keys == [claim.ref.uid], keys, where)
     answer = outcome.answer(claim.ref)
-    assert answer is not None
-    obligations.contract(not answer.error, f"{call}: no error for a valid claim", answer.error, f"{PROTO}:53-61")
+    if answer is None:
+        obligations.fail("protocol.prepare-answers-exactly-the-requested-claims", keys, where)
+    obligations.check("protocol.valid-claim-prepares", not answer.error, answer.error, where)
     reported, allocated = set(reported_devices(answer)), set(allocated_devices(claim, driver))
-    obligations.contract(
-        reported <= allocated,
-        f"{call}: every reported (pool, device) is one of this driver's allocation results",
-        f"reported {sorted(reported)}, allocated {sorted(allocated)}",
-        f"{PROTO}:69-73; {KUBELET}/cm/dra/manager.go:441-458",
-    )
+    devices = f"reported {sorted(reported)}, allocated {sorted(allocated)}"
+    obligations.check("protocol.reported-devices-are-allocated", reported <= allocated, devices, where)
     ids = [cdi for d in answer.devices for cdi in d["cdiDeviceIDs"]]
-    obligations.contract(
-        all(CDI_DEVICE_ID.match(cdi) for cdi in ids),
-        f"{call}: CDI device IDs, when present, are <vendor>/<class>=<name>",
-        ids,
-        f"{PROTO}:75-77; {HELPER}:275-278",
-    )
-    obligations.defensive(
-        reported == allocated,
-        f"{call}: every allocated device is reported",
-        f"reported {sorted(reported)}, allocated {sorted(allocated)}",
-        f"{PROTO}:53-58 (zero or more devices)",
-    )
+    obligations.check("protocol.cdi-device-ids-well-formed", all(CDI_DEVICE_ID.match(cdi) for cdi in ids), ids, where)
+    obligations.check("protocol.every-allocated-device-reported", reported == allocated, devices, where)
     return answer
+
+
+def check_unprepare(
+    obligations: Obligations,
+    kubelet: KubeletRole,
+    endpoint: DriverEndpoint,
+    claim: ClaimRef,
+    obligation: str,
+    call: str,
+    **options: Any,
+) -> None:
+    """Unprepare `claim` on `endpoint`: the answer names exactly that claim, and `obligation` says it succeeds."""
+    where = f"{call}: claim {claim.name} on {endpoint.node}"
+    try:
+        result = kubelet.unprepare(endpoint, [claim], **options)
+    except grpc.RpcError as error:
+        obligations.fail(obligation, f"whole-call error {error.code().name}: {error.details()}", where)
+    keys = sorted(result.claims)
+    obligations.check("protocol.unprepare-answers-exactly-the-requested-claims", keys == [claim.uid], keys, where)
+    answer = result.claims.get(claim.uid)
+    obligations.check(obligation, answer is not None and not answer.error, result.claims, where)

@@ -22,7 +22,7 @@ from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.fault_proxy import STATUS_WRITES, ApiFaultProxy, FaultPlan
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
-from dra_conformance.kubelet.obligations import API_TYPES, check_prepare_answer
+from dra_conformance.kubelet.obligations import check_prepare_answer
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
@@ -53,11 +53,12 @@ def test_driver_keeps_its_slices_and_its_declared_status_through_api_faults(
     api_fault_proxy.plan = FaultPlan(STATUS_WRITES, STATUS_WRITE_LATENCY, list(STATUS_WRITE_BURST), STATUS_WRITE_DROPS)
     outcome = kubelet.prepare_outcome(disruption.endpoint, [claim.ref])
     pools = node_pools(api_client, driver_under_test.name, disruption.node)
-    obligations.contract(
+    where = f"node {disruption.node}, claim {claim.ref.name}"
+    obligations.check(
+        "protocol.pool-stays-complete-through-api-faults",
         bool(pools) and all(pool.complete for pool in pools.values()),
-        "the driver's pool stays published and complete while the API server misbehaves",
         pools,
-        "k8s.io/api@v0.37.2 resource/v1/types.go:330-337",
+        where,
     )
     declared = driver_under_test.profile.declares(Capability.STATUS_DEVICES)
     if outcome.prepared(claim.ref) and declared:
@@ -73,11 +74,11 @@ def test_driver_keeps_its_slices_and_its_declared_status_through_api_faults(
             )
         except WaitTimeout:
             written = []
-        obligations.defensive(
+        obligations.check(
+            "protocol.declared-status-survives-api-faults",
             bool(written),
-            "a prepare reported successful did not lose its declared status.devices write (it retried)",
             f"faults injected: {api_fault_proxy.injected}; status.devices: {mine()}",
-            f"{API_TYPES}:2551-2555",
+            where,
         )
     api_fault_proxy.plan = FaultPlan()
     check_prepare_answer(
@@ -87,5 +88,10 @@ def test_driver_keeps_its_slices_and_its_declared_status_through_api_faults(
         kubelet.prepare_outcome(disruption.endpoint, [claim.ref]),
         "prepare once the API server behaves again",
     )
-    if not api_fault_proxy.injected and declared:
-        pytest.fail(f"no fault was injected: the driver never wrote status through the proxy ({outcome.describe()})")
+    if declared:
+        obligations.check(
+            "protocol.api-faults-injected",
+            bool(api_fault_proxy.injected),
+            f"no fault injected: the driver never wrote status through the proxy (prepare: {outcome.describe()})",
+            where,
+        )

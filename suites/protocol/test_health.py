@@ -18,13 +18,12 @@ from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl, PrivateDriver
-from dra_conformance.kubelet.client import DriverClient
+from dra_conformance.kubelet.client import HEALTH_SERVICES, DriverClient
 from dra_conformance.report.findings import Obligations
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
-HEALTH_PROTO = "k8s.io/kubelet@v0.37.2 pkg/apis/dra-health/v1/api.proto"
-# The kubelet's default health_check_timeout: a device not re-sent within it becomes Unknown (api.proto:57-63).
+# The kubelet's default health_check_timeout (DefaultHealthTimeout): a device not re-sent within it becomes Unknown.
 HEALTH_CHECK_TIMEOUT = 30.0
 # Two reports must arrive within two windows; a little more covers stream start-up.
 TWO_REPORTS_DEADLINE = 2 * HEALTH_CHECK_TIMEOUT + 5.0
@@ -40,47 +39,61 @@ def test_declared_health_stream_reports_published_devices_within_the_kubelet_win
     if not driver_under_test.profile.declares(Capability.HEALTH_STREAM):
         pytest.skip(f"not applicable: {driver_under_test.profile.source} does not declare healthStream")
     node, endpoint = next(iter(driver_under_test.endpoints.items()))
+    where = f"node {node}"
+    plugin = driver_client(endpoint)
+    # As the kubelet does: the health service is the first one it knows that GetInfo advertises.
+    service = plugin.health_service()
+    if service is None:
+        versions = list(plugin.get_info().supported_versions)
+        obligations.fail("protocol.health-service-advertised", f"GetInfo supported_versions {versions}", where)
+    obligations.check(
+        "protocol.health-service-v1", service == HEALTH_SERVICES["v1"], f"the kubelet picks {service}", where
+    )
     try:
-        reports = driver_client(endpoint).health_reports(2, timeout=TWO_REPORTS_DEADLINE)
+        reports = plugin.health_reports(2, timeout=TWO_REPORTS_DEADLINE, service=service)
     except grpc.RpcError as error:
+        observed = f"{error.code().name}: {error.details()}"
+        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            # The stream answered, but not twice within two windows: health was not re-sent in time.
+            obligations.fail("protocol.health-resent-within-timeout", f"{observed} ({TWO_REPORTS_DEADLINE}s)", where)
         # Declared and not delivered fails (UNIMPLEMENTED included: then the profile should not declare it).
-        obligations.contract(
-            False, "the declared health stream answers", f"{error.code().name}: {error.details()}", HEALTH_PROTO
-        )
-        return
+        obligations.fail("protocol.declared-health-stream-answers", observed, where)
+    # The kubelet matches health to prepared devices by (pool, device), so both names must be the published ones.
     published = {
-        device for pool in node_pools(api_client, driver_under_test.name, node).values() for device in pool.devices
+        (name, device)
+        for name, pool in node_pools(api_client, driver_under_test.name, node).items()
+        for device in pool.devices
     }
     for at, devices in reports:
-        obligations.contract(
-            set(devices) <= published,
-            f"the report at {at:.1f}s names only devices the driver publishes for {node}",
-            f"reported {sorted(devices)}, published {sorted(published)}",
-            f"{HEALTH_PROTO}:57-74",
-        )
-        obligations.defensive(
-            set(devices) == published,
-            f"the report at {at:.1f}s lists every published device",
-            f"reported {sorted(devices)}, published {sorted(published)}",
-            f"{HEALTH_PROTO}:71-74 (should)",
+        observed = f"report at {at:.1f}s: reported {sorted(devices)}, published {sorted(published)}"
+        obligations.check("protocol.health-reports-name-published-devices", set(devices) <= published, observed, where)
+        obligations.check("protocol.health-report-complete", set(devices) == published, observed, where)
+    if len(reports) < 2:
+        obligations.fail(
+            "protocol.health-resent-within-timeout", f"the stream ended after {len(reports)} report(s)", where
         )
     gap = reports[1][0] - reports[0][0]
-    obligations.contract(
+    obligations.check(
+        "protocol.health-resent-within-timeout",
         gap <= HEALTH_CHECK_TIMEOUT,
-        "health is re-sent within the kubelet's health_check_timeout",
-        f"{gap:.1f}s between the first two reports",
-        f"{HEALTH_PROTO}:57-63",
+        f"{gap:.1f}s between the first two reports (window {HEALTH_CHECK_TIMEOUT:g}s)",
+        where,
     )
 
 
 def test_reference_driver_reports_an_unavailable_device_unhealthy(
-    private_driver: Callable[..., PrivateDriver], driver_client: Callable[..., DriverClient]
+    private_driver: Callable[..., PrivateDriver], driver_client: Callable[..., DriverClient], obligations: Obligations
 ) -> None:
     driver = private_driver(devices=2)
     process = next(iter(driver.processes.values()))
     process.control.set_faults([{"mode": "unavailable", "device": "gpu-1"}])
     health = driver_client(process.endpoint).first_health_report()
-    assert health == {"gpu-0": "HEALTHY", "gpu-1": "UNHEALTHY"}, f"health stream with gpu-1 unavailable: {health}"
+    obligations.check(
+        "protocol.reference-driver-reports-unavailable-unhealthy",
+        health == {"gpu-0": "HEALTHY", "gpu-1": "UNHEALTHY"},
+        f"health stream with gpu-1 unavailable: {health}",
+        f"reference driver on {process.endpoint.node}",
+    )
 
 
 # Taint effects with which a driver says in its own slice that a device must not get new (or any) pods.
@@ -95,7 +108,6 @@ def test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints(
     api_client: client.ApiClient,
     obligations: Obligations,
 ) -> None:
-    """Defensive cross-check of the driver's two statements about one device (no contract links them)."""
     profile = driver_under_test.profile
     if not profile.declares(Capability.HEALTH_STREAM):
         pytest.skip(f"not applicable: {profile.source} does not declare healthStream")
@@ -116,9 +128,9 @@ def test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints(
     )
     if not failing:
         pytest.skip(f"not applicable: the driver taints no device of {node} in its slices; nothing to compare")
-    obligations.defensive(
+    obligations.check(
+        "protocol.tainted-device-not-reported-healthy",
         all(health.get(device) != "HEALTHY" for device in failing),
-        "a device the driver taints as failing in its own slice is not reported HEALTHY",
         f"tainted {failing}; health stream {health}",
-        f"{HEALTH_PROTO}:57-63",
+        f"node {node}",
     )

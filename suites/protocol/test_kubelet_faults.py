@@ -15,7 +15,7 @@ from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.client import ClaimRef
-from dra_conformance.kubelet.obligations import HELPER, PROTO, check_prepare_answer, reported_devices
+from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare, reported_devices
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 
@@ -24,18 +24,6 @@ pytestmark = pytest.mark.usefixtures("driver_sockets")
 # Shorter than any real prepare (a socket round trip at least), so the call is cancelled by its deadline; the
 # driver may or may not have started the work, which is what a kubelet retry after a timeout looks like.
 CANCELLING_DEADLINE = 0.0005
-
-
-def _unprepare_succeeds(
-    kubelet: KubeletRole, driver: DriverUnderTest, node: str, claim: ClaimRef, obligations: Obligations, why: str
-) -> None:
-    answer = kubelet.unprepare(driver.endpoints[node], [claim]).claims
-    obligations.contract(
-        set(answer) == {claim.uid} and not answer[claim.uid].error,
-        f"unprepare {why} succeeds",
-        answer,
-        f"{HELPER}:148-165; {PROTO}:89-99",
-    )
 
 
 def test_prepare_cancelled_by_its_deadline_succeeds_when_retried(
@@ -57,8 +45,13 @@ def test_prepare_cancelled_by_its_deadline_succeeds_when_retried(
 def test_unprepare_of_a_claim_never_prepared_succeeds(
     allocated: AllocatedClaim, driver_under_test: DriverUnderTest, kubelet: KubeletRole, obligations: Obligations
 ) -> None:
-    _unprepare_succeeds(
-        kubelet, driver_under_test, allocated.node, allocated.ref, obligations, "of a never-prepared claim"
+    check_unprepare(
+        obligations,
+        kubelet,
+        driver_under_test.endpoints[allocated.node],
+        allocated.ref,
+        "protocol.unprepare-of-unprepared-claim-succeeds",
+        "unprepare of a claim never prepared",
     )
 
 
@@ -70,8 +63,13 @@ def test_unprepare_of_an_unknown_claim_succeeds(
     obligations: Obligations,
 ) -> None:
     unknown = ClaimRef(namespace, str(uuid.uuid4()), "gone-before-we-looked")
-    _unprepare_succeeds(
-        kubelet, driver_under_test, allocated.node, unknown, obligations, "of a claim that never existed"
+    check_unprepare(
+        obligations,
+        kubelet,
+        driver_under_test.endpoints[allocated.node],
+        unknown,
+        "protocol.unprepare-of-unprepared-claim-succeeds",
+        "unprepare of a claim that never existed",
     )
 
 
@@ -88,8 +86,13 @@ def test_unprepare_of_a_deleted_claim_succeeds(
     )
     tracker.delete(allocated.pod)
     tracker.delete(allocated.claim)
-    _unprepare_succeeds(
-        kubelet, driver_under_test, allocated.node, allocated.ref, obligations, "after the claim was deleted"
+    check_unprepare(
+        obligations,
+        kubelet,
+        endpoint,
+        allocated.ref,
+        "protocol.unprepare-of-deleted-claim-succeeds",
+        "unprepare after the claim was deleted",
     )
 
 
@@ -100,7 +103,7 @@ def test_prepare_after_unprepare_gets_the_allocated_devices_again(
     first = check_prepare_answer(
         obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
     )
-    _unprepare_succeeds(kubelet, driver_under_test, allocated.node, allocated.ref, obligations, "after prepare")
+    check_unprepare(obligations, kubelet, endpoint, allocated.ref, "protocol.unprepare-succeeds", "unprepare")
     again = check_prepare_answer(
         obligations,
         allocated,
@@ -108,9 +111,9 @@ def test_prepare_after_unprepare_gets_the_allocated_devices_again(
         kubelet.prepare_outcome(endpoint, [allocated.ref]),
         "prepare after unprepare",
     )
-    obligations.contract(
+    obligations.check(
+        "protocol.prepare-after-unprepare-reports-same-devices",
         reported_devices(again) == reported_devices(first),
-        "prepare after unprepare reports the same allocated devices",
         f"first {reported_devices(first)}, again {reported_devices(again)}",
-        f"{PROTO}:69-73",
+        f"claim {allocated.ref.name} on {allocated.node}",
     )

@@ -10,13 +10,14 @@ from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
+from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
-from dra_conformance.kubelet.obligations import check_prepare_answer
+from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
@@ -33,6 +34,7 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
     kubelet: KubeletRole,
     timeouts: Timeouts,
     allocated: AllocatedClaim,
+    obligations: Obligations,
 ) -> None:
     if BackendCapability.KWOK_NODES not in cluster.capabilities:
         pytest.skip(
@@ -41,22 +43,32 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
     claim = allocated
     core = client.CoreV1Api(api_client)
     pod_name = claim.pod["metadata"]["name"]
+    where = f"pod {pod_name} on {claim.node}"
 
     def read() -> client.V1Pod:
         return core.read_namespaced_pod(pod_name, namespace)
 
-    assert not pod_ready(read()), f"pod Ready before its claim was prepared: {read().status.conditions}"
-
-    answer = kubelet.prepare(driver_under_test.endpoints[claim.node], [claim.ref]).claims[claim.ref.uid]
-    assert not answer.error, answer.error
-    kubelet.start_containers(namespace, pod_name)
-    waits.until(
-        read,
-        pod_ready,
-        timeout=timeouts.pod_ready,
-        what=f"pod {pod_name} Ready after prepare",
-        describe=lambda p: p.status.conditions,
+    before = read()
+    obligations.check("protocol.pod-not-ready-before-prepare", not pod_ready(before), before.status.conditions, where)
+    check_prepare_answer(
+        obligations,
+        claim,
+        driver_under_test.name,
+        kubelet.prepare_outcome(driver_under_test.endpoints[claim.node], [claim.ref]),
+        "prepare",
     )
+    kubelet.start_containers(namespace, pod_name)
+    try:
+        after = waits.until(
+            read,
+            pod_ready,
+            timeout=timeouts.pod_ready,
+            what=f"pod {pod_name} Ready after prepare",
+            describe=lambda p: p.status.conditions,
+        )
+    except WaitTimeout:
+        after = read()
+    obligations.check("protocol.pod-ready-after-prepare", pod_ready(after), after.status.conditions, where)
 
 
 def test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares(
@@ -83,24 +95,27 @@ def test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares(
         disruption.start()  # waits until it registered again with a complete pool
 
     after = node_pools(api_client, driver_under_test.name, disruption.node)
-    obligations.contract(
+    where = f"node {disruption.node}"
+    pools = f"before {before}, after {after}"
+    obligations.check(
+        "protocol.restart-republishes-same-devices",
         {name: pool.devices for name, pool in after.items()} == {name: pool.devices for name, pool in before.items()},
-        "after a SIGKILL and restart the driver republishes the same devices",
-        f"before {before}, after {after}",
-        "k8s.io/dynamic-resource-allocation@v0.37.2 resourceslice/resourceslicecontroller.go:853-867",
+        pools,
+        where,
     )
-    obligations.contract(
+    obligations.check(
+        "protocol.restart-keeps-pool-generation",
         all(after[name].generation >= pool.generation for name, pool in before.items() if name in after),
-        "a pool's generation never goes back across a restart",
-        f"before {before}, after {after}",
-        "k8s.io/api@v0.37.2 resource/v1/types.go:314-321",
+        pools,
+        where,
     )
-    unprepared = kubelet.unprepare(disruption.endpoint, [claim.ref]).claims
-    obligations.contract(
-        set(unprepared) == {claim.ref.uid} and not unprepared[claim.ref.uid].error,
-        "a claim prepared before the kill unprepares after the restart",
-        unprepared,
-        "k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go:148-165",
+    check_unprepare(
+        obligations,
+        kubelet,
+        disruption.endpoint,
+        claim.ref,
+        "protocol.unprepare-after-restart-succeeds",
+        "unprepare after the restart",
     )
     meta = claim.claim["metadata"]
     left_status = [
@@ -108,19 +123,10 @@ def test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares(
         for entry in device_statuses(tracker.get(RESOURCE_API, "ResourceClaim", meta["name"], meta["namespace"]))
         if entry["driver"] == driver_under_test.name
     ]
-    obligations.defensive(
-        not left_status,
-        "no status.devices entry of the driver left after unprepare across a restart",
-        left_status,
-        "types.go",
-    )
+    where = f"claim {claim.ref.name} on {disruption.node}, unprepared after a restart"
+    obligations.check("protocol.status-entries-removed-after-unprepare", not left_status, left_status, where)
     cdi_dir = disruption.endpoint.cdi_dir
     left = (
         [p.name for p in sorted(cdi_dir.iterdir()) if claim.ref.uid in p.name] if cdi_dir and cdi_dir.is_dir() else []
     )
-    obligations.defensive(
-        not left,
-        "the claim's CDI spec is removed by the unprepare after the restart (state survives the process)",
-        left,
-        "k8s.io/dynamic-resource-allocation@v0.37.2 kubeletplugin/draplugin.go:156-160",
-    )
+    obligations.check("protocol.unprepare-after-restart-removes-cdi-specs", not left, left, where)

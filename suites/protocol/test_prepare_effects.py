@@ -19,7 +19,7 @@ from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_condition, device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
-from dra_conformance.kubelet.obligations import API_TYPES, HELPER, check_prepare_answer
+from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 
@@ -51,14 +51,13 @@ def test_unprepare_removes_the_cdi_specs_prepare_wrote(
             f"not applicable: no CDI spec in {cdi_dir} names claim {allocated.ref.uid} after prepare (CDI IDs "
             f"answered: {[cdi for d in answer.devices for cdi in d['cdiDeviceIDs']]}): nothing to clean up"
         )
-    unprepared = kubelet.unprepare(endpoint, [allocated.ref]).claims
-    assert not unprepared[allocated.ref.uid].error, f"unprepare failed: {unprepared}"
+    check_unprepare(obligations, kubelet, endpoint, allocated.ref, "protocol.unprepare-succeeds", "unprepare")
     left = _specs_naming(cdi_dir, allocated.ref.uid)
-    obligations.contract(
+    obligations.check(
+        "protocol.unprepare-removes-cdi-specs",
         not left,
-        "unprepare removes the CDI specs its prepare wrote for the claim",
         f"written by prepare {written}; left after unprepare {left}",
-        f"{HELPER}:140-148 (UnprepareResourceClaims must undo whatever work PrepareResourceClaims did)",
+        f"claim {allocated.ref.name} on {allocated.node}, CDI dir {cdi_dir}",
     )
 
 
@@ -70,7 +69,6 @@ def test_a_failed_prepare_leaves_no_ready_status(
     tracker: ResourceTracker,
     obligations: Obligations,
 ) -> None:
-    """Defensive: Ready "should" be True once configured (types.go:2590-2592), so never for a failed prepare."""
     profile = driver_under_test.profile
     if not profile.declares(Capability.STATUS_DEVICES):
         pytest.skip(f"not applicable: {profile.source} does not declare statusDevices")
@@ -85,8 +83,9 @@ def test_a_failed_prepare_leaves_no_ready_status(
         outcome = kubelet.prepare_outcome(endpoint, [allocated.ref])
     finally:
         undo()
-    assert not outcome.prepared(allocated.ref), (
-        f"the injected prepare error did not fail the prepare: {outcome.describe()}"
+    where = f"claim {allocated.ref.name} on {allocated.node}"
+    obligations.check(
+        "protocol.injected-prepare-fault-fails-prepare", not outcome.prepared(allocated.ref), outcome.describe(), where
     )
     meta = allocated.claim["metadata"]
     entries: list[dict[str, Any]] = [
@@ -95,9 +94,9 @@ def test_a_failed_prepare_leaves_no_ready_status(
         if entry["driver"] == driver_under_test.name
     ]
     ready = [entry["device"] for entry in entries if (device_condition(entry, "Ready") or {}).get("status") == "True"]
-    obligations.defensive(
+    obligations.check(
+        "protocol.failed-prepare-leaves-no-ready-status",
         not ready,
-        "a prepare that failed leaves no status.devices entry with Ready=True",
         f"prepare: {outcome.describe()}; Ready=True for {ready}; entries {entries}",
-        f"{API_TYPES}:2590-2592 (Ready should be True once the device is configured)",
+        where,
     )
