@@ -26,6 +26,7 @@ from dra_conformance.plugin import stash
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.plugin.session import backend_of
 from dra_conformance.report import canary
+from dra_conformance.report.allure_tables import write_global_pages
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
     CLUSTER_FAULT,
@@ -35,6 +36,7 @@ from dra_conformance.report.certification import (
     Selection,
     merge,
     outcome_of,
+    render_markdown,
     summarize,
     terminal_lines,
     write_summary,
@@ -50,6 +52,8 @@ OBLIGATION_PROPERTY = "obligation"
 BASIS_PROPERTY = "obligation_basis"
 OBLIGATION_CAPABILITY_PROPERTY = "obligation_capability"
 COLLECTOR_NAME = "dra-conformance-certification"
+# The Allure group of checks that exercise no optional capability: what every driver must do.
+EVERY_DRIVER = "every driver"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -95,11 +99,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Carry each check's capabilities in its user properties, which reach the controller with every report."""
+    """Carry each check's capabilities in its user properties, which reach the controller with every report.
+
+    The bundled suites' checks are also labelled for Allure by what they certify, not by file path: the report's
+    tree groups them capability -> suite -> file (parentSuite, suite, subSuite), its behaviours view capability ->
+    suite (epic, feature) -> the obligations each check verified (story, added as they are checked).
+    """
     for item in items:
-        names = [name for marker in item.iter_markers("capability") for name in marker.args]
+        names = sorted({name for marker in item.iter_markers("capability") for name in marker.args})
         if names:
-            item.user_properties.append((CAPABILITY_PROPERTY, ",".join(sorted(set(names)))))
+            item.user_properties.append((CAPABILITY_PROPERTY, ",".join(names)))
+        suite = CheckResult(item.nodeid, Outcome.PASSED).suite
+        if "suites/" not in item.nodeid.split("::", 1)[0]:
+            continue
+        area = f"capability {names[0]}" if names else EVERY_DRIVER
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+        for label, value in (("parentSuite", area), ("suite", suite), ("subSuite", module)):
+            item.add_marker(pytest.mark.allure_label(value, label_type=label))
+        item.add_marker(pytest.mark.allure_label(*(names or [EVERY_DRIVER]), label_type="epic"))
+        item.add_marker(pytest.mark.allure_label(suite, label_type="feature"))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -285,6 +303,12 @@ class OutcomeCollector:
             self.exits,
         )
         write_summary(summary, run_dir)
+        allure_dir = getattr(config.option, "allure_report_dir", None)
+        if allure_dir:
+            # The verdict opens the HTML report: the whole summary is the run's first global attachment.
+            write_global_pages(
+                Path(allure_dir), [(f"certification summary: {summary['verdict']}", render_markdown(summary))]
+            )
         terminalreporter.section("certification summary")
         for line in terminal_lines(summary):
             terminalreporter.line(line, red=summary["verdict"] == "not certified")

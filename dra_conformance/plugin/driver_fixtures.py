@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
+import allure
 import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
@@ -293,7 +294,13 @@ def obligations(
     driver_profile: DriverProfile,
     run_records: RunRecords,
     obligation_registry: Registry,
-) -> Obligations:
-    """The obligations this check verifies, by registry id (see `dra_conformance.report.findings`)."""
+) -> Iterator[Obligations]:
+    """The obligations this check verifies, by registry id (see `dra_conformance.report.findings`).
+
+    Afterwards the check is labelled in the Allure report with each obligation it verified (story).
+    """
     level = request.config.getoption("--strictness") or driver_profile.strictness
-    return Obligations(request.node.nodeid, level == Strictness.STRICT, run_records, obligation_registry)
+    checker = Obligations(request.node.nodeid, level == Strictness.STRICT, run_records, obligation_registry)
+    yield checker
+    for obligation in checker.exercised:
+        allure.dynamic.story(obligation)  # type: ignore[no-untyped-call]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import json
 import re
 import shutil
 import socket
@@ -182,6 +183,20 @@ def resolve_run(target: str, reports_dir: Path) -> Path:
     raise UsageError(f"no run {target!r}: neither a directory nor a run id under {reports_dir}")
 
 
+def report_name(run_dir: Path) -> str:
+    """The report's title, which its header shows first: the verdict and the canary gate, where the run wrote them."""
+    summary_file = run_dir / "summary.json"
+    try:
+        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
+    except ValueError:
+        summary = None
+    if not isinstance(summary, dict) or "verdict" not in summary:
+        return f"dra-conformance {run_dir.name}"
+    driver = (summary.get("run") or {}).get("driver", "driver")
+    gate = (summary.get("canary_gate") or {}).get("state", "not evaluated")
+    return f"{driver}: {summary['verdict']} (canary gate: {gate}) - dra-conformance {run_dir.name}"
+
+
 def render(run_dir: Path, tools: NodeTools, cache_dir: Path) -> Path:
     """Render `run_dir/allure-results` into `run_dir/allure-report` (replaced); the report's index.html."""
     results = run_dir / RESULTS_DIR
@@ -191,7 +206,7 @@ def render(run_dir: Path, tools: NodeTools, cache_dir: Path) -> Path:
     output = run_dir / REPORT_DIR
     shutil.rmtree(output, ignore_errors=True)
     command = generate_command(
-        tools.node, allure_cli(installed), results.resolve(), output.resolve(), f"dra-conformance {run_dir.name}"
+        tools.node, allure_cli(installed), results.resolve(), output.resolve(), report_name(run_dir)
     )
     try:
         # In the run's directory: Allure reads a config file (allurerc.*) from its working directory, and the

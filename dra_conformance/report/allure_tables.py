@@ -77,12 +77,17 @@ def titled_table(title: str, document: Any) -> str:
 
 def write_global_tables(allure_dir: Path, tables: Iterable[tuple[str, Any]]) -> Path | None:
     """Attach each (title, JSON document) to the whole run as a Markdown table; the globals file (None: none)."""
+    return write_global_pages(allure_dir, ((title, titled_table(title, document)) for title, document in tables))
+
+
+def write_global_pages(allure_dir: Path, pages: Iterable[tuple[str, str]]) -> Path | None:
+    """Attach each (title, Markdown page) to the whole run; the globals file (None: none)."""
     attachments = []
     now_ms = int(time.time() * 1000)
-    for title, document in tables:
+    for title, page in pages:
         source = f"{uuid.uuid4()}-attachment.md"
         allure_dir.mkdir(parents=True, exist_ok=True)
-        (allure_dir / source).write_text(titled_table(title, document))
+        (allure_dir / source).write_text(page)
         attachments.append({"name": title, "source": source, "type": MARKDOWN, "timestamp": now_ms})
     if not attachments:
         return None

@@ -8,7 +8,7 @@ so the run can say which obligations it exercised and which decided it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from dra_conformance.model.obligations import (
@@ -34,11 +34,15 @@ class Obligations:
     strict: bool
     records: RunRecords
     registry: Registry
+    # Every obligation this check verified, in the order first checked (the report labels the check with them).
+    exercised: list[str] = field(default_factory=list)
 
     def check(self, obligation_id: str, holds: bool, observed: Any, where: str = "") -> bool:
         """Act on `obligation_id` by its basis unless it holds; returns whether it held (defensive ones go on)."""
         __tracebackhide__ = True
         obligation = self.registry[obligation_id]
+        if obligation.id not in self.exercised:
+            self.exercised.append(obligation.id)
         self.records.add(EXERCISED_KIND, {"id": obligation.id, "check": self.nodeid, "held": bool(holds)})
         if holds:
             return True

@@ -266,3 +266,21 @@ def test_tables_are_global_attachments_allure_reads(tmp_path: Path) -> None:
     assert text.startswith("# authorization matrix\n\n| cell | outcome |"), text
     assert allure_tables.write_global_tables(tmp_path / "none", []) is None
     assert not (tmp_path / "none").exists()
+
+
+def test_the_report_is_titled_with_the_verdict_and_the_canary_gate_where_the_run_wrote_them(tmp_path: Path) -> None:
+    run_dir = tmp_path / "20261201-000000-abcd"
+    run_dir.mkdir()
+    assert allure_html.report_name(run_dir) == "dra-conformance 20261201-000000-abcd"
+    (run_dir / "summary.json").write_text(
+        json.dumps(
+            {
+                "verdict": "certified with advisories",
+                "run": {"driver": "gpu.example.com"},
+                "canary_gate": {"state": "pass"},
+            }
+        )
+    )
+    assert allure_html.report_name(run_dir) == (
+        "gpu.example.com: certified with advisories (canary gate: pass) - dra-conformance 20261201-000000-abcd"
+    )
