@@ -100,6 +100,20 @@ class DriverClient:
             self._endpoint = self._channel(self.get_info().endpoint or str(self.registration_socket))
         return self._endpoint
 
+    def dra_service_problem(self, version: str = "v1") -> str | None:
+        """Why the endpoint GetInfo names does not serve DRAPlugin `version` (None: it does).
+
+        Asks NodePrepareResources for no claims, which prepares nothing: only an endpoint without the service
+        answers UNIMPLEMENTED.
+        """
+        try:
+            self._call("NodePrepareResources", [], version, REGISTRATION_TIMEOUT)
+        except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.UNIMPLEMENTED:
+                endpoint = self.get_info().endpoint or str(self.registration_socket)
+                return f"{endpoint} answers UNIMPLEMENTED for {version}.DRAPlugin: {error.details()}"
+        return None
+
     def _dra(self, version: str) -> tuple[Any, Any]:
         messages, services = (
             (self.api.dra_v1, self.api.dra_v1_grpc)

@@ -89,6 +89,10 @@ def test_registration_names_the_driver_and_a_service_the_kubelet_accepts(
             where,
         )
         obligations.check("protocol.registration-offers-v1", DRA_SERVICES["v1"] in versions, versions, where)
+        for version, service in DRA_SERVICES.items():
+            if service in versions:
+                problem = plugin.dra_service_problem(version)
+                obligations.check("protocol.endpoint-serves-advertised-dra-service", problem is None, problem, where)
         try:
             answered, observed = plugin.notify_registration_status(registered=True) is not None, "no answer"
         except grpc.RpcError as error:
