@@ -5,6 +5,10 @@ layers disagree, the record names the first layer that broke: allocated but prep
 status Ready but the container lacks its device (readiness), started with its device but the work failed (job
 outcome). A failing prepare comes from the kubelet-side interposer, so that case runs with any driver; the missing
 device needs a fault of the reference driver.
+
+Two obligations (`dra_conformance/model/registry/kubelet.yaml`): every layer before the one a case breaks passes
+(all four where it breaks none), which is the driver's and the cluster's doing; and the record names the layer the
+case broke, which is ours (the fault and the record are the suite's).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder, ClaimUse
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.interposer import InterposedFault, KubeletInterposer
-from dra_conformance.kubelet.layers import DEVICE_MISSING_EXIT, FourLayerRecord, Layer, WorkloadObserver
+from dra_conformance.kubelet.layers import DEVICE_MISSING_EXIT, Answer, FourLayerRecord, Layer, WorkloadObserver
+from dra_conformance.report.findings import Obligations
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
@@ -69,8 +74,14 @@ def _workload(check_device: bool, work_exit: int) -> tuple[str, ...]:
     return ("sh", "-c", f"{device}sleep 1; exit {work_exit}")
 
 
+def _before(broken: Layer | None) -> list[Layer]:
+    """The layers a workload passes before `broken` (every layer when nothing is broken on purpose)."""
+    layers = list(Layer)
+    return layers if broken is None else layers[: layers.index(broken)]
+
+
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_four_layers_name_the_layer_that_broke(
+def test_every_layer_before_the_broken_one_passes_and_the_record_names_the_broken_layer(
     case: Case,
     real_node: RealNodeTarget,
     tracker: ResourceTracker,
@@ -81,6 +92,7 @@ def test_four_layers_name_the_layer_that_broke(
     driver_under_test: DriverUnderTest,
     run_records: RunRecords,
     request: pytest.FixtureRequest,
+    obligations: Obligations,
 ) -> None:
     reference = driver_under_test.profile.declares(Capability.REFERENCE_FAULTS) and real_node.endpoint is not None
     if case.fault is not None and not reference:
@@ -127,6 +139,22 @@ def test_four_layers_name_the_layer_that_broke(
     allure.attach(record.to_json(), "four-layer record", allure.attachment_type.JSON)
     request.node.user_properties.append(("four-layer", record.to_json()))
     run_records.add(RECORD_KIND, {"check": request.node.nodeid, "record": record.to_json()})
-    assert record.broken_layer() == case.broken, (
-        f"expected broken layer {case.broken or 'none'}, got {record.broken_layer() or 'none'}: {record.describe()}"
+    where = f"case {case} on {real_node.name} ({record.key})"
+    before = _before(case.broken)
+    failed = [layer for layer in before if record.answers[layer].answer == Answer.FAILED]
+    # Where nothing is broken on purpose the work must also have been done: a Job still pending at the deadline
+    # passed no layer of its own.
+    finished = case.broken is not None or record.answers[Layer.JOB_OUTCOME].answer == Answer.OK
+    obligations.check(
+        "kubelet.workload-passes-every-layer",
+        not failed and finished,
+        f"failed {[str(layer) for layer in failed] or 'none'} of {[str(layer) for layer in before]}"
+        f"{'' if finished else ', the Job did not finish'}: {record.describe()}",
+        where,
+    )
+    obligations.check(
+        "kubelet.record-names-the-broken-layer",
+        record.broken_layer() == case.broken,
+        f"expected broken layer {case.broken or 'none'}, got {record.broken_layer() or 'none'}: {record.describe()}",
+        where,
     )

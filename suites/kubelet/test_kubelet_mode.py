@@ -2,6 +2,7 @@
 
 Every check pins its pods to a leased real node and looks through the API (pod status, events, logs), and where
 this machine can see the node (the local backend) at the driver's CDI specs. Nothing here plays the kubelet.
+The obligations are in `dra_conformance/model/registry/kubelet.yaml`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from dra_conformance.kube.tracker import ResourceTracker, TrackedObject
 from dra_conformance.kubelet.driver_pod import find_driver_pod, restart_driver_pod
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
-
-# The kubelet's event when NodePrepareResources fails (pkg/kubelet/events/event.go).
 
 
 def _claim_of(tracker: ResourceTracker, namespace: str, name: str) -> dict[str, Any]:
@@ -56,6 +55,7 @@ def test_container_sees_the_environment_the_drivers_cdi_spec_injects(
     build: Builder,
     namespace: str,
     timeouts: Timeouts,
+    obligations: Obligations,
 ) -> None:
     if real_node.cdi_specs is None:
         pytest.skip(f"not applicable: the CDI spec directory of {real_node.name} is not readable from this machine")
@@ -73,17 +73,23 @@ def test_container_sees_the_environment_the_drivers_cdi_spec_injects(
     seen = set(logs.splitlines())
     allure.attach(logs, "container environment", allure.attachment_type.TEXT)
     missing = sorted(expected - seen)
-    # The kubelet hands the CDI IDs of the prepare answer to the runtime for the claim's containers (mgr:583-593).
-    assert not missing, f"container of pod {pod.metadata.name} lacks {missing} of its CDI spec; it saw: {sorted(seen)}"
+    # The kubelet hands the CDI IDs of the prepare answer to the runtime for the claim's containers.
+    obligations.check(
+        "kubelet.container-sees-cdi-environment",
+        not missing,
+        f"lacks {missing} of the CDI spec of claim {claim_uid}; it saw: {sorted(seen)}",
+        f"container of pod {pod.metadata.name} on {real_node.name}",
+    )
 
 
-def test_job_using_a_claim_completes(
+def test_job_using_a_claim_on_a_real_node_completes(
     real_node: RealNodeTarget,
     tracker: ResourceTracker,
     api_client: client.ApiClient,
     build: Builder,
     namespace: str,
     timeouts: Timeouts,
+    obligations: Obligations,
 ) -> None:
     device_class = tracker.create(build.device_class())["metadata"]["name"]
     template = tracker.create(build.claim_template(device_class))["metadata"]["name"]
@@ -96,6 +102,7 @@ def test_job_using_a_claim_completes(
     )
     job = tracker.create(build.job_with(pod))
     batch = client.BatchV1Api(api_client)
+    where = f"job {job['metadata']['name']} on {real_node.name}"
 
     def state() -> client.V1JobStatus:
         return batch.read_namespaced_job_status(job["metadata"]["name"], namespace).status
@@ -110,8 +117,12 @@ def test_job_using_a_claim_completes(
         )
     except WaitTimeout as error:
         events = client.CoreV1Api(api_client).list_namespaced_event(namespace).items
-        pytest.fail(f"{error}; events: {[f'{e.reason}: {e.message}' for e in events]}", pytrace=False)
-    assert status.succeeded == 1, f"job {job['metadata']['name']} failed: {status}"
+        obligations.fail(
+            "kubelet.job-with-a-claim-completes",
+            f"{error}; events: {[f'{e.reason}: {e.message}' for e in events]}",
+            where,
+        )
+    obligations.check("kubelet.job-with-a-claim-completes", status.succeeded == 1, f"failed: {status}", where)
     tracker.delete(TrackedObject.of(job))
     _await_no_pods(api_client, namespace, timeouts)
 
@@ -127,7 +138,7 @@ def _await_no_pods(api_client: client.ApiClient, namespace: str, timeouts: Timeo
     )
 
 
-def test_claim_is_unprepared_after_pod_deletion(
+def test_driver_removes_its_status_entries_and_cdi_spec_once_a_deleted_pods_claim_is_unprepared(
     real_node: RealNodeTarget,
     tracker: ResourceTracker,
     api_client: client.ApiClient,
@@ -156,13 +167,8 @@ def test_claim_is_unprepared_after_pod_deletion(
             )
         except WaitTimeout:
             left = entries()
-        # No rule obliges it; the API server drops entries of a deallocated claim anyway (audit R17).
-        obligations.defensive(
-            not left,
-            "the driver's status.devices entries are removed once the kubelet unprepared the claim",
-            left,
-            "contract-audit R17",
-        )
+        # No rule obliges it; the API server drops entries of a deallocated claim anyway.
+        obligations.check("kubelet.status-entries-removed-after-unprepare", not left, left, f"claim {claim_name}")
     if had_spec and cdi is not None:
         try:
             specs = waits.until(
@@ -173,11 +179,11 @@ def test_claim_is_unprepared_after_pod_deletion(
             )
         except WaitTimeout:
             specs = _cdi_specs_naming(cdi, uid)
-        obligations.defensive(
+        obligations.check(
+            "kubelet.cdi-spec-removed-after-unprepare",
             not specs,
-            "the claim's CDI spec is removed when the kubelet unprepares it after the pod's deletion",
             specs,
-            "helper:148-165 (contract-audit U6)",
+            f"claim {claim_name} ({uid}) on {real_node.name}",
         )
 
 
@@ -187,6 +193,7 @@ def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
     api_client: client.ApiClient,
     build: Builder,
     timeouts: Timeouts,
+    obligations: Obligations,
 ) -> None:
     core = client.CoreV1Api(api_client)
     kubelet_root = real_node.layout.kubelet_root if real_node.layout is not None else None
@@ -195,12 +202,18 @@ def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
     driver_pod, found = (None, "the node's kubelet root is unknown")
     if kubelet_root is not None:
         driver_pod, found = find_driver_pod(core, real_node.name, kubelet_root, build.driver)
-    if driver_pod is not None:
-        with allure.step(f"delete the driver's pod {found}; its DaemonSet makes a new one"):
-            restart_driver_pod(core, driver_pod, timeouts.pod_running)
-    else:
+    if driver_pod is None:
         # A driver outside the cluster's pods is a process the suite did not start: it is not ours to kill. (The
         # local backend runs the real node's driver as a DaemonSet pod, as clusters do.)
         pytest.skip(f"not applicable: the suite restarts a driver by deleting its DaemonSet pod; {found}")
-    pod = running_pod(tracker, api_client, build, real_node, timeouts)
-    assert pod_ready(pod), f"pod on {real_node.name} after the driver's restart: {describe_pod(pod)}"
+    where = f"driver {build.driver} on {real_node.name}"
+    with allure.step(f"delete the driver's pod {found}; its DaemonSet makes a new one"):
+        try:
+            restart_driver_pod(core, driver_pod, timeouts.pod_running)
+        except WaitTimeout as error:
+            obligations.fail("kubelet.driver-serves-after-restart", str(error), where)
+    try:
+        pod = running_pod(tracker, api_client, build, real_node, timeouts)
+    except WaitTimeout as error:
+        obligations.fail("kubelet.driver-serves-after-restart", f"a new pod with a claim: {error}", where)
+    obligations.check("kubelet.driver-serves-after-restart", pod_ready(pod), describe_pod(pod), where)

@@ -2,12 +2,17 @@
 
 Three questions are kept apart: is each version served and Available, do the versions agree, and are the samples
 fresh enough to drive autoscaling. A stale or missing sample is never read as zero use.
+
+The obligations are in `dra_conformance/model/registry/metrics.yaml`: what the API's types define is contract;
+freshness, availability over time and the verdict are what operators want beyond it (defensive); the consumer
+inventory is our own tool, checked against consumers we know (harness).
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -17,9 +22,11 @@ from pathlib import Path
 import allure
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import versions
 from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.tracker import ResourceTracker
@@ -27,6 +34,8 @@ from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics import rollback as metrics_rollback
 from dra_conformance.metrics.verdict import RECORD_KIND, render_markdown, verdict_record
 from dra_conformance.metrics.watch import WatchSummary
+from dra_conformance.model.obligations import Basis
+from dra_conformance.report.findings import Obligations
 from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
@@ -38,6 +47,17 @@ NEW_SAMPLE_DEADLINE = 45.0
 KUBECTL_TIMEOUT = 60.0
 # The apiserver's audit log backend batches writes; entries land within a second or two.
 AUDIT_FLUSH = 10.0
+# Each kind of problem the rollback judgement records (dra_conformance.metrics.rollback), by the obligation it breaks.
+ROLLBACK_PROBLEM_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("metrics.removed-version-leaves-nothing", re.compile(r"^APIService \S+ lingers: ")),
+    ("metrics.removed-version-leaves-nothing", re.compile(r"^discovery still lists ")),
+    ("metrics.removed-version-leaves-nothing", re.compile(r"^GET \S+ answered \d+, expected 404")),
+    ("metrics.served-version-apiservice-available", re.compile(r"^\S+\.metrics\.k8s\.io Available: ")),
+    (
+        "metrics.served-version-serves-node-metrics",
+        re.compile(r"^a cluster-wide reader of \S+ (gets no NodeMetrics|is refused)"),
+    ),
+)
 
 
 def kubectl_1_37() -> str:
@@ -74,6 +94,21 @@ def served(metrics_client: client.ApiClient, timeouts: Timeouts) -> list[str]:
     return versions
 
 
+def _judge_problems(obligations: Obligations, problems: list[str], where: str) -> None:
+    """Each kind of problem the rollback judgement recorded, as the obligation it breaks (held where none is)."""
+    found: dict[str, list[str]] = {obligation: [] for obligation, _ in ROLLBACK_PROBLEM_KINDS}
+    unknown: list[str] = []
+    for problem in problems:
+        kind = next((obligation for obligation, pattern in ROLLBACK_PROBLEM_KINDS if pattern.search(problem)), None)
+        (found[kind] if kind is not None else unknown).append(problem)
+    obligations.check("metrics.problem-kind-known", not unknown, unknown, where)
+    # Defensive before contract: their advisories are recorded before a contract failure ends the check; under
+    # strict the contract goes first, so the failure names it.
+    order = (Basis.CONTRACT, Basis.DEFENSIVE) if obligations.strict else (Basis.DEFENSIVE, Basis.CONTRACT)
+    for obligation in sorted(found, key=lambda o: order.index(obligations.registry[o].basis)):
+        obligations.check(obligation, not found[obligation], found[obligation], where)
+
+
 def _require(served: list[str], *versions: str) -> None:
     missing = [v for v in versions if v not in served]
     if missing:
@@ -83,53 +118,89 @@ def _require(served: list[str], *versions: str) -> None:
 
 
 @pytest.mark.parametrize("version", metrics_api.VERSIONS)
-def test_served_version_has_an_available_apiservice(
-    version: str, served: list[str], metrics_client: client.ApiClient
+def test_served_version_has_an_available_apiservice_and_serves_node_metrics(
+    version: str, served: list[str], metrics_client: client.ApiClient, obligations: Obligations
 ) -> None:
     _require(served, version)
+    where = f"{version}.{metrics_api.GROUP}"
     condition = metrics_api.apiservice_condition(metrics_client, version)
-    assert condition == "True/Passed", f"{version}.metrics.k8s.io Available: {condition}"
-    found = metrics_api.samples(metrics_client, version)
-    assert any(key.startswith("node/") for key in found), f"{version} serves no NodeMetrics: {sorted(found)}"
+    obligations.check(
+        "metrics.served-version-apiservice-available", condition == "True/Passed", f"Available: {condition}", where
+    )
+    try:
+        found = metrics_api.samples(metrics_client, version)
+    except ApiException as error:
+        obligations.fail("metrics.served-version-serves-node-metrics", f"{error.status} {error.reason}", where)
+    nodes = [key for key in found if key.startswith("node/")]
+    obligations.check(
+        "metrics.served-version-serves-node-metrics", bool(nodes), f"no NodeMetrics among {sorted(found)}", where
+    )
 
 
-def test_versions_agree_while_both_are_served(served: list[str], metrics_client: client.ApiClient) -> None:
+def test_versions_agree_while_both_are_served(
+    served: list[str], metrics_client: client.ApiClient, obligations: Obligations
+) -> None:
     _require(served, "v1", "v1beta1")
     # A collection tick can fall between the two reads (either way round): compare reads of one tick.
     differences = metrics_rollback.parity_problems(metrics_client)
-    assert not differences, f"v1 and v1beta1 disagree ({len(differences)}): {differences[:10]}"
+    obligations.check(
+        "metrics.versions-agree",
+        not differences,
+        f"{len(differences)} differences: {differences[:10]}",
+        f"{metrics_api.GROUP} v1 and v1beta1",
+    )
 
 
 def test_samples_are_fresh_enough_for_autoscaling(
-    served: list[str], metrics_client: client.ApiClient, freshness_slo: float
+    served: list[str], metrics_client: client.ApiClient, freshness_slo: float, obligations: Obligations
 ) -> None:
     version = "v1" if "v1" in served else served[0]
+    where = f"{metrics_api.GROUP}/{version}"
     found = metrics_api.samples(metrics_client, version)
     now = datetime.datetime.now(datetime.UTC)
     p50, p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
     allure.attach(f"lag p50 {p50:.1f}s p95 {p95:.1f}s over {len(found)} samples", "freshness")
-    assert p95 <= freshness_slo, f"sample age p95 {p95:.1f}s (p50 {p50:.1f}s) exceeds the {freshness_slo:g}s SLO"
-    newest = max(s.timestamp for s in found.values())
-    waits.until(
-        lambda: metrics_api.samples(metrics_client, version),
-        lambda now_found: any(s.timestamp > newest for s in now_found.values()),
-        timeout=NEW_SAMPLE_DEADLINE,
-        what=f"a sample newer than {newest.isoformat()} (3x the collection interval)",
-        describe=lambda now_found: max(s.timestamp for s in now_found.values()).isoformat(),
+    obligations.check(
+        "metrics.samples-fresh-within-the-slo",
+        p95 <= freshness_slo,
+        f"sample age p95 {p95:.1f}s (p50 {p50:.1f}s) over {len(found)} samples; SLO {freshness_slo:g}s",
+        where,
     )
+    newest = max(s.timestamp for s in found.values())
+    try:
+        waits.until(
+            lambda: metrics_api.samples(metrics_client, version),
+            lambda now_found: any(s.timestamp > newest for s in now_found.values()),
+            timeout=NEW_SAMPLE_DEADLINE,
+            what=f"a sample newer than {newest.isoformat()} (3x the collection interval)",
+            describe=lambda now_found: max(s.timestamp for s in now_found.values()).isoformat(),
+        )
+        stalled = None
+    except WaitTimeout as error:
+        stalled = str(error)
+    obligations.check("metrics.new-sample-within-three-intervals", stalled is None, stalled, where)
 
 
-def test_no_running_pod_is_reported_with_zero_use(
-    served: list[str], metrics_client: client.ApiClient, api_client: client.ApiClient
+def test_no_node_or_pod_is_reported_with_zero_use(
+    served: list[str], metrics_client: client.ApiClient, obligations: Obligations
 ) -> None:
     version = "v1" if "v1" in served else served[0]
     found = metrics_api.samples(metrics_client, version)
     zero = [key for key, s in found.items() if s.cpu_millicores == 0 and s.memory_bytes == 0]
-    assert not zero, f"samples reporting zero use (a missing sample must be absent, not zero): {zero}"
+    obligations.check(
+        "metrics.missing-sample-not-zero",
+        not zero,
+        f"samples reporting zero CPU and zero memory: {zero}",
+        f"{metrics_api.GROUP}/{version}",
+    )
 
 
 def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
-    served: list[str], metrics_client: client.ApiClient, api_client: client.ApiClient, timeouts: Timeouts
+    served: list[str],
+    metrics_client: client.ApiClient,
+    api_client: client.ApiClient,
+    timeouts: Timeouts,
+    obligations: Obligations,
 ) -> None:
     """The same judgement as the rollback rehearsal's metrics phases (dra_conformance.metrics.rollback)."""
     _require(served, "v1", "v1beta1")
@@ -141,14 +212,14 @@ def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
             metrics_rollback.remove_version(api_client, metrics_client, "v1", timeouts.metrics_available)
         problems = metrics_rollback.rolled_back_problems(api_client, metrics_client, removed="v1", kept="v1beta1")
         problems += metrics_rollback.consumer_problems(metrics_client, "v1beta1", None, float("inf"))
-        assert not problems, f"after removing v1: {problems}"
+        _judge_problems(obligations, problems, f"after removing {metrics_api.GROUP}/v1")
     finally:
         with allure.step("roll forward: serve metrics.k8s.io/v1 again"):
             metrics_rollback.restore_version(api_client, metrics_client, saved, timeouts.metrics_available)
 
 
 def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
-    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient
+    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient, obligations: Obligations
 ) -> None:
     if cluster.audit_log is None:
         pytest.skip(
@@ -171,27 +242,58 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
         timeout=KUBECTL_TIMEOUT,
         check=False,
     )
-    assert result.returncode == 0, f"kubectl top nodes failed: {result.stderr.strip()}"
-    # The audit log is written asynchronously (batched); wait for kubectl's new entry.
-    waits.until(
-        kubectl_reads, lambda count: count > before, timeout=AUDIT_FLUSH, what="kubectl's read in the audit log"
+    obligations.check(
+        "metrics.kubectl-top-runs",
+        result.returncode == 0,
+        f"exit {result.returncode}: {result.stderr.strip()}",
+        f"{kubectl} top nodes",
     )
-    inventory = metrics_api.consumer_inventory(cluster.audit_log)
+    # The audit log is written asynchronously (batched); wait for kubectl's new entry.
+    try:
+        waits.until(
+            kubectl_reads, lambda count: count > before, timeout=AUDIT_FLUSH, what="kubectl's read in the audit log"
+        )
+    except WaitTimeout as error:
+        obligations.fail("metrics.inventory-lists-kubectl", str(error), str(audit_log))
+    inventory = metrics_api.consumer_inventory(audit_log)
     allure.attach(json.dumps(inventory, indent=2), "consumer inventory", allure.attachment_type.JSON)
     used = sorted({v for consumer, versions in inventory.items() if "(kubectl)" in consumer for v in versions})
     # Which version kubectl picks is measured, not assumed (release notes differ); it must be one discovery listed.
-    assert used and set(used) <= set(listed), f"kubectl read {used}; aggregated discovery listed {listed}; {inventory}"
+    obligations.check(
+        "metrics.inventory-lists-kubectl",
+        bool(used) and set(used) <= set(listed),
+        f"kubectl read {used}; aggregated discovery listed {listed}; {inventory}",
+        str(audit_log),
+    )
 
 
 def test_served_versions_stay_available_and_fresh_over_the_watch(
-    served: list[str], metrics_watch: WatchSummary | None, freshness_slo: float
+    served: list[str], metrics_watch: WatchSummary | None, freshness_slo: float, obligations: Obligations
 ) -> None:
     """With --metrics-watch: every served version Available and fresh at the stable ratio over the whole watch."""
     if metrics_watch is None:
         pytest.skip("not applicable: no --metrics-watch DURATION given (availability is read at one moment only)")
     allure.attach(json.dumps(asdict(metrics_watch), indent=2), "metrics watch", allure.attachment_type.JSON)
-    problems = metrics_watch.unstable(served, freshness_slo)
-    assert not problems, f"over {metrics_watch.watched_seconds} s watched: {problems}; {asdict(metrics_watch)}"
+    watched = f"over {metrics_watch.watched_seconds} s watched"
+    for version in served:
+        found = metrics_watch.versions.get(version)
+        if found is None or found.ratio is None:
+            obligations.fail(
+                "metrics.watch-sampled-every-served-version", asdict(metrics_watch), f"{version} {watched}"
+            )
+        obligations.check(
+            "metrics.stable-availability-over-the-watch",
+            found.ratio >= metrics_api.STABLE_AVAILABILITY_RATIO,
+            f"available {found.ratio:.1%} of {found.ticks} ticks (needs "
+            f"{metrics_api.STABLE_AVAILABILITY_RATIO:.1%}); unavailable because {found.reasons}",
+            f"{version} {watched}",
+        )
+        obligations.check(
+            "metrics.samples-fresh-within-the-slo",
+            found.lag_p95 is None or found.lag_p95 <= freshness_slo,
+            f"sample age p95 {found.lag_p95} s (max {found.lag_max} s); SLO {freshness_slo:g} s",
+            f"{version} {watched}",
+        )
 
 
 def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
@@ -201,6 +303,7 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     freshness_slo: float,
     run_records: RunRecords,
     metrics_watch: WatchSummary | None,
+    obligations: Obligations,
 ) -> None:
     """The run's verdict goes to reports/<run-id>/metrics-verdict.{json,md}; "keep serving v1beta1" is advice."""
     evidence = metrics_api.Evidence(slo=freshness_slo, watch=metrics_watch)
@@ -218,8 +321,10 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     run_records.add(RECORD_KIND, record)
     allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)
     allure.attach(render_markdown(record), "verdict", allure.attachment_type.TEXT)
-    blocking = [d for d in decisions if d in metrics_api.DECISIONS[:2]]
-    assert not blocking, f"verdict: {decisions}; availability: {record['stability']}; evidence: {evidence.to_json()}"
+    observed = f"verdict: {decisions}; availability: {record['stability']}; evidence: {evidence.to_json()}"
+    fix, hold = metrics_api.DECISIONS[:2]
+    obligations.check("metrics.verdict-needs-no-implementation-fix", fix not in decisions, observed, metrics_api.GROUP)
+    obligations.check("metrics.verdict-needs-no-autoscaling-hold", hold not in decisions, observed, metrics_api.GROUP)
 
 
 # The HPA controller syncs every 15 s by default; two syncs plus pod start-up fit comfortably.
@@ -232,6 +337,7 @@ def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
     metrics_client: client.ApiClient,
     tracker: ResourceTracker,
     namespace: str,
+    obligations: Obligations,
 ) -> None:
     if cluster.audit_log is None:
         pytest.skip(
@@ -284,16 +390,24 @@ def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
             {v for consumer, versions in inventory.items() if "horizontal-pod-autoscaler" in consumer for v in versions}
         )
 
-    used = waits.until(
-        hpa_versions,
-        bool,
-        timeout=HPA_READ_DEADLINE,
-        what="the HPA controller's metrics read in the audit log",
-        describe=str,
-    )
+    try:
+        used = waits.until(
+            hpa_versions,
+            bool,
+            timeout=HPA_READ_DEADLINE,
+            what="the HPA controller's metrics read in the audit log",
+            describe=str,
+        )
+    except WaitTimeout as error:
+        obligations.fail("metrics.inventory-lists-hpa-controller", str(error), str(audit_log))
     allure.attach(
         json.dumps(metrics_api.consumer_inventory(audit_log), indent=2),
         "consumer inventory",
         allure.attachment_type.JSON,
     )
-    assert set(used) <= set(served), f"HPA controller read {used}; served: {served}"
+    obligations.check(
+        "metrics.inventory-lists-hpa-controller",
+        set(used) <= set(served),
+        f"HPA controller read {used}; served: {served}",
+        str(audit_log),
+    )

@@ -1,7 +1,8 @@
 """Authorization matrix: who may write DRA status, publish slices, read claims and metrics.
 
 Every cell runs in every served version of resource.k8s.io: a policy that only covers one version must not hide
-a hole in another.
+a hole in another. What the answer must be is the cluster's contract, by the kind of action
+(`dra_conformance/model/registry/rbac.yaml`); a cell that cannot be evaluated is the matrix's own problem.
 """
 
 from __future__ import annotations
@@ -11,18 +12,33 @@ import pytest
 
 from dra_conformance.rbac.environment import RbacEnvironment
 from dra_conformance.rbac.matrix import RECORD_KIND, Row, cell_record
+from dra_conformance.report.findings import Obligations
 from dra_conformance.report.records import RunRecords
 
 # Outcomes decided by RBAC alone, where SelfSubjectAccessReview must agree with the real request.
 RBAC_ONLY = {"claims-list", "metrics-get"}
+# The obligation a cell's answer checks, by its action (the rule that decides it).
+ANSWER_OBLIGATIONS = {
+    "status-devices": "rbac.claim-status-writes-authorized-as-expected",
+    "status-devices-other-driver": "rbac.claim-status-writes-authorized-as-expected",
+    "status-devices-update": "rbac.claim-status-writes-authorized-as-expected",
+    "status-reserved-for": "rbac.claim-status-writes-authorized-as-expected",
+    "status-allocation": "rbac.claim-status-writes-authorized-as-expected",
+    "slice-create": "rbac.slice-writes-authorized-as-expected",
+    "slice-update": "rbac.slice-writes-authorized-as-expected",
+    "slice-delete": "rbac.slice-writes-authorized-as-expected",
+    "claims-list": "rbac.reads-authorized-as-expected",
+    "metrics-get": "rbac.reads-authorized-as-expected",
+}
 
 
-def test_identity_gets_the_expected_answer(
+def test_cluster_authorizes_each_identity_as_the_matrix_expects(
     cell: tuple[Row, str | None],
     rbac_environment: RbacEnvironment,
     served_versions: list[str],
     request: pytest.FixtureRequest,
     run_records: RunRecords,
+    obligations: Obligations,
 ) -> None:
     row, version = cell
     if version is not None and version not in served_versions:
@@ -34,9 +50,18 @@ def test_identity_gets_the_expected_answer(
     run_records.add(RECORD_KIND, cell_record(request.node.callspec.id, row, result))
     allure.attach(result.describe(), "answer", allure.attachment_type.TEXT)
     request.node.user_properties.append(("answer", result.describe()))
-    assert result.outcome != "error", f"could not evaluate: {result.describe()}"
-    assert result.outcome == row.expect, f"expected {row.expect} ({row.why}); got {result.describe()}"
+    where = f"cell {request.node.callspec.id}"
+    obligations.check("rbac.matrix-cell-evaluated", result.outcome != "error", result.describe(), where)
+    obligations.check(
+        ANSWER_OBLIGATIONS[row.action],
+        result.outcome == row.expect,
+        f"expected {row.expect} ({row.why}); got {result.describe()}",
+        where,
+    )
     if row.action in RBAC_ONLY:
-        assert result.access_review == (result.outcome == "allow"), (
-            f"SelfSubjectAccessReview disagrees: {result.describe()}"
+        obligations.check(
+            "rbac.access-review-agrees-with-the-request",
+            result.access_review == (result.outcome == "allow"),
+            result.describe(),
+            where,
         )

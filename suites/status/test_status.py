@@ -131,7 +131,10 @@ def test_driver_status_and_readiness_match_the_scenario(
             )
             if want.get("error"):
                 obligations.check(
-                    "status.injected-fault-reported", answer is not None and want["error"] in answer.error, answer, where
+                    "status.injected-fault-reported",
+                    answer is not None and want["error"] in answer.error,
+                    answer,
+                    where,
                 )
         if scenario.recover:
             control = run.target.control
@@ -142,9 +145,7 @@ def test_driver_status_and_readiness_match_the_scenario(
             failed = {use: answer for use, (outcome, answer) in outcomes.items() if outcome != "ok"}
             obligations.check("status.prepare-succeeds-after-fault-cleared", not failed, failed, f"pod {pod}")
         for use, claim in claims.items():
-            _check_status_entries(
-                obligations, run, use, claim, expected.get("claims", {}).get(use, {}), driver_profile
-            )
+            _check_status_entries(obligations, run, use, claim, expected.get("claims", {}).get(use, {}), driver_profile)
 
         if all(outcome == "ok" for outcome, _ in outcomes.values()):
             kubelet.start_containers(run.namespace, run.pods[pod])
@@ -161,7 +162,9 @@ def test_driver_status_and_readiness_match_the_scenario(
     for pod in scheduled:
         claims = run.pod_claims(pod)
         answers = kubelet.unprepare(run.endpoint, [run.ref(c) for c in claims.values()]).claims
-        obligations.check("status.unprepare-succeeds", not any(a.error for a in answers.values()), answers, f"pod {pod}")
+        obligations.check(
+            "status.unprepare-succeeds", not any(a.error for a in answers.values()), answers, f"pod {pod}"
+        )
         for use, claim in claims.items():
             left = [e for e in _status_devices(run, claim) if e["driver"] == run.target.driver]
             obligations.check("status.entries-removed-after-unprepare", not left, left, f"pod {pod} claim {use}")
