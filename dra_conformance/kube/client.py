@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -45,3 +46,30 @@ def status_message(error: ApiException) -> str:
     except (TypeError, ValueError):
         return str(error.body or error.reason)
     return str(body.get("message", error.body)) if isinstance(body, dict) else str(body)
+
+
+def raw_request(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    timeout: float | tuple[float, float],
+    query: list[tuple[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+    body: Any = None,
+) -> tuple[int, bytes]:
+    """One REST call outside the typed client (a raw path, a custom Accept, dry-run): (status, body bytes).
+
+    Any HTTP status is returned, not raised; a connection failure raises as urllib3 does.
+    """
+    serialized = api.param_serialize(
+        method=method,
+        resource_path=path,
+        query_params=query or [],
+        header_params={"Accept": "application/json", **(headers or {})},
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=timeout)
+    response.read()
+    return int(response.status), bytes(response.data or b"")

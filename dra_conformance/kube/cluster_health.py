@@ -14,6 +14,9 @@ from datetime import UTC, datetime, timedelta
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from dra_conformance.kube.client import raw_request
 
 # One probe a second: a fault shorter than that cannot fail a check's API call that has retries.
 POLL_INTERVAL = 1.0
@@ -61,6 +64,8 @@ class ClusterHealthWatch:
         self._watched_leases: list[str] = []
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        # Why the watch stopped early, where it did (then faults after that moment went unseen).
+        self.error = ""
 
     def start(self) -> None:
         """Start probing now."""
@@ -87,21 +92,20 @@ class ClusterHealthWatch:
     def _run(self) -> None:
         while not self._stopped.wait(POLL_INTERVAL):
             now = datetime.now(UTC)
-            self._note("kube-apiserver", self._readyz(), now)
-            for name in self._watched_leases:
-                self._note(name, self._lease_problem(name, now), now)
+            try:
+                self._note("kube-apiserver", self._readyz(), now)
+                for name in self._watched_leases:
+                    self._note(name, self._lease_problem(name, now), now)
+            except Exception as error:  # a bug of the watch itself is not a fault of the cluster: stop watching
+                self.error = f"cluster health not watched after {now:%H:%M:%S}: {type(error).__name__}: {error}"
+                return
 
     def _readyz(self) -> str:
         try:
-            response = self.api_client.call_api(
-                "/readyz", "GET", _preload_content=False, _request_timeout=PROBE_TIMEOUT, auth_settings=["BearerToken"]
-            )
-            status = response[1] if isinstance(response, tuple) else getattr(response, "status", 200)
-            return "" if status == 200 else f"/readyz answered {status}"
-        except ApiException as error:
-            return f"/readyz answered {error.status}: {str(error.body or error.reason)[:200]}"
-        except Exception as error:  # connection refused, timeouts, TLS: all mean unreachable
+            status, body = raw_request(self.api_client, "GET", "/readyz", timeout=PROBE_TIMEOUT)
+        except (HTTPError, OSError) as error:  # connection refused, timeouts, TLS: all mean unreachable
             return f"unreachable: {type(error).__name__}: {str(error)[:200]}"
+        return "" if status == 200 else f"/readyz answered {status}: {body.decode(errors='replace')[:200]}"
 
     def _lease_problem(self, name: str, now: datetime) -> str:
         try:

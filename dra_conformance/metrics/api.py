@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from dra_conformance import __version__
 from dra_conformance.kube import discovery, waits
 from dra_conformance.kube.audit_log import events as audit_log_events
+from dra_conformance.kube.client import raw_request
 
 if TYPE_CHECKING:
     from dra_conformance.metrics.watch import WatchSummary
@@ -61,19 +62,11 @@ def suite_client(admin: client.ApiClient) -> client.ApiClient:
 
 
 def _get(api: client.ApiClient, path: str, query: dict[str, str] | None = None) -> tuple[int, Any]:
-    serialized = api.param_serialize(
-        method="GET",
-        resource_path=path,
-        query_params=list((query or {}).items()),
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
-    response.read()
+    status, data = raw_request(api, "GET", path, query=list((query or {}).items()), timeout=REQUEST_TIMEOUT)
     try:
-        return response.status, json.loads(response.data or b"{}")
+        return status, json.loads(data or b"{}")
     except ValueError:
-        return response.status, {"raw": response.data.decode(errors="replace")}
+        return status, {"raw": data.decode(errors="replace")}
 
 
 def served_versions(api: client.ApiClient) -> list[str]:
@@ -322,15 +315,8 @@ AGGREGATED_DISCOVERY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupD
 
 def aggregated_discovery_versions(api: client.ApiClient) -> list[str]:
     """Versions of metrics.k8s.io that aggregated discovery (what kubectl and controllers read) lists as Current."""
-    serialized = api.param_serialize(
-        method="GET",
-        resource_path="/apis",
-        header_params={"Accept": AGGREGATED_DISCOVERY},
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
-    response.read()
-    document = json.loads(response.data)
+    _, data = raw_request(api, "GET", "/apis", headers={"Accept": AGGREGATED_DISCOVERY}, timeout=REQUEST_TIMEOUT)
+    document = json.loads(data)
     for group in document.get("items", []):
         if group["metadata"]["name"] == GROUP:
             return [v["version"] for v in group.get("versions", []) if v.get("freshness", "Current") == "Current"]

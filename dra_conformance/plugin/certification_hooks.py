@@ -290,6 +290,7 @@ class OutcomeCollector:
             profile_digest=profile.digest,
             driver_version=profile.version,
             declared=tuple(sorted(str(c) for c in profile.capabilities)),
+            extra={"cluster_health_watch": self.health.error or "watched" if self.health else "not watched"},
         )
         run_dir = config.stash[stash.RUN_DIR]
         gate = self.canary_gate(run_dir, profile.identity.service_account.username)

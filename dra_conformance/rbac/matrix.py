@@ -17,6 +17,7 @@ import yaml
 from kubernetes import client
 
 from dra_conformance.errors import ConformanceError, FixtureError
+from dra_conformance.kube.client import raw_request
 from dra_conformance.report.writer import Section
 
 IDENTITIES = ("driver-on-a", "driver-on-b", "driver-arbitrary", "controller", "namespace-user", "tenant", "node-a")
@@ -128,21 +129,10 @@ def request(
     query: list[tuple[str, str]] | None = None,
 ) -> CellResult:
     """One raw REST call as the identity behind `api` (with server-side dry-run for writes when asked)."""
-    headers = {"Accept": "application/json"}
-    if content_type:
-        headers["Content-Type"] = content_type
+    headers = {"Content-Type": content_type} if content_type else {}
     query = [*(query or []), *([("dryRun", "All")] if dry_run else [])]
-    serialized = api.param_serialize(
-        method=method,
-        resource_path=path,
-        query_params=query,
-        header_params=headers,
-        body=body,
-        auth_settings=["BearerToken"],
-    )
-    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
-    response.read()
-    return classify(response.status, response.data.decode() if response.data else "")
+    status, data = raw_request(api, method, path, query=query, headers=headers, body=body, timeout=REQUEST_TIMEOUT)
+    return classify(status, data.decode() if data else "")
 
 
 def access_review(api: client.ApiClient, attributes: dict[str, str]) -> bool:
@@ -155,14 +145,10 @@ def access_review(api: client.ApiClient, attributes: dict[str, str]) -> bool:
 
 def request_json(api: client.ApiClient, path: str) -> dict[str, Any]:
     """GET `path` and return the decoded object (admin reads that set up update cells)."""
-    serialized = api.param_serialize(
-        method="GET", resource_path=path, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
-    )
-    response = api.call_api(*serialized[:4], post_params=serialized[4], _request_timeout=REQUEST_TIMEOUT)
-    response.read()
-    if response.status != 200:
-        raise ConformanceError(f"read {path}: HTTP {response.status}")
-    document: dict[str, Any] = json.loads(response.data)
+    status, data = raw_request(api, "GET", path, timeout=REQUEST_TIMEOUT)
+    if status != 200:
+        raise ConformanceError(f"read {path}: HTTP {status}")
+    document: dict[str, Any] = json.loads(data)
     return document
 
 

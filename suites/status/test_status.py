@@ -117,7 +117,7 @@ def test_driver_status_and_readiness_match_the_scenario(
     )
     for pod in scheduled:
         expected = run.expected(pod)
-        obligations.check("status.pod-not-ready-before-prepare", not _ready(run, pod), run.read_pod(pod)["status"])
+        obligations.check("status.pod-not-ready-before-prepare", not _ready(run, pod), run.read_pod(pod).status)
         claims = run.pod_claims(pod)
         outcomes = _prepare(run, kubelet, claims)
         for use, (outcome, answer) in outcomes.items():
