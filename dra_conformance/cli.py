@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--real-node", action="store_true", help="add a real node to the local cluster (root only)")
     run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
     run.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="when the identity lacks rights some suites need, skip those suites' checks instead of refusing the run",
+    )
+    run.add_argument(
         "--repeat",
         type=_positive_int,
         default=1,
@@ -248,6 +253,8 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         options.append(f"--kubeconfig={args.kubeconfig}")
     if args.real_node:
         options.append("--real-node")
+    if args.allow_partial:
+        options.append("--dra-allow-partial")
     if args.profile:
         options.append(f"--profile={args.profile.resolve()}")
     targets = [] if chosen_targets(pytest_args) else [str(paths.suites_dir())]

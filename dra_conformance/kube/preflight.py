@@ -1,15 +1,19 @@
 """Preflight: is a cluster usable by the suites at all? Checked once per run, before the first test.
 
 Each check names what failed in one line: unreachable, not authenticated, no `/version`, `resource.k8s.io` not
-served, or an identity that may not create namespaces (every test runs in a namespace of its own).
+served, or an identity that may not create namespaces (every test runs in a namespace of its own). Then
+`check_rights` asks, one SelfSubjectAccessReview per right and several at once, whether the identity holds every
+right the bundled suites need (`kube.rights`); the caller refuses the run or skips the suites that need what is
+missing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -18,11 +22,21 @@ from urllib3.exceptions import HTTPError, MaxRetryError
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import discovery
 from dra_conformance.kube.client import client_from_kubeconfig, status_message
+from dra_conformance.kube.rights import (
+    CLUSTER_ROLE_MANIFEST,
+    ESCALATION_RIGHTS,
+    Right,
+    describe_missing,
+    escalatable_rights,
+    needed_rights,
+)
 
 # (connect, read) seconds per request. A reachable API server answers each of these in milliseconds; the connect
 # limit bounds a black-holed address, and with no retries the whole preflight stays well under 15 s.
 REQUEST_TIMEOUT = (4.0, 8.0)
 RESOURCE_GROUP = "resource.k8s.io"
+# SelfSubjectAccessReviews in flight at once (at most the client's connection pool, so no connection is dropped).
+CONCURRENT_REVIEWS = 8
 T = TypeVar("T")
 
 
@@ -49,31 +63,58 @@ def _cause(error: Exception) -> str:
     return " ".join(f"{type(cause).__name__}: {cause}".split())
 
 
+def _unusable(server: str, kubeconfig: Path, what: str) -> PreflightError:
+    return PreflightError(f"cluster {server} (kubeconfig {kubeconfig}) is not usable: {what}")
+
+
+def _asker(server: str, kubeconfig: Path) -> Callable[[str, Callable[[], T]], T]:
+    """`ask(step, call)`: the call's answer, or a PreflightError naming the step (or unreachable, unauthenticated)."""
+
+    def ask(step: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except ApiException as error:
+            step = "not authenticated" if error.status == 401 else step
+            raise _unusable(server, kubeconfig, f"{step}: {_cause(error)}") from None
+        except (HTTPError, OSError) as error:
+            raise _unusable(server, kubeconfig, f"unreachable: {_cause(error)}") from None
+
+    return ask
+
+
+def _who_am_i(api: client.ApiClient, ask: Callable[[str, Callable[[], T]], T]) -> str:
+    review: Any = ask(
+        "who am I (SelfSubjectReview)",
+        lambda: client.AuthenticationV1Api(api).create_self_subject_review(
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+            _request_timeout=REQUEST_TIMEOUT,
+        ),
+    )
+    return str(review.status.user_info.username)
+
+
+def _access_review(api: client.ApiClient, attributes: dict[str, str]) -> Any:
+    return client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        },
+        _request_timeout=REQUEST_TIMEOUT,
+    )
+
+
 def check_cluster(kubeconfig: Path, context: str | None = None) -> PreflightResult:
     """Check the cluster `kubeconfig` (and `context`) names; raise PreflightError at the first failed check."""
     with client_from_kubeconfig(kubeconfig, context, retries=0) as api:
         server = str(api.configuration.host)
 
         def fail(step: str, cause: str) -> PreflightError:
-            return PreflightError(f"cluster {server} (kubeconfig {kubeconfig}) is not usable: {step}: {cause}")
+            return _unusable(server, kubeconfig, f"{step}: {cause}")
 
-        def ask(step: str, call: Callable[[], T]) -> T:
-            try:
-                return call()
-            except ApiException as error:
-                raise fail("not authenticated" if error.status == 401 else step, _cause(error)) from None
-            except (HTTPError, OSError) as error:
-                raise fail("unreachable", _cause(error)) from None
-
+        ask = _asker(server, kubeconfig)
         version = ask("GET /version", lambda: client.VersionApi(api).get_code(_request_timeout=REQUEST_TIMEOUT))
-        review = ask(
-            "who am I (SelfSubjectReview)",
-            lambda: client.AuthenticationV1Api(api).create_self_subject_review(
-                {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
-                _request_timeout=REQUEST_TIMEOUT,
-            ),
-        )
-        user = str(review.status.user_info.username)
+        user = _who_am_i(api, ask)
         if user == "system:anonymous":
             raise fail("not authenticated", "the server sees system:anonymous: the kubeconfig has no credentials")
         served = ask(
@@ -84,16 +125,63 @@ def check_cluster(kubeconfig: Path, context: str | None = None) -> PreflightResu
             raise fail(RESOURCE_GROUP, "not served (DRA is off, or the API server predates it)")
         access = ask(
             "may I create namespaces (SelfSubjectAccessReview)",
-            lambda: client.AuthorizationV1Api(api).create_self_subject_access_review(
-                {
-                    "apiVersion": "authorization.k8s.io/v1",
-                    "kind": "SelfSubjectAccessReview",
-                    "spec": {"resourceAttributes": {"verb": "create", "resource": "namespaces"}},
-                },
-                _request_timeout=REQUEST_TIMEOUT,
-            ),
+            lambda: _access_review(api, {"verb": "create", "resource": "namespaces"}),
         )
         if not access.status.allowed:
             why = access.status.reason or access.status.evaluation_error or "no RBAC rule allows it"
             raise fail("forbidden", f"{user} may not create namespaces, and every test runs in its own ({why})")
         return PreflightResult(server, str(version.git_version), user, served)
+
+
+@dataclass(frozen=True)
+class RightsCheck:
+    """Which of the rights the suites need the identity lacks, with the suites that need each one."""
+
+    server: str
+    kubeconfig: Path
+    user: str
+    missing: dict[Right, tuple[str, ...]] = field(default_factory=dict)
+
+    def refusal(self) -> PreflightError:
+        """The one line that refuses the run: what is missing, for which suites, and the two ways on."""
+        return _unusable(
+            self.server,
+            self.kubeconfig,
+            f"the suite's identity {self.user} lacks: {describe_missing(self.missing)}; grant the ClusterRole in "
+            f"{CLUSTER_ROLE_MANIFEST} or pass --allow-partial (pytest: --dra-allow-partial) to skip the checks "
+            "that need them",
+        )
+
+
+def check_rights(
+    kubeconfig: Path, context: str | None = None, needed: Mapping[Right, tuple[str, ...]] | None = None
+) -> RightsCheck:
+    """Ask the API server whether the identity holds each right in `needed` (default: every suite's).
+
+    Rights a suite needs only to grant them to the roles it creates are not missing where the identity may
+    escalate and bind roles instead. Raises PreflightError when the server cannot be asked.
+    """
+    wanted = dict(needed_rights() if needed is None else needed)
+    with client_from_kubeconfig(kubeconfig, context, retries=0) as api:
+        server = str(api.configuration.host)
+        ask = _asker(server, kubeconfig)
+        user = _who_am_i(api, ask)
+        asked = list(dict.fromkeys([*wanted, *ESCALATION_RIGHTS]))
+
+        def allowed(right: Right) -> bool:
+            review = ask(
+                f"may I {right} (SelfSubjectAccessReview)", lambda: _access_review(api, right.review_attributes())
+            )
+            return bool(review.status.allowed)
+
+        workers = max(1, min(CONCURRENT_REVIEWS, int(api.configuration.connection_pool_maxsize or 1)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="preflight-rights") as pool:
+            try:
+                answers = dict(zip(asked, pool.map(allowed, asked), strict=True))
+            except BaseException:
+                pool.shutdown(cancel_futures=True)  # the first failure is the answer: ask no more
+                raise
+    may_escalate = all(answers[right] for right in ESCALATION_RIGHTS)
+    excused = escalatable_rights() if may_escalate else frozenset()
+    missing = {right: suites for right, suites in wanted.items() if not answers[right] and right not in excused}
+    return RightsCheck(server, kubeconfig, user, missing)

@@ -65,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="image with a shell (busybox) that kubelet-mode pods run; the nodes must have it or be able to pull it "
         "(default: the local real node's own, else a busybox image the node lists in its status, else busybox:1.36)",
     )
+    group.addoption(
+        "--dra-allow-partial",
+        action="store_true",
+        help="when the preflight finds the suite's identity lacking rights some suites need, run anyway and skip "
+        "those suites' checks as not applicable (default: refuse the run; `dra-conformance run --allow-partial`)",
+    )
     group.addoption("--keep-cluster", action="store_true", help="leave a cluster this run started running")
     group.addoption(
         "--keep-cluster-for-next-run",

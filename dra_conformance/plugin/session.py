@@ -3,8 +3,11 @@
 One cluster per run, shared by all xdist workers: the controller (or the only process) owns it. When the command
 line names the cluster (`--cluster`, as `dra-conformance run` always does), the controller starts or attaches to
 it while pytest configures, before collection and before any worker starts; the backend's start includes the
-preflight, so an unusable cluster ends the run in one line with exit code 2 and nothing written. The workers get
-the cluster's description and never repeat the check. Without `--cluster`, the first test that needs the cluster
+preflight, so an unusable cluster ends the run in one line with exit code 2 and nothing written. Then the
+controller asks whether the run's identity holds every right the bundled suites need (`kube.rights`): if not, the
+run ends the same way, naming what is missing, unless `--dra-allow-partial` is given; then the checks of the suites
+that need a missing right are skipped at collection, as not applicable. The workers get the cluster's description
+and the missing rights, and never repeat the checks. Without `--cluster`, the first test that needs the cluster
 starts the local one, under a file lock. The supervisor stops a local cluster when its owner exits, and the
 controller stops it at session end unless `--keep-cluster` is given.
 """
@@ -25,6 +28,8 @@ from dra_conformance.backends.base import ClusterBackend, ClusterInfo
 from dra_conformance.backends.registry import make_backend
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import ConformanceError, UsageError
+from dra_conformance.kube.preflight import check_rights
+from dra_conformance.kube.rights import describe_missing, missing_from_json, missing_to_json, skip_reasons, suite_of
 from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
 from dra_conformance.kubelet.latency import summarize_latencies
 from dra_conformance.metrics.verdict import RECORD_KIND as VERDICT_RECORDS
@@ -83,12 +88,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:
         if workerinput.get("dra_cluster") is not None:
             config.stash[stash.CLUSTER] = ClusterInfo.from_json(workerinput["dra_cluster"])
+        if workerinput.get("dra_missing_rights"):
+            config.stash[stash.MISSING_RIGHTS] = missing_from_json(workerinput["dra_missing_rights"])
     else:
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         if cluster_named(config):
             # Before the terminal, JUnit and Allure plugins configure: a refusal is one line and writes nothing.
             try:
-                config.stash[stash.CLUSTER] = backend_of(config).start()
+                cluster = config.stash[stash.CLUSTER] = backend_of(config).start()
+                check_identity(config, cluster)
             except ConformanceError as error:
                 refuse(error)
         # Only a path: JUnit creates the directory when it writes.
@@ -96,6 +104,29 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.xmlpath = str(run_dir / "junit.xml")
     if hasattr(config.option, "allure_report_dir") and not config.option.allure_report_dir:
         config.option.allure_report_dir = str(run_dir / "allure-results")
+
+
+def check_identity(config: pytest.Config, cluster: ClusterInfo) -> None:
+    """Refuse an identity that lacks rights the suites need; with --dra-allow-partial, note them for collection."""
+    context = config.stash[stash.SUITE_CONFIG].context if cluster.backend == "existing" else None
+    rights = check_rights(cluster.kubeconfig, context)
+    if not rights.missing:
+        return
+    if not config.getoption("--dra-allow-partial"):
+        raise rights.refusal()
+    config.stash[stash.MISSING_RIGHTS] = rights.missing
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip, as not applicable, every check of a suite that needs a right the identity lacks (--dra-allow-partial)."""
+    missing = config.stash.get(stash.MISSING_RIGHTS, None)
+    if not missing:
+        return
+    reasons = skip_reasons(missing)
+    for item in items:
+        reason = reasons.get(suite_of(item.path) or "")
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def starts_nothing(config: pytest.Config) -> bool:
@@ -108,12 +139,13 @@ def starts_nothing(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Hand the controller's run id, pid (the cluster's owner) and checked cluster to each xdist worker."""
+    """Hand the controller's run id, pid (the cluster's owner), checked cluster and missing rights to each worker."""
     config = node.config
     node.workerinput["dra_run_id"] = config.stash[stash.RUN_ID]
     node.workerinput["dra_owner_pid"] = config.stash[stash.OWNER_PID]
     cluster = config.stash.get(stash.CLUSTER, None)
     node.workerinput["dra_cluster"] = None if cluster is None else cluster.to_json()
+    node.workerinput["dra_missing_rights"] = missing_to_json(config.stash.get(stash.MISSING_RIGHTS, {}))
 
 
 def backend_of(config: pytest.Config) -> ClusterBackend:
@@ -128,7 +160,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     suite = config.stash[stash.SUITE_CONFIG]
     where = f", kubeconfig {suite.kubeconfig}" if suite.kubeconfig else ""
-    return [f"dra-conformance: run {config.stash[stash.RUN_ID]}, backend {suite.backend}{where}"]
+    lines = [f"dra-conformance: run {config.stash[stash.RUN_ID]}, backend {suite.backend}{where}"]
+    missing = config.stash.get(stash.MISSING_RIGHTS, None)
+    if missing:
+        lines.append(
+            f"dra-conformance: --dra-allow-partial: the suite's identity lacks {describe_missing(missing)}; "
+            "the checks of those suites are skipped as not applicable"
+        )
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

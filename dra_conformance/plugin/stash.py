@@ -9,6 +9,7 @@ import pytest
 from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.config import SuiteConfig
 from dra_conformance.driver.profile import DriverProfile
+from dra_conformance.kube.rights import Right
 
 RUN_ID = pytest.StashKey[str]()
 # The process that owns a cluster this run starts: the controller (xdist) or the only process.
@@ -19,6 +20,9 @@ RUN_DIR = pytest.StashKey[Path]()
 CLUSTER = pytest.StashKey[ClusterInfo]()
 # The driver under test's profile, validated once per process.
 PROFILE = pytest.StashKey[DriverProfile]()
+# Rights the suite's identity lacks (with the suites that need each), where --dra-allow-partial let the run go on;
+# the checks of those suites are skipped at collection. Set by the controller's preflight, handed to workers.
+MISSING_RIGHTS = pytest.StashKey[dict[Right, tuple[str, ...]]]()
 
 
 def worker_name(config: pytest.Config) -> str:

@@ -30,6 +30,8 @@ from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
 from dra_conformance.report.records import read_records
 
 NOT_APPLICABLE_PREFIX = "not applicable:"
+# The skip reason of checks the suite's identity has no rights for (`--allow-partial`): never a certifying skip.
+IDENTITY_LACKS = "the suite's identity cannot"
 # What a check that failed or errored while the control plane was unhealthy is attributed to.
 CLUSTER_FAULT = "cluster fault"
 # The registry obligation an unexpected exit of the driver under test breaks (model/registry/run.yaml).
@@ -263,10 +265,20 @@ def decide(
     if unselected:
         return Verdict.INCOMPLETE, unselected
     errors = [r for r in results if r.outcome == Outcome.ERROR]
+    # Checks skipped because the suite's own identity lacks rights (--allow-partial): the run could not judge them.
+    unauthorized = [r for r in results if r.outcome == Outcome.NOT_APPLICABLE and IDENTITY_LACKS in r.reason]
     silent = [r.nodeid for r in results if r.silent]
     unproven = [c for c, row in capabilities.items() if row["state"] != "passed"]
-    if errors or silent or unproven:
+    if errors or silent or unproven or unauthorized:
         reasons = (
+            [
+                f"{len(unauthorized)} check(s) not run because the suite's identity lacks rights, e.g. "
+                f"{Counter(r.reason for r in unauthorized).most_common(1)[0][0]}"
+            ]
+            if unauthorized
+            else []
+        )
+        reasons += (
             [f"{len(errors)} check(s) could not judge the driver (errors): " + ", ".join(_by_obligation(errors))]
             if errors
             else []

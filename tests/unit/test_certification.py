@@ -195,3 +195,14 @@ def test_an_unexpected_driver_exit_decides_the_verdict_and_the_suites_own_kills_
         "run.driver-stays-up: the driver exited unexpectedly 1 time(s): kwok-node-0: killed by signal 9"
     )
     assert "## The driver exited unexpectedly: kwok-node-0: killed by signal 9" in render_markdown(summary)
+
+
+def test_checks_the_suites_identity_could_not_run_make_the_run_incomplete(tmp_path: Path) -> None:
+    reason = "not applicable: the suite's identity cannot create deviceclasses.resource.k8s.io"
+    results = [
+        _result("suites/protocol/test_health.py::t", Outcome.PASSED, capabilities=("healthStream",)),
+        _result("suites/allocation/test_a.py::t", Outcome.NOT_APPLICABLE, reason),
+    ]
+    summary = summarize(results, FACTS, tmp_path)
+    assert summary["verdict"] == "incomplete"
+    assert summary["reasons"][0] == f"1 check(s) not run because the suite's identity lacks rights, e.g. {reason}"
