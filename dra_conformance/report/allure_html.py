@@ -19,7 +19,6 @@ import http.server
 import json
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -30,10 +29,19 @@ from typing import Any
 from filelock import FileLock
 
 from dra_conformance.errors import ConformanceError, UsageError
+from dra_conformance.report.allure_config import allurerc
 
 ALLURE_VERSION = "3.18.0"
 NPM_PROJECT = Path(__file__).resolve().parent / "allure_npm"
 NPM_FILES = ("package.json", "package-lock.json")
+# Loaded into Node before the Allure command line (see the file).
+NODE_POLYFILL = "iterator-toarray.mjs"
+# The certification summary the run wrote: the report's name and quality gates come from it.
+SUMMARY_FILE = "summary.json"
+# The report's view that opens with the certification verdict and the canary gate's rules (its quality gates).
+OPENING_VIEW = "#qualityGate"
+# `allure run` exits 0, or 1 when a quality gate failed (the report then says so).
+RENDERED_EXIT_CODES = (0, 1)
 # Debian packages to look at a rendered report headlessly (the screenshot test); rendering needs none.
 SCREENSHOT_PACKAGES = NPM_PROJECT / "debian-packages.txt"
 RESULTS_DIR = "allure-results"
@@ -120,9 +128,29 @@ def npm_ci_command(npm: str) -> list[str]:
     return [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
 
 
-def generate_command(node: str, cli: Path, results: Path, output: Path, name: str) -> list[str]:
-    """Allure 3's `generate`: the default (Awesome) HTML report of `results` into `output`."""
-    return [node, str(cli), "generate", str(results), "--output", str(output), "--report-name", name]
+def render_command(node: str, cli: Path, config: Path, results: Path, staged: Path) -> list[str]:
+    """Allure 3's `run` over a command that copies `results` into `staged`, with `config` (name, output, gates).
+
+    `run` rather than `generate`: only `run` evaluates quality gates. The polyfill gives Node 20 what they need.
+    """
+    copy = "require('fs').cpSync(process.argv[1], process.argv[2], {recursive: true})"
+    return [
+        node,
+        "--import",
+        str(NPM_PROJECT / NODE_POLYFILL),
+        str(cli),
+        "run",
+        "--config",
+        str(config),
+        "--results-dir",
+        str(staged),
+        "--",
+        node,
+        "-e",
+        copy,
+        str(results),
+        str(staged),
+    ]
 
 
 def _tail(text: str, words: int = 40) -> str:
@@ -185,16 +213,21 @@ def resolve_run(target: str, reports_dir: Path) -> Path:
 
 def report_name(run_dir: Path) -> str:
     """The report's title, which its header shows first: the verdict and the canary gate, where the run wrote them."""
-    summary_file = run_dir / "summary.json"
-    try:
-        summary = json.loads(summary_file.read_text()) if summary_file.is_file() else None
-    except ValueError:
-        summary = None
-    if not isinstance(summary, dict) or "verdict" not in summary:
+    summary = _summary(run_dir)
+    if summary is None:
         return f"dra-conformance {run_dir.name}"
     driver = (summary.get("run") or {}).get("driver", "driver")
     gate = (summary.get("canary_gate") or {}).get("state", "not evaluated")
     return f"{driver}: {summary['verdict']} (canary gate: {gate}) - dra-conformance {run_dir.name}"
+
+
+def _summary(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / SUMMARY_FILE
+    try:
+        summary = json.loads(path.read_text()) if path.is_file() else None
+    except ValueError:
+        return None
+    return summary if isinstance(summary, dict) and "verdict" in summary else None
 
 
 def render(run_dir: Path, tools: NodeTools, cache_dir: Path) -> Path:
@@ -205,31 +238,26 @@ def render(run_dir: Path, tools: NodeTools, cache_dir: Path) -> Path:
     installed = install(tools, cache_dir)
     output = run_dir / REPORT_DIR
     shutil.rmtree(output, ignore_errors=True)
-    command = generate_command(
-        tools.node, allure_cli(installed), results.resolve(), output.resolve(), report_name(run_dir)
-    )
-    try:
-        # In the run's directory: Allure reads a config file (allurerc.*) from its working directory, and the
-        # user's current directory may hold one that is not ours.
-        result = subprocess.run(
-            command, cwd=run_dir, capture_output=True, text=True, timeout=GENERATE_TIMEOUT, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise RenderError(f"render {results}: allure generate did not finish in {GENERATE_TIMEOUT:g}s") from None
-    except OSError as error:
-        raise RenderError(f"render {results}: run allure generate: {error}") from None
+    with tempfile.TemporaryDirectory(prefix="allure-render-") as scratch:
+        config, staged = Path(scratch) / "allurerc.mjs", Path(scratch) / RESULTS_DIR
+        staged.mkdir()
+        config.write_text(allurerc(report_name(run_dir), str(output.resolve()), _summary(run_dir)))
+        command = render_command(tools.node, allure_cli(installed), config, results.resolve(), staged)
+        try:
+            # In a scratch directory: Allure also looks for a config file (allurerc.*) in its working directory,
+            # and the user's current directory may hold one that is not ours.
+            result = subprocess.run(
+                command, cwd=scratch, capture_output=True, text=True, timeout=GENERATE_TIMEOUT, check=False
+            )
+        except subprocess.TimeoutExpired:
+            raise RenderError(f"render {results}: allure run did not finish in {GENERATE_TIMEOUT:g}s") from None
+        except OSError as error:
+            raise RenderError(f"render {results}: run allure: {error}") from None
     index = output / "index.html"
-    if result.returncode != 0 or not index.is_file():
-        raise RenderError(f"render {results}: allure generate exited {result.returncode}: {_tail(result.stderr)}")
+    # `allure run` exits 1 when a quality gate failed: that is the report's content, not a rendering failure.
+    if result.returncode not in RENDERED_EXIT_CODES or not index.is_file():
+        raise RenderError(f"render {results}: allure run exited {result.returncode}: {_tail(result.stderr)}")
     return index
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on at `host` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -246,7 +274,8 @@ def report_server(report_dir: Path, port: int = 0, host: str = "127.0.0.1") -> h
 def serve(report_dir: Path, port: int, echo: Callable[[str], None]) -> None:
     """Serve `report_dir` on 127.0.0.1 until Ctrl-C."""
     with report_server(report_dir, port) as server:
-        echo(f"serving {report_dir} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        echo(f"serving {report_dir} at {base}{OPENING_VIEW} (the verdict and the canary gate; Ctrl-C stops)")
         try:
             server.serve_forever()
         except KeyboardInterrupt:

@@ -178,8 +178,13 @@ def test_a_run_renders_html_that_a_browser_shows_with_the_runs_tests(
     assert "authorization matrix" in globals_widget, f"the matrix table is not a global attachment: {globals_widget}"
 
     url = serve(report)
+    # The opening view: the certification verdict and the canary gate's rules, as the report's quality gates.
+    opening = f"{url}{allure_html.OPENING_VIEW}"
+    verdict = json.loads((run / "summary.json").read_text())["verdict"]
+    shown = html.unescape(_chromium(chromium, pytester.path / "chromium-gate", "--dump-dom", opening).stdout)
+    assert "certification verdict" in shown and f"{verdict}:" in shown, f"{opening} does not open with {verdict!r}"
     screenshot = run / "allure-report-screenshot.png"
-    shot = _chromium(chromium, pytester.path / "chromium-shot", f"--screenshot={screenshot}", url)
+    shot = _chromium(chromium, pytester.path / "chromium-shot", f"--screenshot={screenshot}", opening)
     assert screenshot.is_file(), f"chromium wrote no screenshot (exit {shot.returncode}): {shot.stderr[-2000:]}"
     assert _png_size(screenshot) == WINDOW, f"{screenshot}: {_png_size(screenshot)}, window {WINDOW}"
     size = screenshot.stat().st_size

@@ -11,7 +11,7 @@ import pytest
 
 from dra_conformance.cli import EXIT_USAGE, build_parser, main
 from dra_conformance.errors import UsageError
-from dra_conformance.report import allure_html, allure_tables
+from dra_conformance.report import allure_config, allure_html, allure_tables
 from dra_conformance.report.allure_html import NodeTools, RenderError, RunRenderer
 
 
@@ -57,17 +57,20 @@ def test_commands_are_pinned_and_need_no_shell(tmp_path: Path) -> None:
     ]
     cli = allure_html.allure_cli(allure_html.tool_dir(tmp_path))
     assert cli == tmp_path / "npm" / "allure-3.18.0" / "node_modules" / "allure" / "cli.js"
-    command = allure_html.generate_command("/usr/bin/node", cli, tmp_path / "r", tmp_path / "o", "dra-conformance x")
-    assert command == [
+    command = allure_html.render_command("/usr/bin/node", cli, tmp_path / "rc.mjs", tmp_path / "r", tmp_path / "s")
+    assert command[:9] == [
         "/usr/bin/node",
+        "--import",
+        str(allure_html.NPM_PROJECT / "iterator-toarray.mjs"),
         str(cli),
-        "generate",
-        str(tmp_path / "r"),
-        "--output",
-        str(tmp_path / "o"),
-        "--report-name",
-        "dra-conformance x",
-    ]
+        "run",
+        "--config",
+        str(tmp_path / "rc.mjs"),
+        "--results-dir",
+        str(tmp_path / "s"),
+    ], "quality gates are evaluated by `allure run` only"
+    assert command[9:12] == ["--", "/usr/bin/node", "-e"] and command[-2:] == [str(tmp_path / "r"), str(tmp_path / "s")]
+    assert (allure_html.NPM_PROJECT / "iterator-toarray.mjs").is_file()
 
 
 def test_the_shipped_npm_project_pins_allure() -> None:
@@ -284,3 +287,26 @@ def test_the_report_is_titled_with_the_verdict_and_the_canary_gate_where_the_run
     assert allure_html.report_name(run_dir) == (
         "gpu.example.com: certified with advisories (canary gate: pass) - dra-conformance 20261201-000000-abcd"
     )
+
+
+def test_the_quality_gate_shows_the_verdict_and_every_canary_rule_as_decided() -> None:
+    summary = {
+        "verdict": "certified with advisories",
+        "reasons": ["advisory status.ready-condition-true (1 finding)"],
+        "canary_gate": {
+            "rules": [
+                {"rule": "allocation p95", "figure": "DRA p95 0.03 s", "threshold": "<= 0.26 s", "result": "pass"},
+                {"rule": "errors against budget", "figure": "2", "threshold": "<= 0", "result": "hold", "why": ""},
+            ]
+        },
+    }
+    rules = allure_config.gate_rules(summary)
+    assert [(r["rule"], r["success"]) for r in rules] == [
+        ("certification verdict", True),
+        ("canary gate: allocation p95", True),
+        ("canary gate: errors against budget", False),
+    ]
+    assert rules[0]["message"] == "certified with advisories: advisory status.ready-condition-true (1 finding)"
+    config = allure_config.allurerc("gpu: certified", "/out", summary)
+    assert '"certification verdict"' in config and "qualityGate" in config and '"/out"' in config
+    assert "qualityGate" in allure_config.allurerc("x", "/out", None), "spread is conditional in the JS itself"
