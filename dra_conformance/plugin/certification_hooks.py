@@ -30,6 +30,8 @@ from dra_conformance.report.allure_tables import write_global_pages
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
     CLUSTER_FAULT,
+    PHASES,
+    WORKER_CRASH,
     CheckResult,
     Outcome,
     RunFacts,
@@ -252,6 +254,8 @@ class OutcomeCollector:
         found = outcome_of(report.when, report.passed, report.skipped, reason, basis)
         if found is None:
             return
+        if report.when not in PHASES:
+            properties[OBLIGATION_PROPERTY] = WORKER_CRASH
         if found[0] in (Outcome.FAILED, Outcome.ERROR) and self.health is not None:
             faults = self.health.overlapping(
                 datetime.fromtimestamp(report.start, UTC), datetime.fromtimestamp(report.stop, UTC)

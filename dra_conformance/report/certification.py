@@ -32,6 +32,9 @@ from dra_conformance.report.records import read_records
 NOT_APPLICABLE_PREFIX = "not applicable:"
 # The skip reason of checks the suite's identity has no rights for (`--allow-partial`): never a certifying skip.
 IDENTITY_LACKS = "the suite's identity cannot"
+# The phases a check reports; anything else is the report xdist makes for the check a crashed worker was running.
+PHASES = ("setup", "call", "teardown")
+WORKER_CRASH = "worker crash"
 # What a check that failed or errored while the control plane was unhealthy is attributed to.
 CLUSTER_FAULT = "cluster fault"
 # The registry obligation an unexpected exit of the driver under test breaks (model/registry/run.yaml).
@@ -97,7 +100,8 @@ def outcome_of(when: str, passed: bool, skipped: bool, reason: str, basis: str =
         text = reason.removeprefix("Skipped: ").strip()
         return (Outcome.NOT_APPLICABLE if text.startswith(NOT_APPLICABLE_PREFIX) else Outcome.SKIPPED), text
     if not passed:
-        if basis == "harness" or (when == "setup" and not basis):
+        if basis == "harness" or (when == "setup" and not basis) or when not in PHASES:
+            # An xdist worker that crashed reports its running check with a phase of its own ("???").
             return Outcome.ERROR, reason
         return Outcome.FAILED, reason
     return (Outcome.PASSED, "") if when == "call" else None

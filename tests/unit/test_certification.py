@@ -206,3 +206,8 @@ def test_checks_the_suites_identity_could_not_run_make_the_run_incomplete(tmp_pa
     summary = summarize(results, FACTS, tmp_path)
     assert summary["verdict"] == "incomplete"
     assert summary["reasons"][0] == f"1 check(s) not run because the suite's identity lacks rights, e.g. {reason}"
+
+
+def test_the_check_a_crashed_worker_was_running_is_an_error_not_a_driver_failure() -> None:
+    crashed = "worker 'gw0' crashed while running 'suites/protocol/test_p.py::t'"
+    assert outcome_of("???", False, False, crashed) == (Outcome.ERROR, crashed)
