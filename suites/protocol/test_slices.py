@@ -2,16 +2,28 @@
 
 A kubelet plugin publishes the devices of the node it runs on: a slice bound to a node (spec.nodeName) offers its
 devices to pods scheduled there. A slice bound to a node that does not exist is never cleaned up by any kubelet
-(the kubelet wipes only its own node's slices) and says nothing true.
+(the kubelet wipes only its own node's slices) and says nothing true. Whenever what a pool publishes changes, its
+generation changes too: consumers keep only the slices of a pool's highest generation.
 """
 
 from __future__ import annotations
 
-from kubernetes import client
+import json
+import threading
+from typing import Any
 
+import pytest
+from kubernetes import client, watch
+
+from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.errors import WaitTimeout
+from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.report.findings import Obligations
+from dra_conformance.timeouts import Timeouts
 
 # One LIST of slices or nodes the API server answers from its watch cache.
 LIST_TIMEOUT = 10.0
@@ -37,3 +49,162 @@ def test_driver_binds_its_slices_only_to_nodes_that_exist(
         f"slices bound to no existing node: {stray}; nodes {sorted(nodes)}",
         f"driver {driver_under_test.name}",
     )
+
+
+# How long one watch request of the generation check lasts on the server: longer than the check itself.
+WATCH_SECONDS = 120
+
+
+def _content(item: dict[str, Any]) -> str:
+    """What a slice publishes: its devices (attributes, capacity, taints) and shared counters, as comparable text.
+
+    A taint's timeAdded is left out: the API server sets it when the driver does not, on every write.
+    """
+    spec = item["spec"]
+    devices = [
+        {**device, "taints": [{k: v for k, v in t.items() if k != "timeAdded"} for t in device.get("taints") or []]}
+        for device in spec.get("devices") or []
+    ]
+    return json.dumps({"devices": devices, "sharedCounters": spec.get("sharedCounters")}, sort_keys=True)
+
+
+class SliceHistory:
+    """Every version of a driver's slices on one node: those listed at the start, then each one the watch delivers."""
+
+    def __init__(self, api_client: client.ApiClient, driver: str, node: str) -> None:
+        """Watch the slices of `driver` bound to `node` once started."""
+        self.custom = client.CustomObjectsApi(api_client)
+        self.selector = f"spec.driver={driver},spec.nodeName={node}"
+        self.versions: list[tuple[str, dict[str, Any]]] = []
+        self.error = ""
+        self._lock = threading.Lock()
+        self._watch = watch.Watch()
+
+    def start(self) -> SliceHistory:
+        """List the slices, then watch from the list's resourceVersion in a daemon thread."""
+        group, version = RESOURCE_API.split("/")
+        listed = self.custom.list_cluster_custom_object(
+            group, version, "resourceslices", field_selector=self.selector, _request_timeout=LIST_TIMEOUT
+        )
+        self.versions = [("LISTED", item) for item in listed["items"]]
+        threading.Thread(
+            target=self._run, args=(listed["metadata"]["resourceVersion"],), name="slice-watch", daemon=True
+        ).start()
+        return self
+
+    def _run(self, resource_version: str) -> None:
+        group, version = RESOURCE_API.split("/")
+        try:
+            for event in self._watch.stream(
+                self.custom.list_cluster_custom_object,
+                group,
+                version,
+                "resourceslices",
+                field_selector=self.selector,
+                resource_version=resource_version,
+                timeout_seconds=WATCH_SECONDS,
+            ):
+                with self._lock:
+                    self.versions.append((str(event["type"]), event["object"]))
+        except Exception as error:  # a broken watch is reported: the check then saw too little
+            self.error = f"{type(error).__name__}: {error}"
+
+    def stop(self) -> None:
+        """End the watch."""
+        self._watch.stop()
+
+    def snapshot(self) -> list[tuple[str, dict[str, Any]]]:
+        """The versions seen so far, oldest first."""
+        with self._lock:
+            return list(self.versions)
+
+    def taints_of(self, device: str) -> list[dict[str, Any]] | None:
+        """The taints `device` has in the latest version of the slice listing it (None: no slice lists it)."""
+        for kind, item in reversed(self.snapshot()):
+            for listed in item["spec"].get("devices") or []:
+                if listed["name"] == device and kind != "DELETED":
+                    return list(listed.get("taints") or [])
+        return None
+
+
+def content_changes(versions: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, int, int]]:
+    """(slice, generation before, generation after) for every version of a slice that publishes other content.
+
+    A deleted slice is remembered, so that one written again under its name is compared with what it replaced.
+    """
+    last: dict[str, tuple[int, str]] = {}
+    changes = []
+    for kind, item in versions:
+        if kind == "DELETED":
+            continue
+        name, generation, content = item["metadata"]["name"], int(item["spec"]["pool"]["generation"]), _content(item)
+        before = last.get(name)
+        if before is not None and before[1] != content:
+            changes.append((name, before[0], generation))
+        last[name] = (generation, content)
+    return changes
+
+
+def test_every_change_of_a_pools_devices_comes_with_a_new_generation(
+    disruption: Disruption,
+    driver_under_test: DriverUnderTest,
+    api_client: client.ApiClient,
+    obligations: Obligations,
+    timeouts: Timeouts,
+) -> None:
+    profile = driver_under_test.profile
+    if not profile.declares(Capability.REFERENCE_FAULTS):
+        pytest.skip(
+            "not applicable: changing what a pool publishes on request needs the reference driver's fault switches "
+            f"({profile.source} declares no referenceFaults)"
+        )
+    node = disruption.node
+    where = f"slices of {driver_under_test.name} on {node}"
+    history = SliceHistory(api_client, driver_under_test.name, node).start()
+    control = FakeDriverControl(disruption.endpoint)
+    try:
+        published = sorted(d["name"] for _, item in history.snapshot() for d in item["spec"].get("devices") or [])
+        if not published:
+            obligations.fail("protocol.reference-fault-changes-pool-content", "no device published", where)
+        device = published[-1]
+        # The reference driver taints the device NoSchedule and republishes; clearing the fault republishes again.
+        undo = control.set_faults([*control.faults(), {"mode": "unavailable", "device": device}])
+        try:
+            tainted = waits.until(
+                lambda: history.taints_of(device),
+                bool,
+                timeout=timeouts.taint_observed,
+                what=f"device {device} tainted in a watched slice",
+                describe=str,
+            )
+        except WaitTimeout:
+            tainted = history.taints_of(device)
+        finally:
+            undo()
+        try:
+            waits.until(
+                lambda: history.taints_of(device),
+                lambda taints: taints == [],
+                timeout=timeouts.taint_observed,
+                what=f"device {device} untainted in a watched slice",
+                describe=str,
+            )
+        except WaitTimeout:
+            pass  # judged on what was seen
+    finally:
+        history.stop()
+    changes = content_changes(history.snapshot())
+    seen = [
+        f"{kind} {item['metadata']['name']} generation {item['spec']['pool']['generation']}"
+        for kind, item in history.snapshot()
+    ]
+    obligations.check(
+        "protocol.reference-fault-changes-pool-content",
+        bool(tainted) and bool(changes),
+        f"device {device} taints {tainted}; content changes {changes}; versions {seen}; watch error {history.error!r}",
+        where,
+    )
+    for name, before, after in changes:
+        observed = f"slice {name}: devices changed from generation {before} to {after}; versions {seen}"
+        obligations.check("protocol.pool-content-change-changes-generation", after != before, observed, where)
+        obligations.check("protocol.pool-generation-grows-on-content-change", after > before, observed, where)

@@ -58,6 +58,9 @@ class Mutant:
     modes: tuple[BrokenMode, ...] = ()
     # Rewrites one RBAC manifest of the profile (source, output dir -> new file); None ships it as it is.
     rbac: Callable[[Path, Path], Path] | None = None
+    # Further driver arguments, after the profile's (the last of a repeated option wins): e.g. the device profile
+    # whose bug the mutant is.
+    args: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         """The pytest id and the table's row name."""
@@ -102,6 +105,35 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_driver_keeps_its_slices_and_its_declared_status_through_api_faults",
     ),
     _driver_mutant(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE, DOWNGRADE_CHECK),
+    # Batches, CDI specs, pool generations, health pools and networkData (the gaps of the realistic-bug round).
+    _driver_mutant(
+        BrokenMode.BATCH_ANSWERS_SWAPPED, "test_claims_prepared_and_unprepared_in_one_call_are_each_handled"
+    ),
+    _driver_mutant(
+        BrokenMode.UNPREPARE_HANDLES_ONLY_FIRST, "test_claims_prepared_and_unprepared_in_one_call_are_each_handled"
+    ),
+    _driver_mutant(
+        BrokenMode.CDI_ID_UNRESOLVABLE, "test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared"
+    ),
+    _driver_mutant(
+        BrokenMode.UNPREPARE_REMOVES_OTHER_CLAIMS_CDI,
+        "test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared",
+    ),
+    _driver_mutant(BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE, "test_cdi_spec_edits_set_up_the_device_the_prepare_reports"),
+    _driver_mutant(
+        BrokenMode.REPUBLISHES_SAME_GENERATION, "test_every_change_of_a_pools_devices_comes_with_a_new_generation"
+    ),
+    _driver_mutant(
+        BrokenMode.HEALTH_WRONG_POOL, "test_declared_health_stream_reports_published_devices_within_the_kubelet_window"
+    ),
+    # A NIC driver's bug: the reference driver runs its nic device profile (the default profile's devices are GPUs,
+    # which carry no networkData).
+    Mutant(
+        str(BrokenMode.NETWORK_DATA_MISMATCH),
+        "test_declared_network_data_names_what_the_slice_publishes_for_the_device",
+        modes=(BrokenMode.NETWORK_DATA_MISMATCH,),
+        args=("--profile=nic",),
+    ),
 )
 
 
@@ -116,7 +148,7 @@ def mutant_profile(chosen: Mutant, directory: Path) -> Path:
     profile: dict[str, Any] = yaml.safe_load(source.read_text())
     for build in [profile["run"], *profile["run"].get("versions", {}).values()]:
         if "args" in build:
-            build["args"] += [f"--broken-mode={mode}" for mode in chosen.modes]
+            build["args"] += [*(f"--broken-mode={mode}" for mode in chosen.modes), *chosen.args]
     rbac = [(source.parent / path).resolve() for path in profile["identity"]["rbac"]]
     if chosen.rbac is not None:
         rbac = [chosen.rbac(path, directory) for path in rbac]

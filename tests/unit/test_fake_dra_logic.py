@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 
-from fake_dra import cdi, devices
+from fake_dra import broken, cdi, devices
 from fake_dra.config import DriverConfig
-from fake_dra.core import DriverCore, allocated_node
+from fake_dra.core import ClaimRef, DriverCore, allocated_node
 from fake_dra.faults import FAULT_SCHEMA, MODES, Fault, FaultError, FaultSet
 from fake_dra.kube import DriverAPI
 from fake_dra.recorder import CallLog
@@ -295,3 +295,201 @@ def test_an_informational_fault_taints_devices_with_effect_none(tmp_path: Path) 
     tainted = {d["name"]: d.get("taints") for d in listed[0]["spec"]["devices"]}
     assert tainted["gpu-0"] is None
     assert tainted["gpu-1"] == [{"key": devices.INFORMATIONAL_TAINT_KEY, "value": "true", "effect": "None"}]
+
+
+# --- broken modes: the bugs the conformance checks must catch --------------------------------------------------------
+
+
+def test_rotated_answers_pair_each_claim_with_the_next_claims_answer() -> None:
+    assert broken.rotated({"a": 1, "b": 2, "c": 3}) == {"a": 2, "b": 3, "c": 1}
+    assert broken.rotated({"a": 1}) == {"a": 1}, "one claim has no other claim's answer to get"
+
+
+def test_product_vendor_id_keeps_class_and_name_but_not_the_vendor() -> None:
+    assert broken.product_vendor_id("gpu.example.com/gpu=uid-1-gpu-0") == "fake-dra.example.com/gpu=uid-1-gpu-0"
+
+
+def test_next_device_wraps_around_the_pool() -> None:
+    assert [broken.next_device(f"nic-{i}", 3) for i in range(3)] == ["nic-1", "nic-2", "nic-0"]
+
+
+def test_cdi_spec_edits_may_set_up_another_device_than_they_are_named_for(tmp_path: Path) -> None:
+    ids = cdi.write_spec(tmp_path, "gpu.example.com", "gpu", "uid-1", ["gpu-0"], set_up=["gpu-1"])
+    spec = json.loads(cdi.spec_path(tmp_path, "gpu.example.com", "uid-1").read_text())
+    assert ids == ["gpu.example.com/gpu=uid-1-gpu-0"]
+    assert spec["devices"][0]["containerEdits"]["env"][0] == "FAKE_DRA_DEVICE=gpu-1", spec
+
+
+def test_removing_the_drivers_specs_leaves_other_drivers_alone(tmp_path: Path) -> None:
+    for uid in ("uid-1", "uid-2"):
+        cdi.write_spec(tmp_path, "gpu.example.com", "gpu", uid, ["gpu-0"])
+    cdi.write_spec(tmp_path, "nic.example.com", "nic", "uid-3", ["nic-0"])
+    cdi.remove_driver_specs(tmp_path, "gpu.example.com")
+    assert [p.name for p in tmp_path.iterdir()] == ["nic.example.com-uid-3.json"]
+
+
+class _Claims(DriverAPI):
+    """Claims allocated one device each on node-a, in memory; status writes and published pools recorded."""
+
+    def __init__(self, devices_by_claim: dict[str, str]) -> None:
+        super().__init__(ApiClient(), "gpu.example.com")
+        selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]}
+        self.claims = {
+            name: {
+                "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+                "status": {
+                    "allocation": {
+                        "devices": {
+                            "results": [
+                                {"driver": "gpu.example.com", "pool": "node-a", "device": device, "request": "gpu"}
+                            ]
+                        },
+                        "nodeSelector": {"nodeSelectorTerms": [selector]},
+                    }
+                },
+            }
+            for name, device in devices_by_claim.items()
+        }
+        self.status: dict[str, list[dict[str, Any]]] = {}
+        self.pools: list[list[dict[str, Any]]] = []
+
+    def get_claim(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.claims[name]
+
+    def apply_device_status(self, claim: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        self.status[claim["metadata"]["name"]] = entries
+
+    def list_slices(self, node: str) -> list[dict[str, Any]]:
+        return []
+
+    def publish_pool(self, node: str, manifests: list[dict[str, Any]]) -> None:
+        self.pools.append(manifests)
+
+
+def _broken_core(tmp_path: Path, mode: broken.BrokenMode | None, *, profile: str = "gpu") -> tuple[DriverCore, _Claims]:
+    config = _config(tmp_path, profile=profile, broken=frozenset({mode} if mode else set()))
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    api = _Claims({"a": f"{profile}-0", "b": f"{profile}-1", "c": f"{profile}-2"})
+    calls = CallLog(config.state_dir / "calls.jsonl", config.node_name)
+    return DriverCore(config, api, FaultSet(), calls, PreparedClaims(config.state_dir / "prepared.json")), api
+
+
+def _refs(*names: str) -> list[ClaimRef]:
+    return [ClaimRef(namespace="ns", uid=f"uid-{name}", name=name) for name in names]
+
+
+def _answered(results: dict[str, Any]) -> dict[str, list[str]]:
+    return {uid: [d["deviceName"] for d in result.devices] for uid, result in results.items()}
+
+
+@pytest.mark.parametrize(
+    ("mode", "answered"),
+    [
+        (None, {"uid-a": ["gpu-0"], "uid-b": ["gpu-1"], "uid-c": ["gpu-2"]}),
+        (broken.BrokenMode.BATCH_ANSWERS_SWAPPED, {"uid-a": ["gpu-1"], "uid-b": ["gpu-2"], "uid-c": ["gpu-0"]}),
+    ],
+    ids=["reference", "batch-answers-swapped"],
+)
+def test_a_batch_is_answered_per_claim_unless_the_answers_are_swapped(
+    tmp_path: Path, mode: broken.BrokenMode | None, answered: dict[str, list[str]]
+) -> None:
+    core, _ = _broken_core(tmp_path, mode)
+    assert _answered(core.prepare(_refs("a", "b", "c"))) == answered
+    assert _answered(core.prepare(_refs("b"))) == {"uid-b": ["gpu-1"]}, "a claim alone is answered correctly"
+
+
+@pytest.mark.parametrize(
+    ("mode", "left"),
+    [(None, []), (broken.BrokenMode.UNPREPARE_HANDLES_ONLY_FIRST, ["uid-b", "uid-c"])],
+    ids=["reference", "unprepare-handles-only-first"],
+)
+def test_unprepare_of_a_batch_undoes_every_claim_unless_it_handles_only_the_first(
+    tmp_path: Path, mode: broken.BrokenMode | None, left: list[str]
+) -> None:
+    core, _ = _broken_core(tmp_path, mode)
+    core.prepare(_refs("a", "b", "c"))
+    assert core.unprepare(_refs("a", "b", "c")) == {"uid-a": "", "uid-b": "", "uid-c": ""}
+    assert sorted(core.prepared.all()) == left
+    assert sorted(p.name for p in core.config.cdi_dir.iterdir()) == [f"gpu.example.com-{uid}.json" for uid in left]
+
+
+def test_cdi_ids_of_the_unresolvable_mutant_name_a_kind_no_spec_defines(tmp_path: Path) -> None:
+    core, _ = _broken_core(tmp_path, broken.BrokenMode.CDI_ID_UNRESOLVABLE)
+    ids = core.prepare(_refs("a"))["uid-a"].devices[0]["cdiDeviceIDs"]
+    spec = json.loads(cdi.spec_path(core.config.cdi_dir, "gpu.example.com", "uid-a").read_text())
+    assert ids == ["fake-dra.example.com/gpu=uid-a-gpu-0"]
+    assert spec["kind"] == "gpu.example.com/gpu", spec
+
+
+@pytest.mark.parametrize(
+    ("mode", "left"),
+    [(None, ["gpu.example.com-uid-b.json"]), (broken.BrokenMode.UNPREPARE_REMOVES_OTHER_CLAIMS_CDI, [])],
+    ids=["reference", "unprepare-removes-other-claims-cdi"],
+)
+def test_unprepare_of_one_claim_keeps_the_others_cdi_specs_unless_it_removes_them(
+    tmp_path: Path, mode: broken.BrokenMode | None, left: list[str]
+) -> None:
+    core, _ = _broken_core(tmp_path, mode)
+    core.prepare(_refs("a"))
+    core.prepare(_refs("b"))
+    core.unprepare(_refs("a"))
+    assert sorted(p.name for p in core.config.cdi_dir.iterdir()) == left
+
+
+@pytest.mark.parametrize(
+    ("mode", "set_up"),
+    [(None, "gpu-0"), (broken.BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE, "gpu-1")],
+    ids=["reference", "cdi-edits-name-other-device"],
+)
+def test_cdi_edits_set_up_the_allocated_device_unless_they_name_the_next(
+    tmp_path: Path, mode: broken.BrokenMode | None, set_up: str
+) -> None:
+    core, _ = _broken_core(tmp_path, mode)
+    answer = core.prepare(_refs("a"))["uid-a"]
+    spec = json.loads(cdi.spec_path(core.config.cdi_dir, "gpu.example.com", "uid-a").read_text())
+    assert answer.devices[0]["deviceName"] == "gpu-0", "the answer reports the allocated device either way"
+    assert f"FAKE_DRA_DEVICE={set_up}" in spec["devices"][0]["containerEdits"]["env"], spec
+
+
+@pytest.mark.parametrize(
+    ("mode", "bumped"),
+    [(None, True), (broken.BrokenMode.REPUBLISHES_SAME_GENERATION, False)],
+    ids=["reference", "republishes-same-generation"],
+)
+def test_a_fault_that_changes_the_pool_republishes_it_at_a_new_generation_unless_broken(
+    tmp_path: Path, mode: broken.BrokenMode | None, bumped: bool
+) -> None:
+    core, api = _broken_core(tmp_path, mode)
+    before = core.generation
+    core.set_faults([Fault.parse({"mode": "unavailable", "device": "gpu-1"})])
+    published = api.pools[-1][0]["spec"]
+    assert any(d.get("taints") for d in published["devices"]), "the pool was republished with the taint"
+    assert (published["pool"]["generation"] > before) is bumped, published["pool"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "pool"),
+    [(None, "node-a"), (broken.BrokenMode.HEALTH_WRONG_POOL, "gpu.example.com")],
+    ids=["reference", "health-wrong-pool"],
+)
+def test_health_names_the_published_pool_unless_broken(
+    tmp_path: Path, mode: broken.BrokenMode | None, pool: str
+) -> None:
+    core, _ = _broken_core(tmp_path, mode)
+    assert core.health_pool() == pool
+
+
+@pytest.mark.parametrize(
+    ("mode", "index"),
+    [(None, 1), (broken.BrokenMode.NETWORK_DATA_MISMATCH, 2)],
+    ids=["reference", "network-data-mismatch"],
+)
+def test_network_data_names_the_devices_interface_unless_numbered_from_one(
+    tmp_path: Path, mode: broken.BrokenMode | None, index: int
+) -> None:
+    core, api = _broken_core(tmp_path, mode, profile="nic")
+    core.prepare(_refs("b"))
+    network = api.status["b"][0]["networkData"]
+    slice_device = devices.resource_slice(core.config, 1, unavailable=set(), published=3)["spec"]["devices"][index]
+    assert network["interfaceName"] == slice_device["attributes"]["interfaceName"]["string"]
+    assert network["hardwareAddress"] == slice_device["attributes"]["mac"]["string"]

@@ -8,6 +8,9 @@ start (`--broken-mode`), so a driver profile can run the broken driver like any 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 class BrokenMode(StrEnum):
@@ -49,6 +52,28 @@ class BrokenMode(StrEnum):
     HEALTHY_WHILE_FAILING = "healthy-while-failing"
     # One bad claim fails the whole NodePrepareResources call (a gRPC error), holding up the good claims in it.
     FAILS_WHOLE_CALL = "fails-whole-call"
+    # Pairs the answers of a NodePrepareResources call for several claims with the wrong claim UIDs (it collects
+    # the answers in one order and the UIDs in another): each claim is reported with another claim's devices.
+    BATCH_ANSWERS_SWAPPED = "batch-answers-swapped"
+    # A NodeUnprepareResources call for several claims undoes only the first one and reports success for all.
+    UNPREPARE_HANDLES_ONLY_FIRST = "unprepare-handles-only-first"
+    # Answers CDI device IDs under the product's vendor name while its CDI specs are written under the driver name:
+    # no spec the container runtime reads defines the devices it is told to inject.
+    CDI_ID_UNRESOLVABLE = "cdi-id-unresolvable"
+    # Unprepare of one claim deletes every CDI spec of the driver (by file prefix), also those of claims still
+    # prepared.
+    UNPREPARE_REMOVES_OTHER_CLAIMS_CDI = "unprepare-removes-other-claims-cdi"
+    # The container edits of a claim's CDI spec set up the device after the allocated one in its pool, while the
+    # answer (and the CDI device name) report the allocated device.
+    CDI_EDITS_NAME_OTHER_DEVICE = "cdi-edits-name-other-device"
+    # Republishes its pool with changed devices (a taint) without changing the pool generation.
+    REPUBLISHES_SAME_GENERATION = "republishes-same-generation"
+    # Its health reports name the pool after the driver instead of the pool it publishes (the node's name): the
+    # kubelet matches no report to a prepared device.
+    HEALTH_WRONG_POOL = "health-wrong-pool"
+    # Numbers interfaces from 1 in networkData while its slice numbers them from 0: a NIC's status.devices entry
+    # names the interface and MAC of the next NIC.
+    NETWORK_DATA_MISMATCH = "network-data-mismatch"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).
@@ -58,3 +83,25 @@ LEGACY_NODE_DOMAIN = "nodes.fake-dra.example.com"
 def legacy_node_name(node: str) -> str:
     """The node name an older release bound its slices to: the node's FQDN, which is not a Kubernetes node."""
     return f"{node}.{LEGACY_NODE_DOMAIN}"
+
+
+# The product's vendor name, under which the CDI_ID_UNRESOLVABLE mutant answers CDI device IDs.
+PRODUCT_CDI_VENDOR = "fake-dra.example.com"
+
+
+def rotated(answers: dict[str, T]) -> dict[str, T]:
+    """The BATCH_ANSWERS_SWAPPED mutant: each key gets the value of the key after it (the last the first's)."""
+    keys = list(answers)
+    return {key: answers[keys[(position + 1) % len(keys)]] for position, key in enumerate(keys)}
+
+
+def product_vendor_id(cdi_id: str) -> str:
+    """The CDI_ID_UNRESOLVABLE mutant's ID: `<vendor>/<class>=<name>` with the product's vendor name instead."""
+    kind, name = cdi_id.split("=", 1)
+    return f"{PRODUCT_CDI_VENDOR}/{kind.split('/', 1)[1]}={name}"
+
+
+def next_device(device: str, count: int) -> str:
+    """The device after `device` (`<profile>-<index>`) in a pool of `count` devices, wrapping around."""
+    profile, index = device.rsplit("-", 1)
+    return f"{profile}-{(int(index) + 1) % count}"

@@ -24,11 +24,19 @@ def device_id(driver: str, profile: str, claim_uid: str, device: str) -> str:
 
 
 def write_spec(
-    cdi_dir: Path, driver: str, profile: str, claim_uid: str, devices: list[str], *, edits: bool = True
+    cdi_dir: Path,
+    driver: str,
+    profile: str,
+    claim_uid: str,
+    devices: list[str],
+    *,
+    edits: bool = True,
+    set_up: list[str] | None = None,
 ) -> list[str]:
     """Write the claim's spec (atomically) and return its CDI device IDs.
 
     `edits=False` leaves out what identifies the device (the spec stays valid: a CDI device needs some edit).
+    `set_up` names the device each CDI device's edits set up (default: the device itself, one per device).
     """
     cdi_dir.mkdir(parents=True, exist_ok=True)
     spec = {
@@ -38,12 +46,12 @@ def write_spec(
             {
                 "name": f"{claim_uid}-{device}",
                 "containerEdits": {
-                    "env": [f"FAKE_DRA_DEVICE={device}", f"FAKE_DRA_CLAIM={claim_uid}"]
+                    "env": [f"FAKE_DRA_DEVICE={edited}", f"FAKE_DRA_CLAIM={claim_uid}"]
                     if edits
                     else [f"FAKE_DRA_CLAIM={claim_uid}"]
                 },
             }
-            for device in devices
+            for device, edited in zip(devices, set_up or devices, strict=True)
         ],
         "containerEdits": {},
     }
@@ -57,3 +65,10 @@ def write_spec(
 def remove_spec(cdi_dir: Path, driver: str, claim_uid: str) -> None:
     """Delete the claim's spec; a missing file is fine (unprepare is idempotent)."""
     spec_path(cdi_dir, driver, claim_uid).unlink(missing_ok=True)
+
+
+def remove_driver_specs(cdi_dir: Path, driver: str) -> None:
+    """Delete every spec of the driver (by its file prefix): what the UNPREPARE_REMOVES_OTHER_CLAIMS_CDI mutant does."""
+    if cdi_dir.is_dir():
+        for path in cdi_dir.glob(f"{driver}-*.json"):
+            path.unlink(missing_ok=True)

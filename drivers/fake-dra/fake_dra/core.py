@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from fake_dra import cdi, devices
-from fake_dra.broken import BrokenMode, legacy_node_name
+from fake_dra.broken import BrokenMode, legacy_node_name, next_device, product_vendor_id, rotated
 from fake_dra.config import DriverConfig
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
 from fake_dra.kube import DriverAPI, denial
@@ -105,8 +105,9 @@ class DriverCore:
         if any(f.mode == "crash" for f in faults):
             os._exit(CRASH_EXIT_CODE)
         if before != [f for f in faults if f.mode in SLICE_MODES]:
-            self.generation += 1
-            (self.config.state_dir / "generation").write_text(str(self.generation))
+            if not self.config.is_broken(BrokenMode.REPUBLISHES_SAME_GENERATION):
+                self.generation += 1
+                (self.config.state_dir / "generation").write_text(str(self.generation))
             self.publish()
             with self._health:
                 self._health_version += 1
@@ -121,6 +122,12 @@ class DriverCore:
             (name, name not in unavailable, "unavailable (injected)" if name in unavailable else "ok")
             for name in devices.device_names(self.config)
         ]
+
+    def health_pool(self) -> str:
+        """The pool health reports name: the one the driver publishes (the HEALTH_WRONG_POOL mutant names another)."""
+        if self.config.is_broken(BrokenMode.HEALTH_WRONG_POOL):
+            return self.config.driver_name  # the bug: the pool named after the driver, not the node
+        return self.config.node_name
 
     def wait_health_change(self, seen: int, timeout: float) -> int:
         """Block until the health version differs from `seen` (or `timeout`); return the current version."""
@@ -165,6 +172,8 @@ class DriverCore:
                 )
                 raise ClaimRefused("; ".join(refused.values()))
         results = {claim.uid: self._prepare_one(claim, lookups.get(claim.uid)) for claim in claims}
+        if self.config.is_broken(BrokenMode.BATCH_ANSWERS_SWAPPED):
+            results = rotated(results)  # the bug: the answers paired with the claim UIDs in another order
         self.calls.record(
             "NodePrepareResources",
             started,
@@ -196,9 +205,20 @@ class DriverCore:
                 return PrepareResult(error=problem)
             names = [self._device_to_set_up(result["device"]) for result in mine]
             edits = self.faults.find("cdi-without-edits", claim=ref.uid, devices=names) is None
+            set_up = names
+            if self.config.is_broken(BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE):
+                set_up = [next_device(name, self.config.devices) for name in names]  # the bug: edits off by one
             cdi_ids = cdi.write_spec(
-                self.config.cdi_dir, self.config.driver_name, self.config.profile, ref.uid, names, edits=edits
+                self.config.cdi_dir,
+                self.config.driver_name,
+                self.config.profile,
+                ref.uid,
+                names,
+                edits=edits,
+                set_up=set_up,
             )
+            if self.config.is_broken(BrokenMode.CDI_ID_UNRESOLVABLE):
+                cdi_ids = [product_vendor_id(cdi_id) for cdi_id in cdi_ids]  # the bug: no spec defines these
             prepared = [
                 {
                     "requestNames": [result["request"]],
@@ -288,6 +308,8 @@ class DriverCore:
             entry["conditions"] = [_condition("True", "Prepared", "prepared by fake-dra")]
         if self.config.profile == "nic":
             index = int(result["device"].rsplit("-", 1)[1])
+            if self.config.is_broken(BrokenMode.NETWORK_DATA_MISMATCH):
+                index += 1  # the bug: interfaces numbered from 1 here, from 0 in the slice
             entry["networkData"] = {
                 "interfaceName": devices.interface_name(index),
                 "ips": [devices.ip_cidr(index)],
@@ -298,7 +320,12 @@ class DriverCore:
     def unprepare(self, claims: list[ClaimRef]) -> dict[str, str]:
         """NodeUnprepareResources: per-claim error text ("" for success); unknown claims succeed."""
         started = time.time()
-        errors = {claim.uid: self._unprepare_one(claim) for claim in claims}
+        errors = {}
+        for position, claim in enumerate(claims):
+            if position and self.config.is_broken(BrokenMode.UNPREPARE_HANDLES_ONLY_FIRST):
+                errors[claim.uid] = ""  # the bug: reported unprepared, never undone
+                continue
+            errors[claim.uid] = self._unprepare_one(claim)
         self.calls.record(
             "NodeUnprepareResources",
             started,
@@ -324,7 +351,9 @@ class DriverCore:
                 problem = self._remove_status(ref)
                 if problem:
                     return problem
-            if not self.config.is_broken(BrokenMode.UNPREPARE_LEAVES_CDI_SPECS):
+            if self.config.is_broken(BrokenMode.UNPREPARE_REMOVES_OTHER_CLAIMS_CDI):
+                cdi.remove_driver_specs(self.config.cdi_dir, self.config.driver_name)  # the bug: every claim's spec
+            elif not self.config.is_broken(BrokenMode.UNPREPARE_LEAVES_CDI_SPECS):
                 cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
             self.prepared.remove(ref.uid)
             self._unprepared.add(ref.uid)

@@ -97,7 +97,7 @@ def health_servicer(core: DriverCore, messages: ModuleType, services: ModuleType
                         last_updated_time=int(time.time()),
                         message=message,
                     )
-                    entry.device.pool_name = core.config.node_name
+                    entry.device.pool_name = core.health_pool()
                     entry.device.device_name = device
                 yield response
             core.calls.record("NodeWatchResources", started, claims=[], outcome="closed")
