@@ -84,8 +84,9 @@ def driver_argv(
     devices: int = 4,
     profile: str = "gpu",
     delete_slices_on_exit: bool = False,
+    behaviour: tuple[str, ...] = (),
 ) -> list[str]:
-    """The command line of one fake driver process."""
+    """The command line of one fake driver process; `behaviour` adds the profile's behaviour options."""
     argv = [
         sys.executable,
         "-m",
@@ -101,7 +102,23 @@ def driver_argv(
     ]
     if delete_slices_on_exit:
         argv.append("--delete-slices-on-exit")
-    return argv
+    return [*argv, *behaviour]
+
+
+# Options of the reference driver that choose a behaviour (a variant the contract allows, or a broken mode), not
+# where it runs: private instances of the driver under test carry the ones its profile gives it.
+BEHAVIOUR_OPTIONS = (
+    "--health-service",
+    "--status-conditions",
+    "--keep-status-after-unprepare",
+    "--unknown-claim-answer",
+    "--broken-mode",
+)
+
+
+def behaviour_args(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The behaviour options among a profile's `run.args` (`--name=value` or a bare flag)."""
+    return tuple(arg for arg in args if arg.split("=", 1)[0] in BEHAVIOUR_OPTIONS)
 
 
 class FakeDriverProcess:
@@ -198,8 +215,14 @@ class PrivateDrivers:
         namespace: str,
         default_nodes: tuple[str, ...],
         timeouts: Timeouts,
+        behaviour: tuple[str, ...] = (),
     ) -> None:
-        """Create identities through `tracker` in `namespace`; start on `default_nodes` unless told otherwise."""
+        """Create identities through `tracker` in `namespace`; start on `default_nodes` unless told otherwise.
+
+        `behaviour`: the driver under test's behaviour options (`behaviour_args`), which every instance gets, so
+        the checks that run on private instances judge the driver as its profile runs it.
+        """
+        self.behaviour = behaviour
         self.dynamic_client, self.api_client, self.tracker = dynamic_client, api_client, tracker
         self.namespace, self.default_nodes, self.timeouts = namespace, default_nodes, timeouts
         # Socket paths are limited to 107 bytes, so the kubelet roots live in a short temp directory.
@@ -221,6 +244,7 @@ class PrivateDrivers:
                 state_dir=self.scratch / node / "state",
                 cdi_dir=self.scratch / node / "cdi",
                 delete_slices_on_exit=True,
+                behaviour=self.behaviour,
             )
             process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log")
             self.started.append(process)

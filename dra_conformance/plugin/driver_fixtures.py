@@ -31,7 +31,7 @@ from dra_conformance.driver.real_node import (
     endpoint_from,
     tolerations_of,
 )
-from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers
+from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers, behaviour_args
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.fault_proxy import ApiFaultProxy
@@ -264,7 +264,8 @@ def private_driver(
     The fixture itself always sets up, so that a test may ask for it before `kubelet` (whose leftover unprepares
     then run while the driver is still there) and decide at run time whether it needs one.
     """
-    drivers = PrivateDrivers(dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts)
+    behaviour = behaviour_args(driver_profile.run.process.args) if driver_profile.run else ()
+    drivers = PrivateDrivers(dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts, behaviour)
 
     def start(nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2) -> PrivateDriver:
         if not driver_profile.declares(Capability.REFERENCE_FAULTS):

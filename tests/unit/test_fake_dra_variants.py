@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import paths
 from dra_conformance.driver.profile import Capability, Strictness, load_profile
+from dra_conformance.driver.reference import behaviour_args
 from dra_wire.kubelet_api import KubeletAPI, load
 from fake_dra import cdi, server
 from fake_dra.__main__ import parse_args
@@ -396,3 +397,19 @@ def test_variant_profile_is_the_reference_profile_with_its_one_option(
     same = ("driver", "version", "device_classes", "devices", "timeouts")
     assert [getattr(variant, f) for f in same] == [getattr(reference, f) for f in same]
     assert variant.identity.service_account == reference.identity.service_account
+
+
+def test_private_instances_carry_the_profiles_behaviour_options_and_nothing_about_where_it_runs() -> None:
+    args = (
+        "--driver-name={driver}",
+        "--kubelet-root={kubelet_root}",
+        "--status-conditions=none",
+        "--keep-status-after-unprepare",
+        "--broken-mode=prepares-wrong-device",
+        "--devices=8",
+    )
+    assert behaviour_args(args) == (
+        "--status-conditions=none",
+        "--keep-status-after-unprepare",
+        "--broken-mode=prepares-wrong-device",
+    )
