@@ -16,7 +16,7 @@ from kubernetes import client
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
-from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.reference import FakeDriverControl, PrivateDriver
 from dra_conformance.kubelet.client import HEALTH_SERVICES, DriverClient
 from dra_conformance.report.findings import Obligations
@@ -82,8 +82,14 @@ def test_declared_health_stream_reports_published_devices_within_the_kubelet_win
 
 
 def test_reference_driver_reports_an_unavailable_device_unhealthy(
-    private_driver: Callable[..., PrivateDriver], driver_client: Callable[..., DriverClient], obligations: Obligations
+    private_driver: Callable[..., PrivateDriver],
+    driver_client: Callable[..., DriverClient],
+    driver_profile: DriverProfile,
+    obligations: Obligations,
 ) -> None:
+    if not driver_profile.declares(Capability.HEALTH_STREAM):
+        # Private instances run as the profile does: without a health service where it declares none.
+        pytest.skip(f"not applicable: {driver_profile.source} does not declare healthStream")
     driver = private_driver(devices=2)
     process = next(iter(driver.processes.values()))
     process.control.set_faults([{"mode": "unavailable", "device": "gpu-1"}])
