@@ -9,7 +9,8 @@ from __future__ import annotations
 import datetime
 import json
 import statistics
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import __version__
+from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import discovery, waits
 from dra_conformance.kube.audit_log import events as audit_log_events
 from dra_conformance.kube.client import raw_request
@@ -38,6 +40,7 @@ REQUEST_TIMEOUT = 10.0
 STABLE_AVAILABILITY_RATIO = 0.999
 
 DECISIONS = (
+    # Over a watch; at the verdict's read the decision names what to fix: "fix first: v1 unavailable (<reason>)".
     "fix the metrics implementation first",
     "hold autoscaling changes and fix the pipeline",
     "keep serving v1beta1 alongside v1 (dual-serve)",
@@ -48,6 +51,15 @@ DECISIONS = (
 # measured here by the consumer inventory on 1.37 (suites/metrics). The version skew policy keeps the
 # controller-manager no newer than kube-apiserver, so an API server at or below this minor implies it.
 HPA_READS_ONLY_V1BETA1_UNTIL_MINOR = 37
+# The decision an unavailable version makes at the verdict's read: "fix first: v1 unavailable (FailedDiscoveryCheck)".
+FIX_FIRST = "fix first"
+# The condition of a version that has no APIService (apiservice_condition), and the reason it is unavailable then.
+MISSING = "missing"
+NO_APISERVICE = "no APIService"
+# The check (suites/metrics) that judges each version's availability; the checks it blocks name it.
+AVAILABILITY_CHECK = "test_served_version_has_an_available_apiservice_and_serves_node_metrics"
+# How often the up-front availability read polls an APIService that is not Available yet.
+AVAILABILITY_POLL = 1.0
 HPA_RULE = (
     "the HPA controller of kube-controller-manager <= 1.{minor} reads only metrics.k8s.io/v1beta1, and the "
     "controller-manager is never newer than the API server ({server})"
@@ -74,17 +86,135 @@ def served_versions(api: client.ApiClient) -> list[str]:
     return discovery.served_versions(api, GROUP, timeout=REQUEST_TIMEOUT)
 
 
-def apiservice_condition(api: client.ApiClient, version: str) -> str:
-    """The `Available` condition of <version>.metrics.k8s.io as "True/Passed", or "missing"."""
+@dataclass(frozen=True)
+class VersionAvailability:
+    """One version of metrics.k8s.io at a read: listed by discovery or not, and its APIService's Available condition."""
+
+    version: str
+    # Discovery lists it (the cluster claims to serve it).
+    served: bool
+    # "True/Passed", "False/FailedDiscoveryCheck", "missing" (no APIService) or "no Available condition".
+    condition: str
+    message: str = ""
+    # When the condition last changed status (None without one).
+    since: datetime.datetime | None = None
+
+    @property
+    def available(self) -> bool:
+        """Its APIService is Available."""
+        return self.condition.startswith("True")
+
+    @property
+    def registered(self) -> bool:
+        """It has an APIService."""
+        return self.condition != MISSING
+
+    @property
+    def reason(self) -> str:
+        """Why it is not Available ("" when it is)."""
+        return unavailable_reason(self.condition) or ""
+
+    def settled(self, now: datetime.datetime, deadline: float) -> bool:
+        """Whether waiting could not make it Available within `deadline`.
+
+        It is Available, it has no APIService, or it has been unavailable longer than the deadline already (a
+        pipeline warming up turns Available within it).
+        """
+        if self.available or not self.registered:
+            return True
+        return self.since is not None and (now - self.since).total_seconds() >= deadline
+
+    def describe(self) -> str:
+        """One line: "metrics.k8s.io/v1 unavailable (FailedDiscoveryCheck: <message>)"."""
+        detail = f"{self.reason}: {self.message}" if self.message else self.reason
+        return f"{GROUP}/{self.version} unavailable ({detail})"
+
+
+def unavailable_reason(condition: str) -> str | None:
+    """The reason in an Available condition as `apiservice_condition` writes it; None when it is True."""
+    if condition.startswith("True"):
+        return None
+    if condition == MISSING:
+        return NO_APISERVICE
+    status, _, reason = condition.partition("/")
+    return reason or status
+
+
+def apiservice_state(api: client.ApiClient, version: str, *, served: bool = False) -> VersionAvailability:
+    """The `Available` condition of <version>.metrics.k8s.io, its message and since when it holds."""
     try:
         service = client.ApiregistrationV1Api(api).read_api_service(f"{version}.{GROUP}")
     except ApiException as error:
         if error.status == 404:
-            return "missing"
+            return VersionAvailability(version, served, MISSING)
         raise
     conditions = (service.status.conditions if service.status else None) or []
     condition = next((c for c in conditions if c.type == "Available"), None)
-    return f"{condition.status}/{condition.reason}" if condition else "no Available condition"
+    if condition is None:
+        return VersionAvailability(version, served, "no Available condition")
+    since = condition.last_transition_time
+    return VersionAvailability(
+        version,
+        served,
+        f"{condition.status}/{condition.reason}",
+        " ".join(str(condition.message or "").split()),
+        since if isinstance(since, datetime.datetime) else None,
+    )
+
+
+def apiservice_condition(api: client.ApiClient, version: str) -> str:
+    """The `Available` condition of <version>.metrics.k8s.io as "True/Passed", or "missing"."""
+    return apiservice_state(api, version).condition
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Every version of metrics.k8s.io as read once, up front, for the checks of a run to share."""
+
+    # What discovery lists, the preferred version first.
+    served: tuple[str, ...]
+    versions: dict[str, VersionAvailability]
+    # Seconds the read waited for versions still turning Available.
+    waited: float = 0.0
+
+    def conditions(self) -> dict[str, str]:
+        """Each version's Available condition ("True/Passed", "missing"), as the verdict's evidence holds them."""
+        return {v: state.condition for v, state in self.versions.items()}
+
+    def unavailable(self) -> list[VersionAvailability]:
+        """Versions discovery lists or an APIService registers that are not Available."""
+        return [s for s in self.versions.values() if (s.served or s.registered) and not s.available]
+
+    def usable(self) -> list[str]:
+        """Served versions that are Available, the one consumers prefer (v1) first."""
+        ordered = sorted(self.served, key=lambda version: version != "v1")
+        return [v for v in ordered if v in self.versions and self.versions[v].available]
+
+
+def read_availability(
+    api: client.ApiClient,
+    deadline: float,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> Availability:
+    """Each version's availability, once every served or registered one is Available or settled, or at `deadline`.
+
+    A version that has been unavailable longer than `deadline` already is not waited for: nothing suggests it is
+    warming up. The state at the deadline is returned, never an error: unavailability is what the checks judge.
+    """
+    start = clock()
+    while True:
+        served = served_versions(api)
+        state = Availability(
+            tuple(served),
+            {v: apiservice_state(api, v, served=v in served) for v in VERSIONS},
+            round(clock() - start, 3),
+        )
+        now = utc_now()
+        if all(s.settled(now, deadline) for s in state.unavailable()) or clock() - start >= deadline:
+            return state
+        sleep(min(AVAILABILITY_POLL, max(0.0, deadline - (clock() - start))))
 
 
 def parse_cpu(quantity: str) -> float:
@@ -199,6 +329,8 @@ class Evidence:
     """What the verdict is decided from."""
 
     available: dict[str, str] = field(default_factory=dict)
+    # The Available condition's message of each version that is not Available.
+    messages: dict[str, str] = field(default_factory=dict)
     lag_p50: float | None = None
     lag_p95: float | None = None
     slo: float = FRESHNESS_SLO
@@ -240,9 +372,38 @@ class Evidence:
         return json.dumps(asdict(self), indent=2)
 
 
+def unavailable_versions(evidence: Evidence) -> dict[str, str]:
+    """Versions unavailable at the verdict's read, with the reason.
+
+    v1 always counts (consumers move to it); another version once it is registered: a registered APIService that
+    fails discovery breaks its readers, and namespace deletion cluster-wide.
+    """
+    found = {}
+    for version in VERSIONS:
+        condition = evidence.available.get(version, MISSING)
+        reason = unavailable_reason(condition)
+        if reason is not None and (version == "v1" or condition != MISSING):
+            found[version] = reason
+    return found
+
+
+def fix_first(evidence: Evidence) -> str | None:
+    """The first decision when a version is unavailable at the read, e.g. "fix first: v1 unavailable (<reason>)"."""
+    unavailable = unavailable_versions(evidence)
+    if not unavailable:
+        return None
+    return f"{FIX_FIRST}: " + "; ".join(f"{v} unavailable ({reason})" for v, reason in unavailable.items())
+
+
+def asks_fix(decisions: Iterable[str]) -> bool:
+    """Whether the verdict asks to fix the implementation first (at the read or over the watch)."""
+    return any(d == DECISIONS[0] or d.startswith(f"{FIX_FIRST}:") for d in decisions)
+
+
 def verdict(evidence: Evidence) -> list[str]:
     """The operator's decisions that apply, most urgent first (the last row only when nothing else applies).
 
+    A version unavailable at the read makes the first decision "fix first: <version> unavailable (<reason>)".
     A watch adds its figures: a needed version available below the stable ratio over the watch needs a fix; lag
     p95 over the SLO at any version holds autoscaling. Widening needs 24 h of stable availability watched.
     """
@@ -250,7 +411,10 @@ def verdict(evidence: Evidence) -> list[str]:
     watch = evidence.watch
     needed = evidence.watched_versions()
     unavailable_in_watch = watch is not None and any(watch.ratio(v) < STABLE_AVAILABILITY_RATIO for v in needed)
-    if not evidence.available.get("v1", "").startswith("True") or unavailable_in_watch:
+    fix = fix_first(evidence)
+    if fix is not None:
+        decisions.append(fix)
+    elif unavailable_in_watch:
         decisions.append(DECISIONS[0])
     stale = evidence.lag_p95 is not None and evidence.lag_p95 > evidence.slo
     stale_in_watch = watch is not None and any(
@@ -263,6 +427,25 @@ def verdict(evidence: Evidence) -> list[str]:
     if watch is None or not watch.stable(needed, evidence.slo):
         decisions.append(DECISIONS[3])
     return decisions or [DECISIONS[4]]
+
+
+def point_in_time_evidence(api: client.ApiClient, availability: Availability, slo: float) -> Evidence:
+    """The verdict's evidence from one availability read and the samples of the preferred usable version.
+
+    Nothing is read from an unavailable version; a version that serves no sample leaves the lag unknown (None),
+    never zero.
+    """
+    evidence = Evidence(slo=slo, available=availability.conditions())
+    evidence.messages = {s.version: s.message for s in availability.unavailable() if s.message}
+    for version in availability.usable()[:1]:
+        try:
+            found = samples(api, version)
+        except ApiException:
+            continue
+        lags = lag_seconds(found.values(), utc_now())
+        if lags:
+            evidence.lag_p50, evidence.lag_p95 = summarize_lag(lags)
+    return evidence
 
 
 def consumer_inventory(
@@ -344,21 +527,68 @@ def preferred_version(served: list[str]) -> str:
     return "v1" if "v1" in served else served[0]
 
 
+def wait_first_node_samples(api: client.ApiClient, version: str, timeout: float) -> None:
+    """Wait until `version` serves its first NodeMetrics (a pipeline warming up is not wrong); `WaitTimeout` if not."""
+    waits.until(
+        lambda: samples(api, version),
+        lambda found: any(key.startswith("node/") for key in found),
+        timeout=timeout,
+        what=f"first NodeMetrics from {GROUP}/{version}",
+        describe=lambda found: sorted(found),
+        retry_on=(ApiException,),
+    )
+
+
 def wait_first_samples(api: client.ApiClient, timeout: float) -> list[str]:
     """The served versions, once the preferred one serves its first NodeMetrics (a pipeline warming up is not wrong).
 
     Empty when the group is not served at all; `WaitTimeout` when no node sample comes within `timeout`.
     """
     versions = served_versions(api)
-    if not versions:
-        return versions
-    preferred = preferred_version(versions)
-    waits.until(
-        lambda: samples(api, preferred),
-        lambda found: any(key.startswith("node/") for key in found),
-        timeout=timeout,
-        what=f"first NodeMetrics from {GROUP}/{preferred}",
-        describe=lambda found: sorted(found),
-        retry_on=(ApiException,),
-    )
+    if versions:
+        wait_first_node_samples(api, preferred_version(versions), timeout)
     return versions
+
+
+class SampleGate:
+    """Whether a check can read samples of some versions, decided from the up-front availability read.
+
+    A version unavailable at that read blocks at once: the availability check carries the finding and no check
+    waits its deadline for samples that cannot come. An Available version is waited for its first node samples
+    once per run; a version that served none within the deadline blocks the checks after it at once.
+    """
+
+    def __init__(self, api: client.ApiClient, availability: Availability, first_sample_timeout: float) -> None:
+        """Gate reads of `api` by `availability`; wait at most `first_sample_timeout` for a version's first samples."""
+        self.api, self.availability, self.timeout = api, availability, first_sample_timeout
+        # Version -> None once its first node samples came, or the wait's error when they did not.
+        self.first: dict[str, str | None] = {}
+
+    def first_samples(self, version: str) -> str | None:
+        """None once `version` served node samples (waited for once per run), else why it did not."""
+        if version not in self.first:
+            try:
+                wait_first_node_samples(self.api, version, self.timeout)
+                self.first[version] = None
+            except WaitTimeout as error:
+                self.first[version] = str(error)
+        return self.first[version]
+
+    def blocked(self, versions: Sequence[str]) -> str | None:
+        """Why samples of `versions` cannot be read, naming the check that carries the finding; None if they can."""
+        states = [self.availability.versions.get(v) or VersionAvailability(v, False, MISSING) for v in versions]
+        unavailable = [s for s in states if not s.available]
+        if unavailable:
+            checks = ", ".join(f"{AVAILABILITY_CHECK}[{s.version}]" for s in unavailable)
+            return (
+                "; ".join(s.describe() for s in unavailable) + f" at the run's availability read; the availability "
+                f"check {checks} carries the finding"
+            )
+        for version in versions:
+            error = self.first_samples(version)
+            if error is not None:
+                return (
+                    f"{GROUP}/{version} served no NodeMetrics: {error}; the availability check "
+                    f"{AVAILABILITY_CHECK}[{version}] carries the finding"
+                )
+        return None

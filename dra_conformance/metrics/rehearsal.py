@@ -81,8 +81,8 @@ class MetricsRehearsal:
         """What the HPA-style read selects: the namespace and labels of the consumer target."""
         return self.setup.namespace, CONSUMER_LABELS
 
-    def start_consumer_target(self) -> None:
-        """Run the pod an HPA would scale, and wait until v1beta1 serves its PodMetrics."""
+    def start_consumer_target(self, *, await_samples: bool = True) -> None:
+        """Run the pod an HPA would scale, and (with `await_samples`) wait until v1beta1 serves its PodMetrics."""
         core = client.CoreV1Api(self.admin)
         core.create_namespaced_pod(
             self.setup.namespace,
@@ -103,6 +103,8 @@ class MetricsRehearsal:
             what=f"consumer target pod {self.setup.namespace}/{self.setup.pod} Running",
             describe=str,
         )
+        if not await_samples:
+            return
         waits.until(
             lambda: metrics_rollback.hpa_style_read(self.metrics_client, KEPT, *self.target),
             bool,
@@ -138,6 +140,20 @@ def _apiservice_drift(record: PhaseRecord, expected: dict[str, str], now_seen: d
             record.problems.append(f"APIService {name} not Available {when}: {now_seen[name]}")
 
 
+def _both_available(services: dict[str, str]) -> bool:
+    """Whether the APIServices of both versions are Available (reads through the aggregator can answer)."""
+    return all(services.get(metrics_rollback.apiservice_name(v), "").startswith("True") for v in (REMOVED, KEPT))
+
+
+def _compare_versions(rehearsal: MetricsRehearsal, record: PhaseRecord, services: dict[str, str]) -> None:
+    """Parity of v1 and v1beta1, when both are Available; otherwise the APIService problems carry the finding."""
+    if not _both_available(services):
+        record.facts["parity"] = f"not compared: APIServices {services}"
+        return
+    record.facts["parity"] = metrics_rollback.parity_problems(rehearsal.metrics_client)
+    record.problems.extend(f"v1 and v1beta1 disagree: {p}" for p in record.facts["parity"][:10])
+
+
 def run_before(rehearsal: MetricsRehearsal) -> PhaseRecord:
     """Both versions served and Available; consumers read both; v1's APIService is saved for the rollback."""
     record = PhaseRecord(Phase.BEFORE, now())
@@ -155,13 +171,14 @@ def run_before(rehearsal: MetricsRehearsal) -> PhaseRecord:
     )
     if metrics_rollback.apiservice_name(REMOVED) in services:
         record.facts["removed_apiservice"] = metrics_rollback.saved_apiservice(rehearsal.admin, REMOVED)
+    # An unavailable v1beta1 serves no PodMetrics: its APIService problem above carries that, without the wait.
+    kept_available = services.get(metrics_rollback.apiservice_name(KEPT), "").startswith("True")
     try:
-        rehearsal.start_consumer_target()
+        rehearsal.start_consumer_target(await_samples=kept_available)
     except WaitTimeout as error:
         record.problems.append(f"consumer target not served: {error}")
     rehearsal.consumers(record, REMOVED, KEPT)
-    record.facts["parity"] = metrics_rollback.parity_problems(rehearsal.metrics_client)
-    record.problems.extend(f"v1 and v1beta1 disagree: {p}" for p in record.facts["parity"][:10])
+    _compare_versions(rehearsal, record, services)
     record.seconds = round(time.monotonic() - start, 3)
     return record
 
@@ -212,9 +229,19 @@ def run_after_rollback(rehearsal: MetricsRehearsal, state: RehearsalState, *, dr
         if saved is None:
             record.problems.append("before recorded no v1 APIService to restore")
         else:
-            metrics_rollback.restore_version(
-                rehearsal.admin, rehearsal.metrics_client, saved, rehearsal.timeouts.metrics_available
-            )
+            # Versions that were not Available before the change are not awaited now: that would only run out the
+            # deadline; the drift check below judges them against `before`.
+            serving_before = _both_available(before.facts.get("apiservices") or {})
+            try:
+                metrics_rollback.restore_version(
+                    rehearsal.admin,
+                    rehearsal.metrics_client,
+                    saved,
+                    rehearsal.timeouts.metrics_available,
+                    wait=serving_before,
+                )
+            except WaitTimeout as error:  # restored, but not serving within the deadline: judged as such
+                record.problems.append(f"v1 and v1beta1 not both serving after the rollback: {error}")
             record.facts["rollback_change_seconds"] = round(time.monotonic() - start, 3)
     else:
         try:  # the staging team's rollback may have just been made: Available, answering, discovered, in turn
@@ -230,8 +257,7 @@ def run_after_rollback(rehearsal: MetricsRehearsal, state: RehearsalState, *, dr
     if missing:
         record.problems.append(f"discovery does not list {missing} after the rollback: {served}")
     else:
-        record.facts["parity"] = metrics_rollback.parity_problems(rehearsal.metrics_client)
-        record.problems.extend(f"v1 and v1beta1 disagree: {p}" for p in record.facts["parity"][:10])
+        _compare_versions(rehearsal, record, services)
     rehearsal.consumers(record, REMOVED, KEPT)
     record.seconds = round(time.monotonic() - start, 3)
     return record

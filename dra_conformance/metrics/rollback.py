@@ -67,15 +67,25 @@ def remove_version(admin: client.ApiClient, metrics_client: client.ApiClient, ve
 
 
 def restore_version(
-    admin: client.ApiClient, metrics_client: client.ApiClient, manifest: dict[str, Any], timeout: float
+    admin: client.ApiClient,
+    metrics_client: client.ApiClient,
+    manifest: dict[str, Any],
+    timeout: float,
+    *,
+    wait: bool = True,
 ) -> None:
-    """Serve a removed version again from its saved APIService; wait until every version is served and found."""
+    """Serve a removed version again from its saved APIService; wait until every version is served and found.
+
+    Without `wait` only the APIService is created: for versions that were not serving before the change either,
+    waiting for them would only run out the deadline.
+    """
     try:
         client.ApiregistrationV1Api(admin).create_api_service(manifest)
     except ApiException as error:
         if error.status != 409:  # already there again: someone else restored it, wait for it all the same
             raise
-    wait_serving(metrics_client, metrics_api.VERSIONS, timeout)
+    if wait:
+        wait_serving(metrics_client, metrics_api.VERSIONS, timeout)
 
 
 def rolled_back_problems(

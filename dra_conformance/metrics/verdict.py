@@ -53,6 +53,7 @@ def summarize_verdict(entries: list[dict[str, Any]]) -> Section | None:
             f"  available: {evidence['available']}; sample age p50/p95: {evidence['lag_p50']}/"
             f"{evidence['lag_p95']} s (SLO {evidence['slo']} s); v1beta1-only consumers: "
             f"{evidence['v1beta1_only_consumers']}; details: {VERDICT_JSON}, {VERDICT_MARKDOWN} in the run's reports",
+            *(f"  {version} unavailable: {message}" for version, message in (evidence.get("messages") or {}).items()),
             *(f"  because {rule}" for rule in [document.get("rule")] if rule),
             *(f"  availability: {stability}" for stability in [document.get("stability")] if stability),
             *_watch_lines(evidence.get("watch")),
@@ -77,6 +78,9 @@ def render_markdown(document: dict[str, Any]) -> str:
         f"v1beta1-only consumers: {evidence['v1beta1_only_consumers'] or 'none seen'}; API server "
         f"{evidence['server_version']}.",
     ]
+    messages = evidence.get("messages") or {}
+    if messages:
+        lines += ["", *(f"- {version} is unavailable: {message}" for version, message in messages.items())]
     if watch:
         lines += [
             "",

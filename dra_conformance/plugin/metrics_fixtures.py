@@ -1,9 +1,14 @@
-"""Fixtures for the Metrics API checks: a suite-identified client, the SLO, the watch, the reference adapter."""
+"""Fixtures for the Metrics API checks: a suite-identified client, the SLO, availability, the watch, the adapter.
+
+Availability is read once, up front, and shared by the metrics checks (they run on one xdist worker, group
+"metrics"): a version unavailable then is judged by the availability check, and the checks that need its samples
+end at once as blocked (`metrics.version-available-for-samples`) instead of each waiting its deadline.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,14 +16,18 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.backends.base import BackendCapability, ClusterInfo
-from dra_conformance.errors import UsageError, WaitTimeout
+from dra_conformance.errors import UsageError
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics import watch as metrics_watch_mode
 from dra_conformance.metrics.adapter import MetricsAdapter
 from dra_conformance.metrics.verdict import VERDICT_JSON, VERDICT_MARKDOWN, render_markdown
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.exits import refuse
+from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
+
+# The harness obligation a check breaks when the versions it reads samples from are not usable.
+SAMPLES_BLOCKED = "metrics.version-available-for-samples"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,21 +74,53 @@ def freshness_slo(pytestconfig: pytest.Config) -> float:
 
 
 @pytest.fixture(scope="session")
+def metrics_availability(metrics_client: client.ApiClient, timeouts: Timeouts) -> metrics_api.Availability:
+    """Each version's availability, read once and shared by every metrics check of the run.
+
+    Read when the first metrics check needs it, within the availability deadline (a pipeline still turning
+    Available is given it).
+    """
+    return metrics_api.read_availability(metrics_client, timeouts.metrics_available)
+
+
+@pytest.fixture(scope="session")
+def metrics_samples(
+    metrics_client: client.ApiClient, metrics_availability: metrics_api.Availability, timeouts: Timeouts
+) -> metrics_api.SampleGate:
+    """Whether checks can read samples of a version (see `metrics_api.SampleGate`), shared by the run's checks."""
+    return metrics_api.SampleGate(metrics_client, metrics_availability, timeouts.metrics_first_sample)
+
+
+@pytest.fixture
+def need_samples(metrics_samples: metrics_api.SampleGate, obligations: Obligations) -> Callable[[Sequence[str]], None]:
+    """`need_samples(versions)`: go on if their samples can be read, else end the check at once as blocked."""
+
+    def need(versions: Sequence[str]) -> None:
+        __tracebackhide__ = True
+        reason = metrics_samples.blocked(versions)
+        if reason is not None:
+            obligations.fail(SAMPLES_BLOCKED, reason, f"{metrics_api.GROUP} {', '.join(versions)}")
+
+    return need
+
+
+@pytest.fixture(scope="session")
 def metrics_watch(
-    pytestconfig: pytest.Config, metrics_client: client.ApiClient, timeouts: Timeouts
+    pytestconfig: pytest.Config, metrics_client: client.ApiClient, metrics_samples: metrics_api.SampleGate
 ) -> metrics_watch_mode.WatchSummary | None:
     """The watch `--metrics-watch` asks for, run once when a check first needs it; None without the option.
 
-    It starts once the pipeline has its first node samples (a pipeline warming up is not unavailable yet); one that
-    never gets there is watched all the same, and the watch shows it unavailable.
+    It starts once the preferred version has its first node samples (a pipeline warming up is not unavailable yet);
+    one unavailable at the availability read, or that never gets there, is watched all the same, and the watch
+    shows it unavailable.
     """
     value = pytestconfig.getoption("--metrics-watch")
     if value is None:
         return None
-    try:
-        metrics_api.wait_first_samples(metrics_client, timeouts.metrics_first_sample)
-    except WaitTimeout:
-        pass  # measured by the watch itself: every tick of a pipeline with no samples is unavailable
+    served = list(metrics_samples.availability.served)
+    if served:
+        # measured by the watch itself: every tick of a pipeline with no samples is unavailable
+        metrics_samples.blocked([metrics_api.preferred_version(served)])
     return metrics_watch_mode.watch(metrics_client, metrics_watch_mode.parse_duration(value))
 
 

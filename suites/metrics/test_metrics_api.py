@@ -3,6 +3,12 @@
 Three questions are kept apart: is each version served and Available, do the versions agree, and are the samples
 fresh enough to drive autoscaling. A stale or missing sample is never read as zero use.
 
+Availability is read once, up front (`metrics_availability`). A version unavailable then fails the availability
+check and makes the verdict "fix first: <version> unavailable (<reason>)"; the checks that need its samples end at
+once as errors of the harness obligation `metrics.version-available-for-samples`, attributed to that check. They
+error rather than skip: "not applicable" would read as nothing to check here and could certify a run (e.g. `-k
+fresh`) that never judged freshness; an error keeps such a run incomplete and names what blocked it.
+
 The obligations are in `dra_conformance/model/registry/metrics.yaml`: what the API's types define is contract;
 freshness, availability over time and the verdict are what operators want beyond it (defensive); the consumer
 inventory is our own tool, checked against consumers we know (harness).
@@ -16,6 +22,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -83,15 +90,53 @@ def kubectl_1_37() -> str:
     )
 
 
+# Checks that need samples call it with the versions they read (dra_conformance.plugin.metrics_fixtures).
+NeedSamples = Callable[[Sequence[str]], None]
+
+
 @pytest.fixture
-def served(metrics_client: client.ApiClient, timeouts: Timeouts) -> list[str]:
-    # A pipeline that is still warming up is not wrong yet: wait for its first node samples.
-    versions = metrics_api.wait_first_samples(metrics_client, timeouts.metrics_first_sample)
-    if not versions:
+def served(metrics_availability: metrics_api.Availability) -> list[str]:
+    """The versions discovery lists at the run's availability read, the preferred one first."""
+    if not metrics_availability.served:
         pytest.skip(
             "not applicable: metrics.k8s.io is not served at all: no Metrics API implementation in this cluster"
         )
-    return versions
+    return list(metrics_availability.served)
+
+
+@pytest.fixture
+def read_version(served: list[str], metrics_availability: metrics_api.Availability, need_samples: NeedSamples) -> str:
+    """The version a consumer would read samples from: v1 unless unavailable, then another Available one."""
+    version = (metrics_availability.usable() or [metrics_api.preferred_version(served)])[0]
+    need_samples([version])
+    return version
+
+
+@pytest.fixture
+def both_versions_readable(served: list[str], need_samples: NeedSamples) -> None:
+    """For the checks that compare or roll back v1 and v1beta1: both served, Available and with samples."""
+    _require(served, "v1", "v1beta1")
+    need_samples(["v1", "v1beta1"])
+
+
+@pytest.fixture
+def audit_log(cluster: ClusterInfo) -> Path:
+    """The kube-apiserver audit log the consumer inventory is built from."""
+    if cluster.audit_log is None:
+        pytest.skip(
+            "not applicable: no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)"
+        )
+    return cluster.audit_log
+
+
+@pytest.fixture
+def every_served_version_readable(served: list[str], need_samples: NeedSamples) -> list[str]:
+    """For consumers whose version is theirs to pick (kubectl, the HPA controller): every served one readable.
+
+    Set up before the check's namespace, so a blocked check creates none.
+    """
+    need_samples(served)
+    return served
 
 
 def _judge_problems(obligations: Obligations, problems: list[str], where: str) -> None:
@@ -119,14 +164,28 @@ def _require(served: list[str], *versions: str) -> None:
 
 @pytest.mark.parametrize("version", metrics_api.VERSIONS)
 def test_served_version_has_an_available_apiservice_and_serves_node_metrics(
-    version: str, served: list[str], metrics_client: client.ApiClient, obligations: Obligations
+    version: str,
+    served: list[str],
+    metrics_availability: metrics_api.Availability,
+    metrics_samples: metrics_api.SampleGate,
+    metrics_client: client.ApiClient,
+    obligations: Obligations,
 ) -> None:
+    """Judged from the run's one availability read; the checks that need this version's samples rest on it."""
     _require(served, version)
     where = f"{version}.{metrics_api.GROUP}"
-    condition = metrics_api.apiservice_condition(metrics_client, version)
+    state = metrics_availability.versions[version]
     obligations.check(
-        "metrics.served-version-apiservice-available", condition == "True/Passed", f"Available: {condition}", where
+        "metrics.served-version-apiservice-available",
+        state.condition == "True/Passed",
+        f"Available: {state.condition}{f': {state.message}' if state.message else ''} (read once at the run's "
+        f"start, within the availability deadline; the checks that need its samples end as blocked, and the "
+        f"verdict says {metrics_api.FIX_FIRST}: {version} unavailable ({state.reason}))",
+        where,
     )
+    first = metrics_samples.first_samples(version)
+    if first is not None:
+        obligations.fail("metrics.served-version-serves-node-metrics", first, where)
     try:
         found = metrics_api.samples(metrics_client, version)
     except ApiException as error:
@@ -137,10 +196,8 @@ def test_served_version_has_an_available_apiservice_and_serves_node_metrics(
     )
 
 
-def test_versions_agree_while_both_are_served(
-    served: list[str], metrics_client: client.ApiClient, obligations: Obligations
-) -> None:
-    _require(served, "v1", "v1beta1")
+@pytest.mark.usefixtures("both_versions_readable")
+def test_versions_agree_while_both_are_served(metrics_client: client.ApiClient, obligations: Obligations) -> None:
     # A collection tick can fall between the two reads (either way round): compare reads of one tick.
     differences = metrics_rollback.parity_problems(metrics_client)
     obligations.check(
@@ -152,9 +209,9 @@ def test_versions_agree_while_both_are_served(
 
 
 def test_samples_are_fresh_enough_for_autoscaling(
-    served: list[str], metrics_client: client.ApiClient, freshness_slo: float, obligations: Obligations
+    read_version: str, metrics_client: client.ApiClient, freshness_slo: float, obligations: Obligations
 ) -> None:
-    version = "v1" if "v1" in served else served[0]
+    version = read_version
     where = f"{metrics_api.GROUP}/{version}"
     found = metrics_api.samples(metrics_client, version)
     now = datetime.datetime.now(datetime.UTC)
@@ -182,9 +239,9 @@ def test_samples_are_fresh_enough_for_autoscaling(
 
 
 def test_no_node_or_pod_is_reported_with_zero_use(
-    served: list[str], metrics_client: client.ApiClient, obligations: Obligations
+    read_version: str, metrics_client: client.ApiClient, obligations: Obligations
 ) -> None:
-    version = "v1" if "v1" in served else served[0]
+    version = read_version
     found = metrics_api.samples(metrics_client, version)
     zero = [key for key, s in found.items() if s.cpu_millicores == 0 and s.memory_bytes == 0]
     obligations.check(
@@ -195,15 +252,14 @@ def test_no_node_or_pod_is_reported_with_zero_use(
     )
 
 
+@pytest.mark.usefixtures("both_versions_readable")  # restoring v1 waits for both to serve again
 def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
-    served: list[str],
     metrics_client: client.ApiClient,
     api_client: client.ApiClient,
     timeouts: Timeouts,
     obligations: Obligations,
 ) -> None:
     """The same judgement as the rollback rehearsal's metrics phases (dra_conformance.metrics.rollback)."""
-    _require(served, "v1", "v1beta1")
     saved = metrics_rollback.saved_apiservice(api_client, "v1")
     with allure.step("roll back: stop serving metrics.k8s.io/v1"):
         metrics_rollback.remove_version(api_client, metrics_client, "v1", timeouts.metrics_available)
@@ -219,16 +275,14 @@ def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
 
 
 def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
-    served: list[str], cluster: ClusterInfo, metrics_client: client.ApiClient, obligations: Obligations
+    audit_log: Path,
+    every_served_version_readable: list[str],
+    cluster: ClusterInfo,
+    metrics_client: client.ApiClient,
+    obligations: Obligations,
 ) -> None:
-    if cluster.audit_log is None:
-        pytest.skip(
-            "not applicable: no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)"
-        )
     kubectl = kubectl_1_37()
     listed = metrics_api.aggregated_discovery_versions(metrics_client)
-
-    audit_log = cluster.audit_log
 
     def kubectl_reads() -> int:
         lines = audit_log.read_text(errors="replace").splitlines()
@@ -298,6 +352,7 @@ def test_served_versions_stay_available_and_fresh_over_the_watch(
 
 def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     served: list[str],
+    metrics_availability: metrics_api.Availability,
     cluster: ClusterInfo,
     metrics_client: client.ApiClient,
     freshness_slo: float,
@@ -305,14 +360,13 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     metrics_watch: WatchSummary | None,
     obligations: Obligations,
 ) -> None:
-    """The run's verdict goes to reports/<run-id>/metrics-verdict.{json,md}; "keep serving v1beta1" is advice."""
-    evidence = metrics_api.Evidence(slo=freshness_slo, watch=metrics_watch)
-    evidence.available = {v: metrics_api.apiservice_condition(metrics_client, v) for v in metrics_api.VERSIONS}
-    usable = [v for v in ("v1", "v1beta1") if v in served and evidence.available.get(v, "").startswith("True")]
-    if usable:
-        found = metrics_api.samples(metrics_client, usable[0])
-        now = datetime.datetime.now(datetime.UTC)
-        evidence.lag_p50, evidence.lag_p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
+    """The run's verdict goes to reports/<run-id>/metrics-verdict.{json,md}; "keep serving v1beta1" is advice.
+
+    Decided from the run's one availability read, so it is written whatever state the versions are in: an
+    unavailable one makes it "fix first: <version> unavailable (<reason>)".
+    """
+    evidence = metrics_api.point_in_time_evidence(metrics_client, metrics_availability, freshness_slo)
+    evidence.watch = metrics_watch
     if cluster.audit_log is not None:
         evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))
     evidence.server_version = client.VersionApi(metrics_client).get_code().git_version
@@ -322,8 +376,10 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)
     allure.attach(render_markdown(record), "verdict", allure.attachment_type.TEXT)
     observed = f"verdict: {decisions}; availability: {record['stability']}; evidence: {evidence.to_json()}"
-    fix, hold = metrics_api.DECISIONS[:2]
-    obligations.check("metrics.verdict-needs-no-implementation-fix", fix not in decisions, observed, metrics_api.GROUP)
+    hold = metrics_api.DECISIONS[1]
+    obligations.check(
+        "metrics.verdict-needs-no-implementation-fix", not metrics_api.asks_fix(decisions), observed, metrics_api.GROUP
+    )
     obligations.check("metrics.verdict-needs-no-autoscaling-hold", hold not in decisions, observed, metrics_api.GROUP)
 
 
@@ -332,18 +388,15 @@ HPA_READ_DEADLINE = 90.0
 
 
 def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
-    served: list[str],
-    cluster: ClusterInfo,
+    audit_log: Path,
+    every_served_version_readable: list[str],
     metrics_client: client.ApiClient,
     tracker: ResourceTracker,
     namespace: str,
     obligations: Obligations,
 ) -> None:
-    if cluster.audit_log is None:
-        pytest.skip(
-            "not applicable: no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)"
-        )
-    audit_log = cluster.audit_log
+    """The blocking fixtures come before `tracker` and `namespace`: a blocked check creates no namespace."""
+    served = every_served_version_readable
     labels = {"app": "hpa-target"}
     tracker.create(
         {

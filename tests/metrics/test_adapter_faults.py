@@ -1,37 +1,61 @@
-"""Each fault of the reference metrics adapter makes the matching check fail or the matching verdict appear."""
+"""Each fault of the reference metrics adapter makes the matching check fail or the matching verdict appear.
+
+The last check makes v1 unavailable on a cluster of its own (the adapter frozen with SIGSTOP, as measured, or not
+serving v1) and runs the metrics checks against it: they end in minutes with the verdict "fix first: v1
+unavailable", not after a first-sample wait per check.
+"""
 
 from __future__ import annotations
 
-import datetime
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 
+from dra_conformance import paths
+from dra_conformance.backends.registry import make_backend
+from dra_conformance.config import SuiteConfig
+from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics.adapter import MetricsAdapter, wait_available
+from dra_conformance.metrics.api import AVAILABILITY_CHECK
 from dra_conformance.timeouts import Timeouts
 
 pytestmark = pytest.mark.xdist_group("metrics")
 # An injected staleness well past the default 60 s SLO.
 STALE_SECONDS = 300
+DEADLINES = Timeouts()
+# `-k metrics` against an unavailable v1. Against a frozen adapter the unfixed suite ran 598 s before it was
+# killed: six first-sample waits of 90 s, and a namespace whose deletion never finished. Now it waits, each once:
+# the availability read for a version that turned unavailable less than its deadline ago (60 s), and the namespace
+# reaper's delete deadline (60 s); the 17 checks, the rehearsal's pod and the HTML report take about a minute on 2
+# busy cores: 180 s leaves that room threefold for a loaded machine, and the bound (300 s) stays below the unfixed
+# run's first four waits.
+UNAVAILABLE_RUN_BOUND = DEADLINES.metrics_available + DEADLINES.delete + 180.0
+# Past the bound the inner run is still let finish, so the failure can show where its time went.
+UNAVAILABLE_RUN_TIMEOUT = 3 * UNAVAILABLE_RUN_BOUND
 
 
 def _evidence(api: client.ApiClient) -> metrics_api.Evidence:
-    evidence = metrics_api.Evidence()
-    evidence.available = {v: metrics_api.apiservice_condition(api, v) for v in metrics_api.VERSIONS}
-    # Discovery keeps listing a version whose APIService is unavailable; read samples from an available one.
-    usable = [v for v in metrics_api.VERSIONS if evidence.available[v].startswith("True")]
-    if usable:
-        found = metrics_api.samples(api, usable[0])
-        now = datetime.datetime.now(datetime.UTC)
-        evidence.lag_p50, evidence.lag_p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
-    return evidence
+    """The verdict's evidence as the suite builds it: one availability read, samples of a usable version only."""
+    return metrics_api.point_in_time_evidence(api, metrics_api.read_availability(api, 0.0), metrics_api.FRESHNESS_SLO)
 
 
 def test_stale_samples_break_the_slo_and_hold_autoscaling(
-    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient
+    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, timeouts: Timeouts
 ) -> None:
     metrics_adapter.set({"staleSeconds": STALE_SECONDS})
+    availability = metrics_api.read_availability(metrics_client, timeouts.metrics_available)
+    # Old samples are samples: nothing blocks the checks that read them, their age is what they judge.
+    gate = metrics_api.SampleGate(metrics_client, availability, timeouts.metrics_first_sample)
+    assert gate.blocked(list(metrics_api.VERSIONS)) is None, availability
     evidence = _evidence(metrics_client)
     assert evidence.lag_p95 is not None and evidence.lag_p95 >= STALE_SECONDS, evidence.to_json()
     # a point-in-time read also holds widening (no 24 h watch), so the stale-lag decision leads, not stands alone
@@ -66,7 +90,9 @@ def test_serving_only_v1beta1_makes_the_v1_apiservice_unavailable_and_the_verdic
     metrics_adapter.set({"served": ["v1beta1"]})
     state = wait_available(api_client, {"v1": False, "v1beta1": True}, timeouts.metrics_available)
     assert state["v1"].startswith("False/FailedDiscoveryCheck"), state
-    assert metrics_api.verdict(_evidence(metrics_client))[0] == "fix the metrics implementation first"
+    evidence = _evidence(metrics_client)
+    assert metrics_api.verdict(evidence)[0] == "fix first: v1 unavailable (FailedDiscoveryCheck)", evidence.to_json()
+    assert evidence.lag_p95 is not None, "v1beta1 still serves: the lag is measured there"
 
 
 def test_unavailable_adapter_marks_both_apiservices_unavailable(
@@ -78,13 +104,114 @@ def test_unavailable_adapter_marks_both_apiservices_unavailable(
     metrics_adapter.set({"unavailable": True})
     state = wait_available(api_client, {"v1": False, "v1beta1": False}, timeouts.metrics_available)
     assert all(value.startswith("False/FailedDiscoveryCheck") for value in state.values()), state
-    evidence = metrics_api.Evidence(
-        available={v: metrics_api.apiservice_condition(api_client, v) for v in metrics_api.VERSIONS}
-    )
-    assert metrics_api.verdict(evidence)[0] == "fix the metrics implementation first", evidence.to_json()
+    evidence = _evidence(metrics_client)
+    assert metrics_api.verdict(evidence)[0] == (
+        "fix first: v1 unavailable (FailedDiscoveryCheck); v1beta1 unavailable (FailedDiscoveryCheck)"
+    ), evidence.to_json()
 
 
 def test_invalid_fault_is_refused_in_one_line(metrics_adapter: MetricsAdapter) -> None:
     with pytest.raises(ValueError) as refused:
         metrics_adapter.set({"staleSecs": 5})
     assert "unknown fault key 'staleSecs'" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def _freeze(pid: int) -> None:
+    """SIGSTOP the reference adapter, after checking the pid is still it."""
+    if b"fake_metrics" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+        raise AssertionError(f"pid {pid} is no longer the reference metrics adapter")
+    os.kill(pid, signal.SIGSTOP)
+
+
+# The checks that read samples: the only ones an unavailable version may end as errors (blocked, at once).
+SAMPLE_CHECKS = {
+    "test_versions_agree_while_both_are_served",
+    "test_samples_are_fresh_enough_for_autoscaling",
+    "test_no_node_or_pod_is_reported_with_zero_use",
+    "test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers",
+    "test_consumer_inventory_lists_kubectl_top_with_the_version_it_used",
+    "test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used",
+}
+
+
+@pytest.mark.parametrize(
+    ("fault", "unavailable"),
+    [
+        # As measured: the adapter process frozen, both APIServices FailedDiscoveryCheck.
+        ("sigstop", ("v1", "v1beta1")),
+        # The adapter answers, but not for v1: v1 alone unavailable, v1beta1 still serves the checks it can.
+        ("v1-not-served", ("v1",)),
+    ],
+    ids=["sigstop", "v1-not-served"],
+)
+def test_an_unavailable_v1_ends_the_metrics_run_in_minutes_with_fix_first(
+    fault: str, unavailable: tuple[str, ...], tmp_path: Path
+) -> None:
+    """`-k metrics` on a cluster of its own whose v1 is unavailable: in minutes, "fix first: v1 unavailable", not 0.
+
+    Every namespace deletion of the cluster is blocked meanwhile (an unavailable APIService fails discovery): one
+    line names the APIServices, and it is no error of any check.
+    """
+    state_dir = paths.CHECKOUT / "reports" / "clusters" / f"metrics-{fault}-{os.getpid()}"
+    backend = make_backend(SuiteConfig(state_dir=state_dir), owner_pid=os.getpid())
+    cluster = backend.start()
+    pid = int(cluster.details["pid.fake-metrics"])
+    frozen = False
+    try:
+        with client_from_kubeconfig(cluster.kubeconfig) as api:
+            if fault == "sigstop":
+                _freeze(pid)
+                frozen = True
+            else:
+                MetricsAdapter(Path(cluster.details["metrics.control_socket"]), api, DEADLINES).set(
+                    {"served": ["v1beta1"]}
+                )
+            wait_available(api, {v: v not in unavailable for v in metrics_api.VERSIONS}, DEADLINES.metrics_available)
+        started = time.monotonic()
+        result = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "dra-conformance"),
+                "run",
+                f"--cluster-state-dir={state_dir}",
+                "-n",
+                "1",
+                "-k",
+                "metrics",
+                f"--reports-dir={tmp_path / 'reports'}",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=paths.CHECKOUT,
+            capture_output=True,
+            text=True,
+            timeout=UNAVAILABLE_RUN_TIMEOUT,
+            check=False,
+        )
+        wall = time.monotonic() - started
+        print(f"-k metrics with {fault}: {wall:.1f} s, exit {result.returncode}")  # shown by -rP
+    finally:
+        if frozen:
+            os.kill(pid, signal.SIGCONT)
+        backend.stop()
+    output = result.stdout + result.stderr
+    tail = f"wall {wall:.0f} s, exit {result.returncode}\n{output[-6000:]}"
+    assert result.returncode != 0, tail
+    assert wall < UNAVAILABLE_RUN_BOUND, tail
+    assert "- fix first: v1 unavailable (FailedDiscoveryCheck)" in result.stdout, tail
+    first_sample_wait = f"timed out after {DEADLINES.metrics_first_sample:g}s"
+    assert first_sample_wait not in output, tail
+    assert "harness obligation metrics.version-available-for-samples broke" in output, tail
+    (run_dir,) = (tmp_path / "reports").iterdir()
+    outcomes = json.loads((run_dir / "summary.json").read_text())["tests"]
+    errors = {nodeid.split("::")[-1].split("@")[0] for nodeid, outcome in outcomes.items() if outcome == "error"}
+    assert errors and errors <= SAMPLE_CHECKS, outcomes
+    failed = {nodeid.split("::")[-1].split("@")[0] for nodeid, outcome in outcomes.items() if outcome == "failed"}
+    assert {f"{AVAILABILITY_CHECK}[{v}]" for v in unavailable} <= failed, outcomes
+    # The namespaces the run deleted wait for discovery: one line names the APIServices, and it is not an error.
+    blocked = [line for line in output.splitlines() if "NamespaceDeletionBlocked:" in line]
+    assert len(blocked) == 1 and "v1.metrics.k8s.io (False/FailedDiscoveryCheck)" in blocked[0], tail
+    decisions = json.loads((run_dir / "metrics-verdict.json").read_text())["decisions"]
+    assert decisions[0] == "fix first: " + "; ".join(f"{v} unavailable (FailedDiscoveryCheck)" for v in unavailable)
+    assert (run_dir / "metrics-verdict.md").read_text().startswith("# Metrics API verdict\n\n- **fix first: v1")
+    shutil.rmtree(state_dir, ignore_errors=True)  # kept, with its logs, when the check fails
+    state_dir.with_name(f"{state_dir.name}.lock").unlink(missing_ok=True)

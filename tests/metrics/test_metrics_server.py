@@ -2,7 +2,7 @@
 
 Expected: v1 checks, parity and the availability watch (no --metrics-watch) are skipped with the reason, v1beta1
 is Available and fresh, kubectl top and the HPA controller are found in the consumer inventory, and the verdict says
-to fix the implementation first (no v1).
+to fix the implementation first (no v1: "fix first: v1 unavailable (no APIService)").
 """
 
 from __future__ import annotations
@@ -52,4 +52,4 @@ def test_metrics_suite_against_metrics_server_skips_v1_and_measures_v1beta1(
     assert "metrics.k8s.io/v1 not served (discovery lists v1beta1)" in output, output[-4000:]
     assert "no --metrics-watch DURATION given" in output, output[-4000:]
     assert "test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold FAILED" in output, output[-4000:]
-    assert "verdict: ['fix the metrics implementation first'" in output, output[-4000:]
+    assert "verdict: ['fix first: v1 unavailable (no APIService)'" in output, output[-4000:]

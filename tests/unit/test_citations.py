@@ -58,16 +58,16 @@ def locate(citation: Citation, source: str) -> int | None:
     Comment markers and line breaks are ignored, so a quote may wrap over several comment lines.
     """
     text, starts = "", []  # the whitespace-normalized text, and the offset where each line begins in it
-    for line in source.splitlines():
+    for raw in source.splitlines():
         starts.append(len(text))
-        words = _normalized(COMMENT_MARKERS.sub("", line))
+        words = _normalized(COMMENT_MARKERS.sub("", raw))
         text += words + " " if words else ""
     quote = _normalized(citation.quote)
     offset = text.find(quote)
     while offset != -1:
-        line = max(i for i, begin in enumerate(starts, start=1) if begin <= offset)
-        if abs(line - citation.line) <= NEAR_LINES:
-            return line
+        number = max(i for i, begin in enumerate(starts, start=1) if begin <= offset)
+        if abs(number - citation.line) <= NEAR_LINES:
+            return number
         offset = text.find(quote, offset + 1)
     return None
 
