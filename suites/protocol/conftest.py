@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
+from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.timeouts import Timeouts
+
+from .node_claims import ClaimsOnOneNode
 
 
 @pytest.fixture
@@ -37,3 +42,33 @@ def allocated_on_disruption_node(
 ) -> AllocatedClaim:
     """One claim allocated on the disruption node, whose pod tolerates its taint."""
     return disruption.allocate(tracker, build, api_client, device_class, timeouts.pod_scheduled)
+
+
+@pytest.fixture
+def claims_on_one_node(
+    tracker: ResourceTracker,
+    build: Builder,
+    api_client: client.ApiClient,
+    device_class: str,
+    timeouts: Timeouts,
+    driver_under_test: DriverUnderTest,
+) -> Callable[..., ClaimsOnOneNode]:
+    """Allocates up to `wanted` claims (of `devices` each) on the driver's first node, leaving half its devices free.
+
+    Half stays free so that tests on the other xdist worker still find devices; fewer than `minimum` claims that
+    fit is not applicable, with the reason.
+    """
+
+    def allocate_on_one_node(wanted: int, *, minimum: int = 2, devices: int = 1) -> ClaimsOnOneNode:
+        per_node = driver_under_test.profile.devices.per_node
+        count = min(wanted, per_node // (2 * devices))
+        if count < minimum:
+            pytest.skip(f"not applicable: {per_node} device(s) per node leave no room for {minimum} claim(s)")
+        node, endpoint = next(iter(driver_under_test.endpoints.items()))
+        claims = [
+            allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node, count=devices)
+            for _ in range(count)
+        ]
+        return ClaimsOnOneNode(node, endpoint, claims)
+
+    return allocate_on_one_node

@@ -8,17 +8,17 @@ only can answer a batch under the wrong UIDs, or undo only part of it, and still
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 import pytest
-from kubernetes import client
 
 from dra_conformance.driver.endpoint import DriverUnderTest
-from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import (
     CDI_DEVICE_ID,
     allocated_devices,
@@ -28,7 +28,8 @@ from dra_conformance.kubelet.obligations import (
 )
 from dra_conformance.kubelet.role import CallOutcome, KubeletRole
 from dra_conformance.report.findings import Obligations
-from dra_conformance.timeouts import Timeouts
+
+from .node_claims import ClaimsOnOneNode
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
@@ -93,23 +94,14 @@ def _check_batch_answer(
 
 def test_claims_prepared_and_unprepared_in_one_call_are_each_handled(
     tracker: ResourceTracker,
-    build: Builder,
-    api_client: client.ApiClient,
-    device_class: str,
-    timeouts: Timeouts,
+    claims_on_one_node: Callable[..., ClaimsOnOneNode],
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
     obligations: Obligations,
 ) -> None:
-    count = min(BATCH_CLAIMS, driver_under_test.profile.devices.per_node // 2)
-    if count < 2:
-        pytest.skip(f"not applicable: {driver_under_test.profile.devices.per_node} device(s) per node leave no room")
-    node = next(iter(driver_under_test.endpoints))
-    endpoint = driver_under_test.endpoints[node]
-    claims = [
-        allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node)
-        for _ in range(count)
-    ]
+    batch = claims_on_one_node(BATCH_CLAIMS)
+    node, endpoint, claims = batch.node, batch.endpoint, batch.claims
+    count = len(claims)
     refs = [claim.ref for claim in claims]
     driver = driver_under_test.name
     _check_batch_answer(obligations, claims, driver, kubelet.prepare_outcome(endpoint, refs), node)

@@ -8,21 +8,20 @@ driver answered (none is a valid answer).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from dra_conformance.driver.endpoint import DriverUnderTest
-from dra_conformance.kube.builders import Builder
-from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import allocated_devices, check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
-from dra_conformance.timeouts import Timeouts
 
 from .cdi_specs import CdiDevice, read_specs, same_kind
+from .node_claims import ClaimsOnOneNode
 from .published import identifiers, published_devices
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
@@ -42,11 +41,7 @@ def _unresolved(ids: list[str], defined: dict[str, CdiDevice]) -> str:
 
 
 def test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared(
-    tracker: ResourceTracker,
-    build: Builder,
-    api_client: client.ApiClient,
-    device_class: str,
-    timeouts: Timeouts,
+    claims_on_one_node: Callable[..., ClaimsOnOneNode],
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
     obligations: Obligations,
@@ -55,11 +50,7 @@ def test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared(
     cdi_dir = endpoint.cdi_dir
     if cdi_dir is None:
         pytest.skip(f"not applicable: the CDI dir of {driver_under_test.name} on {node} is not readable here")
-    if driver_under_test.profile.devices.per_node < 4:
-        pytest.skip(f"not applicable: {driver_under_test.profile.devices.per_node} device(s) per node leave no room")
-    claims = [
-        allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node) for _ in range(2)
-    ]
+    claims = claims_on_one_node(2).claims
     ids = {
         claim.ref.uid: _ids(
             check_prepare_answer(

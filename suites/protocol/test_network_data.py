@@ -9,6 +9,7 @@ for another device of the pool, and not for this one (an index or a lookup gone 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,15 +19,15 @@ from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.profile import Capability
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.allocation import allocate
 from dra_conformance.kubelet.obligations import allocated_devices, check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
+from .node_claims import ClaimsOnOneNode
 from .published import published_devices, string_attributes
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
@@ -70,10 +71,9 @@ def mismatches(network: dict[str, Any], device: str, pool: dict[str, dict[str, A
 @pytest.mark.capability("statusDevices", "networkData")
 def test_declared_network_data_names_what_the_slice_publishes_for_the_device(
     tracker: ResourceTracker,
-    build: Builder,
     api_client: client.ApiClient,
-    device_class: str,
     timeouts: Timeouts,
+    claims_on_one_node: Callable[..., ClaimsOnOneNode],
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
     obligations: Obligations,
@@ -82,14 +82,9 @@ def test_declared_network_data_names_what_the_slice_publishes_for_the_device(
     missing = [c.value for c in (Capability.STATUS_DEVICES, Capability.NETWORK_DATA) if not profile.declares(c)]
     if missing:
         pytest.skip(f"not applicable: {profile.source} does not declare {', '.join(missing)}")
-    if profile.devices.per_node < 2 * CLAIM_DEVICES:
-        pytest.skip(f"not applicable: {profile.devices.per_node} device(s) per node leave no room")
-    node = next(iter(driver_under_test.endpoints))
-    endpoint = driver_under_test.endpoints[node]
+    allocated = claims_on_one_node(1, minimum=1, devices=CLAIM_DEVICES)
+    node, endpoint, claim = allocated.node, allocated.endpoint, allocated.claims[0]
     driver = driver_under_test.name
-    claim = allocate(
-        tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node, count=CLAIM_DEVICES
-    )
     check_prepare_answer(obligations, claim, driver, kubelet.prepare_outcome(endpoint, [claim.ref]), "prepare")
     meta = claim.claim["metadata"]
     expected = allocated_devices(claim, driver)

@@ -39,6 +39,8 @@ from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
+from .node_claims import ClaimsOnOneNode
+
 # Every check here talks to the driver's sockets: not applicable where this machine cannot reach them.
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
@@ -284,24 +286,14 @@ def test_claim_of_another_driver_gets_no_device_and_no_node_local_work(
 
 
 def test_concurrent_prepares_all_succeed(
-    tracker: ResourceTracker,
-    build: Builder,
-    api_client: client.ApiClient,
-    device_class: str,
-    timeouts: Timeouts,
+    claims_on_one_node: Callable[..., ClaimsOnOneNode],
     driver_under_test: DriverUnderTest,
     kubelet: KubeletRole,
     obligations: Obligations,
 ) -> None:
-    count = min(CONCURRENT_CLAIMS, driver_under_test.profile.devices.per_node // 2)
-    if count < 2:
-        pytest.skip(f"not applicable: {driver_under_test.profile.devices.per_node} device(s) per node leave no room")
-    node = next(iter(driver_under_test.endpoints))
-    claims = [
-        allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node)
-        for _ in range(count)
-    ]
-    endpoint = driver_under_test.endpoints[node]
+    batch = claims_on_one_node(CONCURRENT_CLAIMS)
+    endpoint, claims = batch.endpoint, batch.claims
+    count = len(claims)
     with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
         outcomes = list(pool.map(lambda c: kubelet.prepare_outcome(endpoint, [c.ref]), claims))
     answers = [
@@ -313,5 +305,5 @@ def test_concurrent_prepares_all_succeed(
         "protocol.concurrent-claims-get-distinct-devices",
         len(devices) == len(set(devices)),
         devices,
-        f"{count} claims on {node}",
+        f"{count} claims on {batch.node}",
     )
