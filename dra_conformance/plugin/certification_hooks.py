@@ -174,9 +174,10 @@ class OutcomeCollector:
         self.deselected = 0
         self.stopped = ""
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        """Without xdist the controller collects: these are the checks the run must account for."""
-        self.collected = [item.nodeid for item in items]
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Without xdist the controller collects: what it kept (after `-k`/`-m`) the run must account for."""
+        if session.items:
+            self.collected = [item.nodeid for item in session.items]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
@@ -244,6 +245,11 @@ class OutcomeCollector:
             deselected=self.deselected,
             suites_not_run=tuple(suite for suite in bundled if suite not in ran),
             stopped=self.stopped,
+            filtered_by=" ".join(
+                f"{flag} {expression!r}"
+                for flag, expression in (("-k", self.config.option.keyword), ("-m", self.config.option.markexpr))
+                if expression
+            ),
         )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -153,6 +153,8 @@ class Selection:
     suites_not_run: tuple[str, ...] = ()
     # Why the run ended early (an interrupt, -x, a crashed worker), or "" when it ran to its end.
     stopped: str = ""
+    # The `-k`/`-m` expressions that filtered the run (with xdist the workers deselect, and only these tell).
+    filtered_by: str = ""
 
     def never_run(self, results: list[CheckResult]) -> list[str]:
         """Collected checks that have no outcome: they never finished."""
@@ -228,8 +230,9 @@ def _selection_reasons(selection: Selection, results: list[CheckResult]) -> list
             f"interrupted after {finished} of {len(selection.collected)} collected checks{stopped}: "
             f"{len(never)} never ran, e.g. {', '.join(never[:3])}"
         )
-    if selection.deselected or selection.suites_not_run:
+    if selection.deselected or selection.suites_not_run or selection.filtered_by:
         parts = [f"{selection.deselected} check(s) deselected"] if selection.deselected else []
+        parts += [f"filtered by {selection.filtered_by}"] if selection.filtered_by else []
         parts += [f"suites not run: {', '.join(selection.suites_not_run)}"] if selection.suites_not_run else []
         reasons.append("a subset of the bundled suites (only a full selection certifies): " + "; ".join(parts))
     return reasons

@@ -92,3 +92,13 @@ def test_profile_with_a_misspelled_key_stops_the_run_in_one_line(pytester: pytes
     result = _run(pytester, f"--profile={profile}")
     assert result.ret == EXIT_CANNOT_RUN
     assert _error_line(result) == f"Exit: dra-conformance: {profile}:7: capabilities.healthStrem: unknown key"
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["no-xdist", "xdist"])
+def test_checks_deselected_by_k_are_not_counted_as_never_run(pytester: pytest.Pytester, workers: list[str]) -> None:
+    suite = pytester.mkdir("suites") / "demo"
+    suite.mkdir()
+    (suite / "test_demo.py").write_text("def test_kept():\n    pass\n\ndef test_left_out():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "kept", *workers, "suites")
+    result.assert_outcomes(passed=1, deselected=0 if workers else 1)  # xdist's controller reports no deselection
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
