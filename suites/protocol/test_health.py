@@ -16,8 +16,8 @@ from kubernetes import client
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
-from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.reference import FakeDriverControl, PrivateDriver
+from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.kubelet.client import HEALTH_SERVICES, DriverClient
 from dra_conformance.report.findings import Obligations
 
@@ -78,27 +78,6 @@ def test_declared_health_stream_reports_published_devices_within_the_kubelet_win
         gap <= HEALTH_CHECK_TIMEOUT,
         f"{gap:.1f}s between the first two reports (window {HEALTH_CHECK_TIMEOUT:g}s)",
         where,
-    )
-
-
-def test_reference_driver_reports_an_unavailable_device_unhealthy(
-    private_driver: Callable[..., PrivateDriver],
-    driver_client: Callable[..., DriverClient],
-    driver_profile: DriverProfile,
-    obligations: Obligations,
-) -> None:
-    if not driver_profile.declares(Capability.HEALTH_STREAM):
-        # Private instances run as the profile does: without a health service where it declares none.
-        pytest.skip(f"not applicable: {driver_profile.source} does not declare healthStream")
-    driver = private_driver(devices=2)
-    process = next(iter(driver.processes.values()))
-    process.control.set_faults([{"mode": "unavailable", "device": "gpu-1"}])
-    health = driver_client(process.endpoint).first_health_report()
-    obligations.check(
-        "protocol.reference-driver-reports-unavailable-unhealthy",
-        health == {"gpu-0": "HEALTHY", "gpu-1": "UNHEALTHY"},
-        f"health stream with gpu-1 unavailable: {health}",
-        f"reference driver on {process.endpoint.node}",
     )
 
 
