@@ -42,15 +42,20 @@ def _status_devices(run: ScenarioRun, claim: dict[str, Any]) -> list[dict[str, A
 def _prepare(
     run: ScenarioRun, kubelet: KubeletRole, claims: dict[str, dict[str, Any]]
 ) -> dict[str, tuple[str, ClaimAnswer | None]]:
-    """Prepare every claim of a pod; per claim: (outcome, answer) with outcome ok / error / deadline-exceeded."""
+    """Prepare every claim of a pod; per claim: (outcome, answer) with outcome ok / error / deadline-exceeded.
+
+    The proto lets a driver report a failed claim in its answer or fail the whole call; both are an error here.
+    """
     deadline = run.scenario.prepare_deadline or KUBELET_CALL_TIMEOUT
     refs = {use: run.ref(claim) for use, claim in claims.items()}
     try:
         result = kubelet.prepare(run.endpoint, list(refs.values()), timeout=deadline)
     except grpc.RpcError as error:
-        if error.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
-            raise
-        return {use: ("deadline-exceeded", None) for use in refs}
+        if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return {use: ("deadline-exceeded", None) for use in refs}
+        # A whole-call error fails every claim of the call, as the kubelet reads it: the contract allows it.
+        failed = ClaimAnswer(error=f"whole call: {error.code().name}: {error.details()}")
+        return {use: ("error", failed) for use in refs}
     return {
         use: ("error" if result.claims[ref.uid].error else "ok", result.claims[ref.uid]) for use, ref in refs.items()
     }
