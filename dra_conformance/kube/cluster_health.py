@@ -66,6 +66,8 @@ class ClusterHealthWatch:
         self._stopped = threading.Event()
         # Why the watch stopped early, where it did (then faults after that moment went unseen).
         self.error = ""
+        # When each component was last seen healthy: a fault starts right after it.
+        self._last_healthy: dict[str, datetime] = {}
 
     def start(self) -> None:
         """Start probing now."""
@@ -120,8 +122,14 @@ class ClusterHealthWatch:
     def _note(self, component: str, problem: str, now: datetime) -> None:
         with self._lock:
             open_fault = self._open.get(component)
+            if not problem:
+                self._last_healthy[component] = now
             if problem and open_fault is None:
-                fault = Fault(component, now, problem)
+                # It failed some time after the last probe that found it healthy: a check that failed in between
+                # (before this probe noticed) met the fault too.
+                fault = Fault(
+                    component, self._last_healthy.get(component, now - timedelta(seconds=POLL_INTERVAL)), problem
+                )
                 self._open[component] = fault
                 self.faults.append(fault)
             elif not problem and open_fault is not None:

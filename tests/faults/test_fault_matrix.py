@@ -171,8 +171,10 @@ def test_a_crashed_worker_makes_the_run_incomplete_not_a_driver_failure(
 ) -> None:
     run = faulted_run()
     run.wait_for_progress(FAULT_AT_PERCENT)
+    # xdist's workers are execnet gateways (`python -c "import sys;exec(eval(sys.stdin.readline()))"`); the run's
+    # other child is the local cluster's supervisor, whose death would be a cluster fault instead.
     workers = subprocess.run(
-        ["pgrep", "-P", str(run.process.pid)], capture_output=True, text=True, check=False
+        ["pgrep", "-P", str(run.process.pid), "-f", "sys.stdin.readline"], capture_output=True, text=True, check=False
     ).stdout.split()
     assert workers, f"no xdist worker process under the run (pid {run.process.pid})"
     os.kill(int(workers[0]), signal.SIGKILL)
