@@ -33,6 +33,9 @@ FAULT_AT_PERCENT = 39
 STOP_DEADLINE = 180.0
 PROGRESS_POLL = 0.5
 
+# Each case outlives the suites' per-test deadline (pyproject's `timeout`): a whole run, then its stop.
+pytestmark = pytest.mark.timeout(RUN_DEADLINE + STOP_DEADLINE)
+
 
 @dataclass
 class RunUnderFault:
