@@ -269,9 +269,10 @@ def decide(
         reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
         reasons += [f"declared capability {c} failed its checks" for c in failing]
         return Verdict.NOT_CERTIFIED, reasons + unselected
-    if unselected:
-        return Verdict.INCOMPLETE, unselected
     errors = [r for r in results if r.outcome == Outcome.ERROR]
+    if unselected:
+        crashed = [r for r in errors if r.obligation == WORKER_CRASH]
+        return Verdict.INCOMPLETE, unselected + ([f"{WORKER_CRASH}: {crashed[0].reason}"] if crashed else [])
     # Checks skipped because the suite's own identity lacks rights (--allow-partial): the run could not judge them.
     unauthorized = [r for r in results if r.outcome == Outcome.NOT_APPLICABLE and IDENTITY_LACKS in r.reason]
     silent = [r.nodeid for r in results if r.silent]

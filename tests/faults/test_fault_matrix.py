@@ -182,5 +182,8 @@ def test_a_crashed_worker_makes_the_run_incomplete_not_a_driver_failure(
     assert workers, f"no xdist worker process under the run (pid {run.process.pid})"
     os.kill(int(workers[0]), signal.SIGKILL)
     summary = run.finish()
+    # The crashed worker is not replaced (`--max-worker-restart=0`): the run ends early, its checks never ran.
     assert summary["verdict"] == "incomplete", summary["reasons"]
     assert any("worker crash" in str(r) for r in summary["reasons"]), summary["reasons"]
+    failed = {c: row for c, row in summary["capabilities"].items() if row["state"] == "failed"}
+    assert not failed, f"a crashed worker failed driver capabilities: {failed}"
