@@ -196,8 +196,8 @@ def chosen_targets(pytest_args: Sequence[str]) -> list[str]:
 
 # What the suites need from pytest, whatever ini file (if any) the run's directory holds: metrics tests that share
 # cluster-wide APIServices stay on one worker (loadgroup), and each test body has a deadline. A crashed worker is
-# not replaced: its check is an error and the others go on with the workers left (a replacement worker under
-# loadgroup left a run hanging with no CPU use for 17 minutes in the fault matrix).
+# not replaced: its check is an error and xdist ends the run early, which the summary reports as interrupted (a
+# replacement worker under loadgroup left a run hanging with no CPU use for 17 minutes in the fault matrix).
 SUITE_PYTEST_OPTIONS = (
     "--dist=loadgroup",
     "--max-worker-restart=0",
