@@ -28,6 +28,8 @@ class PoolState:
     devices: tuple[str, ...]
     # Effects of the taints each device carries in its slice, for devices with any.
     taint_effects: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Each device of the current generation as its slice lists it (attributes, capacity, taints).
+    device_specs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -70,5 +72,6 @@ def node_pools(api: client.ApiClient, driver: str, node: str) -> dict[str, PoolS
                 for d in spec.get("devices") or []
                 if d.get("taints")
             },
+            device_specs={d["name"]: d for spec in current for d in spec.get("devices") or []},
         )
     return pools

@@ -7,32 +7,12 @@ from typing import Any
 
 from kubernetes import client
 
-from dra_conformance.kube.builders import RESOURCE_API
-
-# One LIST the API server answers from its watch cache.
-LIST_TIMEOUT = 10.0
+from dra_conformance.driver.pool import node_pools
 
 
 def published_devices(api: client.ApiClient, driver: str, node: str) -> dict[str, dict[str, dict[str, Any]]]:
     """Pool -> device name -> device (as the slice lists it), of the highest generation of each pool on `node`."""
-    group, version = RESOURCE_API.split("/")
-    slices = client.CustomObjectsApi(api).list_cluster_custom_object(
-        group,
-        version,
-        "resourceslices",
-        field_selector=f"spec.driver={driver},spec.nodeName={node}",
-        _request_timeout=LIST_TIMEOUT,
-    )["items"]
-    highest: dict[str, int] = {}
-    for item in slices:
-        pool = item["spec"]["pool"]
-        highest[pool["name"]] = max(highest.get(pool["name"], 0), int(pool["generation"]))
-    pools: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in highest}
-    for item in slices:
-        pool = item["spec"]["pool"]
-        if int(pool["generation"]) == highest[pool["name"]]:
-            pools[pool["name"]].update({device["name"]: device for device in item["spec"].get("devices") or []})
-    return pools
+    return {name: pool.device_specs for name, pool in node_pools(api, driver, node).items()}
 
 
 def string_attributes(device: dict[str, Any]) -> dict[str, str]:
