@@ -11,14 +11,15 @@ By default each mutant runs only its named check (about a minute each): prints t
 (the check named for it marked `*`) and the score killed/total. A mutant is killed when its named check fails. Exit
 1 if any mutant survived. This shows each check bites; it does not show a vendor with the bug would be refused.
 
-`--all-checks` runs the WHOLE default suite (every bundled suite, no -k, -n 2) against each mutant, from its profile
-with `strictness: contract` (the verdict a vendor gets), and reads the run's certification verdict
-(tests/mutants/all_checks.py): a mode is killed when the verdict is "not certified". Prints per mode the verdict,
-the obligation ids that decided it, the wall time and how the named check ended, then the score "N/M modes not
-certified by the whole suite". A mode only defensive obligations catch is certified with advisories: it is flagged
-DEFENSIVE-ONLY (under --strictness strict it would not be certified), and expected for modes the contract allows
-(all_checks.LEGITIMATE_UNDER_CONTRACT). Exit 1 if any other mode was certified, a run gave no verdict, or a mode the
-contract allows was not certified. About 2-3 minutes per mutant on two cores.
+`--all-checks` runs the WHOLE default suite (every bundled suite, no -k, -n 2) against each mutant and reads the
+run's certification verdict (tests/mutants/all_checks.py). Each mutant breaks one registry obligation, and its
+basis says when the bug must be refused: a contract bug under a vendor's default `strictness: contract` ("not
+certified"); a defensive bug only under `strict`, so under contract strictness it must be "certified with
+advisories" naming that obligation, and a second run under strict must be "not certified". Prints per mutant the
+obligation it breaks, the verdict under each strictness run, the obligation ids that decided it, the wall time and
+how the named check ended; then the score "N/M mutants not certified under the strictness their obligation calls
+for". Exit 1 if any mutant was not refused as its basis says or a run gave no verdict. About 2-3 minutes per run
+on two cores.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ import tempfile
 from pathlib import Path
 
 from dra_conformance import paths
-from dra_conformance.report.certification import Verdict
+from dra_conformance.model.obligations import Basis, Registry
 
 # The harness lives with its tests in the checkout (tests/mutants), not in the installed engine.
 sys.path.insert(0, str(paths.CHECKOUT))
-from tests.mutants.all_checks import LEGITIMATE_UNDER_CONTRACT, AllChecksRun, Result, run_all_checks
+from tests.mutants.all_checks import AllChecksRun, MutantVerdicts, Result, run_mutant_verdicts
 from tests.mutants.harness import MUTANTS, Mutant, MutantRun, mutant, run_mutant
 
 NAMED_MARK = "*"
@@ -77,22 +78,27 @@ def named_checks(chosen: list[Mutant]) -> int:
     return 0 if killed == len(runs) else 1
 
 
-def notes(run: AllChecksRun) -> list[str]:
-    """What to say under a mode's row besides its obligations."""
-    result = run.result
-    if result == Result.EXPECTED_DEFENSIVE_ONLY:
-        return [f"expected: {LEGITIMATE_UNDER_CONTRACT[run.mutant.name]}"]
-    if result == Result.DEFENSIVE_ONLY:
-        return ["only defensive obligations caught it: under --strictness strict it would be not certified"]
+def notes(verdicts: MutantVerdicts) -> list[str]:
+    """What to say under a mutant's rows besides its obligations."""
+    result, breaks = verdicts.result, verdicts.mutant.breaks
+    if result == Result.KILLED_UNDER_STRICT:
+        return [f"defensive: an advisory ({breaks}) under contract strictness, refused under strict"]
     if result == Result.SURVIVED:
-        return ["certified: no check failed and no advisory was written"]
-    if result == Result.REFUSES_LEGITIMATE:
-        return [f"the contract allows this mode, the suite refuses it: {LEGITIMATE_UNDER_CONTRACT[run.mutant.name]}"]
+        return ["certified: the suite let the bug through"]
+    if result == Result.CONTRACT_BUG_CERTIFIED:
+        return [f"{breaks} is a contract obligation: a driver breaking it must not be certified under any strictness"]
+    if result == Result.ADVISORY_MISSING:
+        return [f"certified with advisories, but none for {breaks}: {', '.join(verdicts.contract.advisories)}"]
     if result == Result.NO_VERDICT:
-        reasons = list(run.summary.get("reasons", [])) if run.summary is not None else []
-        why = "; ".join(reasons) or f"exit {run.returncode}, {'deadline passed, ' if run.timed_out else ''}no summary"
-        return [f"no verdict: {why}"[: WHY_WIDTH * 2], f"output tail: {run.output[-600:]}"]
+        return [no_verdict(run) for run in (verdicts.contract, verdicts.strict) if run is not None and not run.verdict]
     return []
+
+
+def no_verdict(run: AllChecksRun) -> str:
+    """Why a run gave no verdict, with its output's tail."""
+    reasons = list(run.summary.get("reasons", [])) if run.summary is not None else []
+    why = "; ".join(reasons) or f"exit {run.returncode}, {'deadline passed, ' if run.timed_out else ''}no summary"
+    return f"{run.strictness}: no verdict: {why}"[: WHY_WIDTH * 2] + f"\n  output tail: {run.output[-600:]}"
 
 
 def counts(run: AllChecksRun) -> str:
@@ -105,49 +111,46 @@ def counts(run: AllChecksRun) -> str:
 
 
 def whole_suite(chosen: list[Mutant], workdir: Path | None) -> int:
-    """--all-checks: each mutant against the whole default suite, with the verdict a vendor would get."""
-    runs: list[AllChecksRun] = []
+    """--all-checks: each mutant against the whole default suite, refused under the strictness its bug calls for."""
+    registry = Registry.load()
+    done: list[MutantVerdicts] = []
     with tempfile.TemporaryDirectory(prefix="dra-bench-mutants-") as scratch:
         for index, each in enumerate(chosen, 1):
-            run = run_all_checks(each, (workdir or Path(scratch)) / each.name)
-            runs.append(run)
-            print(
-                f"[{index}/{len(chosen)}] {each.name}: {run.result} ({run.verdict or 'no summary'}) in "
-                f"{run.seconds:.0f} s",
-                flush=True,
-            )
-    width = max(len("mode"), *(len(run.mutant.name) for run in runs))
-    result_width = max(len(str(result)) for result in Result)
-    verdict_header = "verdict (contract strictness)"
-    verdict_width = max(len(verdict_header), *(len(str(verdict)) for verdict in Verdict))
-    print(
-        f"\n{'mode':<{width}}  {'result':<{result_width}}  {verdict_header:<{verdict_width}}  {'time':>6}  "
-        "named check: how it ended"
-    )
+            verdicts = run_mutant_verdicts(each, (workdir or Path(scratch)) / each.name, registry)
+            done.append(verdicts)
+            runs = [r for r in (verdicts.contract, verdicts.strict) if r is not None]
+            said = "; ".join(f"{r.strictness}: {r.verdict or 'no verdict'} in {r.seconds:.0f} s" for r in runs)
+            print(f"[{index}/{len(chosen)}] {each.name} ({verdicts.basis}): {verdicts.result} ({said})", flush=True)
+    width = max(len("mutant"), *(len(v.mutant.name) for v in done))
+    print(f"\n{'mutant':<{width}}  {'breaks (basis)':<60}  result")
     indent = " " * (width + 2)
-    for run in runs:
-        verdict = run.verdict or "no summary"
-        print(
-            f"{run.mutant.name:<{width}}  {run.result:<{result_width}}  {verdict:<{verdict_width}}  "
-            f"{run.seconds:>4.0f} s  {run.mutant.killed_by}: {run.named_check}"
-        )
-        print(f"{indent}{counts(run)}; obligations: {', '.join(run.obligations) or '(none named)'}")
-        for line in notes(run):
+    for verdicts in done:
+        breaks = f"{verdicts.mutant.breaks} ({verdicts.basis})"
+        print(f"{verdicts.mutant.name:<{width}}  {breaks:<60}  {verdicts.result}")
+        for run in (verdicts.contract, verdicts.strict):
+            if run is None:
+                continue
+            obligations = ", ".join(run.obligations) or "(none named)"
+            print(f"{indent}{run.strictness}: {run.verdict or 'no verdict'} in {run.seconds:.0f} s; {counts(run)}")
+            print(f"{indent}  deciding obligations: {obligations}")
+            if run.advisories and run.verdict != "not certified":
+                print(f"{indent}  advisories: {', '.join(run.advisories)}")
+        print(f"{indent}named check {verdicts.mutant.killed_by}: {verdicts.deciding.named_check}")
+        for line in notes(verdicts):
             print(f"{indent}{line}")
-    not_certified = sum(run.verdict == Verdict.NOT_CERTIFIED for run in runs)
-    print(f"\n{not_certified}/{len(runs)} modes not certified by the whole suite")
-    defensive = [run.mutant.name for run in runs if run.result == Result.DEFENSIVE_ONLY]
-    expected = [run.mutant.name for run in runs if run.result == Result.EXPECTED_DEFENSIVE_ONLY]
-    if defensive or expected:
-        print(
-            f"DEFENSIVE-ONLY (certified with advisories; not certified under --strictness strict): "
-            f"{len(defensive) + len(expected)}"
-            + (f"; unexpected: {', '.join(defensive)}" if defensive else "")
-            + (f"; expected, the contract allows them: {', '.join(expected)}" if expected else "")
-        )
-    named = sum(run.named_check_failed for run in runs)
-    print(f"named check failed in {named}/{len(runs)} runs")
-    failing = [f"{run.mutant.name} ({run.result})" for run in runs if run.result.fails_the_bench]
+    refused = [v for v in done if not v.result.fails_the_bench]
+    print(f"\n{len(refused)}/{len(done)} mutants not certified under the strictness their obligation calls for")
+    for basis in (Basis.CONTRACT, Basis.DEFENSIVE):
+        of_basis = [v for v in done if v.basis == basis]
+        killed = [v for v in of_basis if not v.result.fails_the_bench]
+        strictness = "contract strictness" if basis == Basis.CONTRACT else "strict (advisory under contract)"
+        print(f"  {basis} bugs: {len(killed)}/{len(of_basis)} not certified under {strictness}")
+    named = [v.mutant.name for v in refused if not v.named_its_obligation]
+    print(
+        f"verdict named the broken obligation in {len(refused) - len(named)}/{len(refused)} refusals"
+        + (f"; refused by other obligations: {', '.join(named)}" if named else "")
+    )
+    failing = [f"{v.mutant.name} ({v.result})" for v in done if v.result.fails_the_bench]
     if failing:
         print(f"FAILED: {', '.join(failing)}")
     return 1 if failing else 0
@@ -161,7 +164,8 @@ def main() -> int:
     parser.add_argument(
         "--all-checks",
         action="store_true",
-        help="run the whole default suite against each mutant (contract strictness) and score its verdicts",
+        help="run the whole default suite against each mutant, under the strictness its bug calls for, and "
+        "score the verdicts",
     )
     parser.add_argument(
         "--workdir",

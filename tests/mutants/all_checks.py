@@ -2,14 +2,19 @@
 
 `tests.mutants.harness.run_mutant` runs only the check written for a mutant: it proves that check bites, not that
 the suite as a vendor runs it refuses the bug. Here each mutant runs as the driver under test against every bundled
-suite (no `-k`, `-n 2`), from the reference profile broken as the mutant says with `strictness: contract` (the
-reference profile itself is strict; a vendor's default is contract), on a private local cluster. What counts is the
-run's certification verdict (reports/<run>/summary.json): a mutant is killed when the verdict is "not certified".
-A bug that breaks only defensive obligations gets "certified with advisories" under contract strictness; the table
-flags it DEFENSIVE-ONLY (under strict it would not be certified) instead of counting it either way.
+suite (no `-k`, `-n 2`), from the reference profile broken as the mutant says, on a private local cluster, and what
+counts is the run's certification verdict (reports/<run>/summary.json).
 
-Used by bench/mutants --all-checks. The pure parts (reading the obligation ids out of a summary, classifying a run)
-are unit-tested in tests/unit/test_mutant_all_checks.py.
+A mutant breaks one registry obligation (`Mutant.breaks`), whose basis says when a driver with that bug must be
+refused:
+- contract: under any profile's strictness, so the run uses `strictness: contract` (a vendor's default; the
+  reference profile itself is strict) and must end "not certified";
+- defensive: only under `strict`. Under contract strictness such a bug must be reported, not refused: the run must
+  end "certified with advisories" naming that obligation (or "not certified" where the bug also breaks a contract
+  obligation elsewhere); then the same mutant runs again under `strictness: strict`, which must end "not certified".
+
+Used by bench/mutants --all-checks. The pure parts (reading the obligation ids out of a summary, classifying a
+mutant's runs) are unit-tested in tests/unit/test_mutant_all_checks.py.
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ from typing import Any
 import yaml
 
 from dra_conformance.driver.profile import Strictness
+from dra_conformance.model.obligations import Basis, Registry
 from dra_conformance.report.certification import DRIVER_STAYS_UP, SUMMARY_JSON, Verdict
-from fake_dra.broken import BrokenMode
 from tests.mutants.harness import OUTPUT_TAIL, Mutant, junit_results, mutant_profile
 
 # The whole default suite takes 2-3 minutes on two cores, plus the cluster's start and stop; room for a busy machine.
@@ -38,50 +43,59 @@ ALL_CHECKS_DEADLINE = 1800.0
 STOP_GRACE = 120.0
 WORKERS = 2
 
-# Broken modes whose behaviour the contract allows: only a defensive obligation can flag them, so "certified with
-# advisories" is the right verdict under contract strictness (they are expected DEFENSIVE-ONLY).
-LEGITIMATE_UNDER_CONTRACT: dict[str, str] = {
-    str(BrokenMode.FAILS_WHOLE_CALL): (
-        "the contract allows a whole-call error: the upstream kubeletplugin helper answers unknown claims with one, "
-        'and the proto says "If an error is returned, the response is ignored. Failures for individual claims can '
-        'be reported inside NodePrepareResourcesResponse." (can, not must)'
-    ),
-}
-
 # "<obligation id> (<n> check(s))" or "advisory <id> (<n> finding(s))", as certification.decide words its reasons.
 _COUNTED_ID = re.compile(r"(?<![\w./-])([a-z][a-z0-9]*\.[a-z0-9][a-z0-9-]*) \(\d+ (?:checks?|findings?)\)")
+
+
+def basis_of(chosen: Mutant, registry: Registry) -> Basis:
+    """The basis of the obligation the mutant breaks (a harness obligation is never a driver's bug)."""
+    basis = registry[chosen.breaks].basis
+    if basis == Basis.HARNESS:
+        raise ValueError(f"mutant {chosen.name} names harness obligation {chosen.breaks}: a precondition, not a bug")
+    return basis
 
 
 class Result(StrEnum):
     """What the whole suite made of one mutant."""
 
-    # Not certified: a vendor shipping this bug would be refused.
+    # Not certified under contract strictness: any vendor shipping this bug is refused.
     KILLED = "killed"
-    # Certified with advisories: only defensive obligations broke; under strict it would not be certified.
-    DEFENSIVE_ONLY = "DEFENSIVE-ONLY"
-    # The same, for a mode the contract allows (LEGITIMATE_UNDER_CONTRACT): the right verdict.
-    EXPECTED_DEFENSIVE_ONLY = "DEFENSIVE-ONLY (expected)"
-    # Certified without a word: the whole suite let the bug through.
+    # A defensive bug: certified with its advisory under contract strictness, not certified under strict.
+    KILLED_UNDER_STRICT = "killed under strict"
+    # Certified without a word under contract strictness, or a defensive bug strict did not refuse either.
     SURVIVED = "SURVIVED"
-    # Not certified although the contract allows the behaviour: the suite refuses a legitimate driver.
-    REFUSES_LEGITIMATE = "REFUSES LEGITIMATE"
-    # Incomplete, no summary, or the run overran its deadline: the run says nothing about the bug.
+    # A bug that breaks a contract obligation was only an advisory: the suite let a contract violation pass.
+    CONTRACT_BUG_CERTIFIED = "CONTRACT BUG CERTIFIED"
+    # A defensive bug certified with advisories under contract strictness, but not with its own obligation's.
+    ADVISORY_MISSING = "ADVISORY MISSING"
+    # A run was incomplete, wrote no summary, or overran its deadline: it says nothing about the bug.
     NO_VERDICT = "NO VERDICT"
 
     @property
     def fails_the_bench(self) -> bool:
         """Whether this result makes bench/mutants --all-checks exit 1."""
-        return self in (Result.SURVIVED, Result.REFUSES_LEGITIMATE, Result.NO_VERDICT)
+        return self not in (Result.KILLED, Result.KILLED_UNDER_STRICT)
 
 
-def classify(mode: str, verdict: str | None) -> Result:
-    """The result for mutant `mode` whose whole-suite run gave `verdict` (None: the run wrote no summary)."""
-    legitimate = mode in LEGITIMATE_UNDER_CONTRACT
-    if verdict == Verdict.NOT_CERTIFIED:
-        return Result.REFUSES_LEGITIMATE if legitimate else Result.KILLED
-    if verdict == Verdict.CERTIFIED_WITH_ADVISORIES:
-        return Result.EXPECTED_DEFENSIVE_ONLY if legitimate else Result.DEFENSIVE_ONLY
-    if verdict == Verdict.CERTIFIED:
+def classify(basis: Basis, contract: str | None, strict: str | None, advised: bool) -> Result:
+    """The result of a mutant breaking a `basis` obligation from its runs' verdicts (None: no verdict, or not run).
+
+    `contract` is the verdict under contract strictness, `strict` under strict (run only for a defensive bug that
+    contract strictness certified), `advised` whether the contract run's advisories name the broken obligation.
+    """
+    if contract == Verdict.NOT_CERTIFIED:
+        return Result.KILLED
+    if contract == Verdict.CERTIFIED:
+        return Result.SURVIVED
+    if contract != Verdict.CERTIFIED_WITH_ADVISORIES:
+        return Result.NO_VERDICT
+    if basis == Basis.CONTRACT:
+        return Result.CONTRACT_BUG_CERTIFIED
+    if not advised:
+        return Result.ADVISORY_MISSING
+    if strict == Verdict.NOT_CERTIFIED:
+        return Result.KILLED_UNDER_STRICT
+    if strict in (Verdict.CERTIFIED, Verdict.CERTIFIED_WITH_ADVISORIES):
         return Result.SURVIVED
     return Result.NO_VERDICT
 
@@ -145,9 +159,10 @@ def named_check_outcome(summary: dict[str, Any], killed_by: str) -> str:
 
 @dataclass(frozen=True)
 class AllChecksRun:
-    """What one whole-suite run against a mutant gave."""
+    """What one whole-suite run against a mutant, under one strictness, gave."""
 
     mutant: Mutant
+    strictness: Strictness
     returncode: int
     # The run's summary.json, or None when it wrote none (or more than one).
     summary: dict[str, Any] | None
@@ -159,18 +174,21 @@ class AllChecksRun:
 
     @property
     def verdict(self) -> str | None:
-        """The summary's verdict; None without a summary."""
-        return str(self.summary["verdict"]) if self.summary is not None else None
-
-    @property
-    def result(self) -> Result:
-        """The run's classification."""
-        return Result.NO_VERDICT if self.timed_out else classify(self.mutant.name, self.verdict)
+        """The summary's verdict; None without a summary or past the deadline."""
+        if self.timed_out or self.summary is None:
+            return None
+        return str(self.summary["verdict"])
 
     @property
     def obligations(self) -> list[str]:
         """The obligation ids that decided the verdict."""
         return deciding_obligations(self.summary) if self.summary is not None else []
+
+    @property
+    def advisories(self) -> list[str]:
+        """The obligation ids of the run's advisories."""
+        found = {str(a.get("id")) for a in (self.summary or {}).get("advisories") or []}
+        return sorted(found)
 
     @property
     def named_check(self) -> str:
@@ -183,16 +201,51 @@ class AllChecksRun:
         return self.named_check == "failed"
 
 
-def contract_profile(chosen: Mutant, directory: Path) -> Path:
-    """The harness's mutant profile (`mutant_profile`) with `strictness: contract`: the verdict a vendor gets."""
+@dataclass(frozen=True)
+class MutantVerdicts:
+    """A mutant's whole-suite run under contract strictness, and under strict where its bug is defensive."""
+
+    mutant: Mutant
+    basis: Basis
+    contract: AllChecksRun
+    strict: AllChecksRun | None = None
+
+    @property
+    def result(self) -> Result:
+        """The mutant's classification."""
+        return classify(
+            self.basis,
+            self.contract.verdict,
+            self.strict.verdict if self.strict is not None else None,
+            self.mutant.breaks in self.contract.advisories,
+        )
+
+    @property
+    def deciding(self) -> AllChecksRun:
+        """The run whose verdict refused the bug (strict's for a defensive bug contract strictness certified)."""
+        return self.strict if self.strict is not None else self.contract
+
+    @property
+    def named_its_obligation(self) -> bool:
+        """Whether the refusing run's verdict names the obligation the mutant breaks."""
+        return self.mutant.breaks in self.deciding.obligations
+
+
+def needs_strict_run(basis: Basis, contract: AllChecksRun) -> bool:
+    """A defensive bug that contract strictness certified (with advisories) must also be refused under strict."""
+    return basis == Basis.DEFENSIVE and contract.verdict == Verdict.CERTIFIED_WITH_ADVISORIES
+
+
+def strictness_profile(chosen: Mutant, directory: Path, strictness: Strictness) -> Path:
+    """The harness's mutant profile (`mutant_profile`) with the given strictness."""
     path = mutant_profile(chosen, directory)
     profile: dict[str, Any] = yaml.safe_load(path.read_text())
-    profile["strictness"] = str(Strictness.CONTRACT)
+    profile["strictness"] = str(strictness)
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     return path
 
 
-def command(chosen: Mutant, workdir: Path) -> list[str]:
+def command(chosen: Mutant, workdir: Path, strictness: Strictness) -> list[str]:
     """`dra-conformance run` of every bundled suite (no -k, no path) against `chosen` on a private local cluster."""
     return [
         sys.executable,
@@ -203,7 +256,7 @@ def command(chosen: Mutant, workdir: Path) -> list[str]:
         str(WORKERS),
         "--nodes",
         "2",
-        f"--profile={contract_profile(chosen, workdir)}",
+        f"--profile={strictness_profile(chosen, workdir, strictness)}",
         f"--cluster-state-dir={workdir / 'cluster'}",
         f"--reports-dir={workdir / 'reports'}",
         "-p",
@@ -220,11 +273,15 @@ def read_summary(reports: Path) -> dict[str, Any] | None:
     return document
 
 
-def run_all_checks(chosen: Mutant, workdir: Path, deadline: float = ALL_CHECKS_DEADLINE) -> AllChecksRun:
+def run_all_checks(
+    chosen: Mutant, workdir: Path, strictness: Strictness, deadline: float = ALL_CHECKS_DEADLINE
+) -> AllChecksRun:
     """Run the whole default suite against `chosen`; past `deadline` the run is interrupted and has no verdict."""
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    process = subprocess.Popen(command(chosen, workdir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command(chosen, workdir, strictness), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     timed_out = False
     try:
         output, _ = process.communicate(timeout=deadline)
@@ -238,6 +295,7 @@ def run_all_checks(chosen: Mutant, workdir: Path, deadline: float = ALL_CHECKS_D
     failed, _passed = junit_results(workdir / "reports")
     return AllChecksRun(
         chosen,
+        strictness,
         process.returncode,
         read_summary(workdir / "reports"),
         failed,
@@ -245,6 +303,16 @@ def run_all_checks(chosen: Mutant, workdir: Path, deadline: float = ALL_CHECKS_D
         time.monotonic() - started,
         timed_out,
     )
+
+
+def run_mutant_verdicts(chosen: Mutant, workdir: Path, registry: Registry) -> MutantVerdicts:
+    """The whole suite against `chosen` under contract strictness, then under strict where its bug calls for it."""
+    basis = basis_of(chosen, registry)
+    contract = run_all_checks(chosen, workdir / str(Strictness.CONTRACT), Strictness.CONTRACT)
+    strict = None
+    if needs_strict_run(basis, contract):
+        strict = run_all_checks(chosen, workdir / str(Strictness.STRICT), Strictness.STRICT)
+    return MutantVerdicts(chosen, basis, contract, strict)
 
 
 def _stop(process: subprocess.Popen[str], interrupt: bool) -> str:

@@ -49,11 +49,14 @@ def arbitrary_node_rbac(source: Path, directory: Path) -> Path:
 
 @dataclass(frozen=True)
 class Mutant:
-    """One bug the driver under test is started with, and the check that must catch it."""
+    """One bug the driver under test is started with, the obligation it breaks, and the check that must catch it."""
 
     name: str
     # The test id (of the bundled suites) that must fail against this mutant.
     killed_by: str
+    # The registry obligation the bug breaks, which the named check states: its basis decides the strictness under
+    # which the whole suite must refuse the bug (contract: any profile's; defensive: strict only).
+    breaks: str
     # Broken modes the driver is started with.
     modes: tuple[BrokenMode, ...] = ()
     # Rewrites one RBAC manifest of the profile (source, output dir -> new file); None ships it as it is.
@@ -67,72 +70,134 @@ class Mutant:
         return self.name
 
 
-def _driver_mutant(mode: BrokenMode, killed_by: str) -> Mutant:
-    return Mutant(str(mode), killed_by, modes=(mode,))
+def _driver_mutant(mode: BrokenMode, killed_by: str, breaks: str) -> Mutant:
+    return Mutant(str(mode), killed_by, breaks, modes=(mode,))
 
 
+FOREIGN_NODE_CHECK = "test_claim_of_another_node_is_refused_without_node_local_work"
+IDEMPOTENCE_CHECK = "test_prepare_and_unprepare_are_idempotent[v1]"
+BATCH_CHECK = "test_claims_prepared_and_unprepared_in_one_call_are_each_handled"
+CDI_RESOLVE_CHECK = "test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared"
+
+# Grouped by the class of obligation they break (the field coverage table's groups, docs/obligations.md).
 MUTANTS: tuple[Mutant, ...] = (
-    # The issue's list (#13 item 7), in its order.
+    # Registration and GetInfo.
     _driver_mutant(
-        BrokenMode.WRITES_STATUS_FOR_FOREIGN_CLAIMS, "test_claim_of_another_node_is_refused_without_node_local_work"
+        BrokenMode.REGISTERS_PRODUCT_NAME,
+        "test_registration_names_the_driver_and_a_service_the_kubelet_accepts",
+        "protocol.registration-name-is-driver-name",
     ),
-    _driver_mutant(BrokenMode.PREPARES_WRONG_DEVICE, "test_prepare_and_unprepare_are_idempotent[v1]"),
-    _driver_mutant(BrokenMode.PUBLISHES_FOR_WRONG_NODE, "test_driver_binds_its_slices_only_to_nodes_that_exist"),
-    _driver_mutant(BrokenMode.UNPREPARE_LEAVES_CDI_SPECS, "test_unprepare_removes_the_cdi_specs_prepare_wrote"),
-    _driver_mutant(BrokenMode.READY_BEFORE_PREPARED, "test_a_failed_prepare_leaves_no_ready_status"),
+    # NodePrepareResources answers.
+    _driver_mutant(BrokenMode.PREPARES_WRONG_DEVICE, IDEMPOTENCE_CHECK, "protocol.reported-devices-are-allocated"),
+    _driver_mutant(BrokenMode.NON_IDEMPOTENT_PREPARE, IDEMPOTENCE_CHECK, "protocol.valid-claim-prepares"),
     _driver_mutant(
-        BrokenMode.HEALTHY_WHILE_FAILING, "test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints"
+        BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS,
+        "test_prepare_after_unprepare_gets_the_allocated_devices_again",
+        "protocol.valid-claim-prepares",
     ),
-    Mutant(
-        "rbac-arbitrary-node",
-        "test_driver_rbac_grants_nothing_beyond_its_declared_capabilities",
-        rbac=arbitrary_node_rbac,
-    ),
-    _driver_mutant(BrokenMode.FAILS_WHOLE_CALL, "test_unknown_claim_is_never_reported_prepared"),
-    _driver_mutant(BrokenMode.NON_IDEMPOTENT_PREPARE, "test_prepare_and_unprepare_are_idempotent[v1]"),
     _driver_mutant(
-        BrokenMode.LOSES_STATE_ON_RESTART, "test_driver_killed_after_a_prepare_comes_back_with_its_pool_and_unprepares"
+        BrokenMode.REPORTS_UNKNOWN_CLAIM_PREPARED,
+        "test_unknown_claim_is_never_reported_prepared",
+        "protocol.unknown-claim-not-prepared",
     ),
-    # Earlier ones.
-    _driver_mutant(BrokenMode.PREPARES_FOREIGN_CLAIMS, "test_claim_of_another_node_is_refused_without_node_local_work"),
-    _driver_mutant(BrokenMode.UNPREPARE_UNKNOWN_FAILS, "test_unprepare_of_a_claim_never_prepared_succeeds"),
-    _driver_mutant(BrokenMode.UNPREPARE_NEEDS_CLAIM, "test_unprepare_of_a_deleted_claim_succeeds"),
     _driver_mutant(
-        BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS, "test_prepare_after_unprepare_gets_the_allocated_devices_again"
+        BrokenMode.BATCH_ANSWERS_SWAPPED, BATCH_CHECK, "protocol.batch-answer-reports-its-own-claims-devices"
+    ),
+    _driver_mutant(
+        BrokenMode.PREPARES_FOREIGN_CLAIMS, FOREIGN_NODE_CHECK, "protocol.foreign-node-claim-no-node-local-work"
+    ),
+    # NodeUnprepareResources answers.
+    _driver_mutant(
+        BrokenMode.UNPREPARE_UNKNOWN_FAILS,
+        "test_unprepare_of_a_claim_never_prepared_succeeds",
+        "protocol.unprepare-of-unprepared-claim-succeeds",
+    ),
+    _driver_mutant(
+        BrokenMode.UNPREPARE_NEEDS_CLAIM,
+        "test_unprepare_of_a_deleted_claim_succeeds",
+        "protocol.unprepare-of-deleted-claim-succeeds",
+    ),
+    _driver_mutant(BrokenMode.UNPREPARE_HANDLES_ONLY_FIRST, BATCH_CHECK, "protocol.batch-unprepare-undoes-every-claim"),
+    # A build that loses its prepared claims when its process goes: the rollback check's version changes restart it.
+    _driver_mutant(BrokenMode.LOSES_STATE_ON_RESTART, DOWNGRADE_CHECK, "rollback.prepared-state-kept-across-versions"),
+    # CDI specs.
+    _driver_mutant(
+        BrokenMode.UNPREPARE_LEAVES_CDI_SPECS,
+        "test_unprepare_removes_the_cdi_specs_prepare_wrote",
+        "protocol.unprepare-removes-cdi-specs",
+    ),
+    _driver_mutant(BrokenMode.CDI_ID_UNRESOLVABLE, CDI_RESOLVE_CHECK, "protocol.cdi-device-ids-resolve"),
+    _driver_mutant(
+        BrokenMode.UNPREPARE_REMOVES_OTHER_CLAIMS_CDI,
+        CDI_RESOLVE_CHECK,
+        "protocol.cdi-device-ids-resolve-until-unprepare",
+    ),
+    _driver_mutant(
+        BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE,
+        "test_cdi_spec_edits_set_up_the_device_the_prepare_reports",
+        "protocol.cdi-edits-set-up-the-allocated-device",
+    ),
+    # ResourceSlices and pools.
+    _driver_mutant(
+        BrokenMode.PUBLISHES_FOR_WRONG_NODE,
+        "test_driver_binds_its_slices_only_to_nodes_that_exist",
+        "protocol.slices-bound-to-existing-nodes",
+    ),
+    _driver_mutant(
+        BrokenMode.REPUBLISHES_SAME_GENERATION,
+        "test_every_change_of_a_pools_devices_comes_with_a_new_generation",
+        "protocol.pool-content-change-changes-generation",
+    ),
+    _driver_mutant(
+        BrokenMode.DROPS_POOL_AFTER_DOWNGRADE, DOWNGRADE_CHECK, "rollback.build-comes-up-with-a-complete-pool"
+    ),
+    # Health stream.
+    _driver_mutant(
+        BrokenMode.HEALTH_WRONG_POOL,
+        "test_declared_health_stream_reports_published_devices_within_the_kubelet_window",
+        "protocol.health-reports-name-published-devices",
+    ),
+    _driver_mutant(
+        BrokenMode.HEALTHY_WHILE_FAILING,
+        "test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints",
+        "protocol.tainted-device-not-reported-healthy",
+    ),
+    # status.devices.
+    _driver_mutant(
+        BrokenMode.OMITS_DECLARED_STATUS,
+        "test_declared_status_devices_follow_prepare_and_unprepare",
+        "protocol.declared-status-written",
+    ),
+    _driver_mutant(
+        BrokenMode.READY_BEFORE_PREPARED,
+        "test_a_failed_prepare_leaves_no_ready_status",
+        "protocol.failed-prepare-leaves-no-ready-status",
     ),
     _driver_mutant(
         BrokenMode.IGNORES_STATUS_WRITE_FAILURE,
         "test_driver_keeps_its_slices_and_its_declared_status_through_api_faults",
-    ),
-    _driver_mutant(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE, DOWNGRADE_CHECK),
-    # Batches, CDI specs, pool generations, health pools and networkData (the gaps of the realistic-bug round).
-    _driver_mutant(
-        BrokenMode.BATCH_ANSWERS_SWAPPED, "test_claims_prepared_and_unprepared_in_one_call_are_each_handled"
+        "protocol.declared-status-survives-api-faults",
     ),
     _driver_mutant(
-        BrokenMode.UNPREPARE_HANDLES_ONLY_FIRST, "test_claims_prepared_and_unprepared_in_one_call_are_each_handled"
-    ),
-    _driver_mutant(
-        BrokenMode.CDI_ID_UNRESOLVABLE, "test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared"
-    ),
-    _driver_mutant(
-        BrokenMode.UNPREPARE_REMOVES_OTHER_CLAIMS_CDI,
-        "test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared",
-    ),
-    _driver_mutant(BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE, "test_cdi_spec_edits_set_up_the_device_the_prepare_reports"),
-    _driver_mutant(
-        BrokenMode.REPUBLISHES_SAME_GENERATION, "test_every_change_of_a_pools_devices_comes_with_a_new_generation"
-    ),
-    _driver_mutant(
-        BrokenMode.HEALTH_WRONG_POOL, "test_declared_health_stream_reports_published_devices_within_the_kubelet_window"
+        BrokenMode.WRITES_STATUS_FOR_FOREIGN_CLAIMS,
+        FOREIGN_NODE_CHECK,
+        "protocol.foreign-node-claim-no-node-local-work",
     ),
     # A NIC driver's bug: the reference driver runs its nic device profile (the default profile's devices are GPUs,
     # which carry no networkData).
     Mutant(
         str(BrokenMode.NETWORK_DATA_MISMATCH),
         "test_declared_network_data_names_what_the_slice_publishes_for_the_device",
+        "protocol.network-data-agrees-with-slice",
         modes=(BrokenMode.NETWORK_DATA_MISMATCH,),
         args=("--profile=nic",),
+    ),
+    # The RBAC the driver ships.
+    Mutant(
+        "rbac-arbitrary-node",
+        "test_driver_rbac_grants_nothing_beyond_its_declared_capabilities",
+        "rbac.shipped-rbac-within-declared-capabilities",
+        rbac=arbitrary_node_rbac,
     ),
 )
 

@@ -43,3 +43,7 @@ def test_mutant_is_caught_by_its_check(mutant: Mutant, tmp_path: Path) -> None:
     run = run_mutant(mutant, tmp_path)
     assert run.returncode == EXIT_TESTS_FAILED, f"the run against mutant {mutant} did not fail its tests:\n{run.output}"
     assert run.killed, f"mutant {mutant} survived {mutant.killed_by}; failed instead: {run.failed}\n{run.output}"
+    caught = run.failed[mutant.killed_by]
+    assert f"obligation {mutant.breaks} broke" in caught, (
+        f"{mutant.killed_by} failed, but not on {mutant.breaks}: {caught}"
+    )

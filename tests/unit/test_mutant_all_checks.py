@@ -9,20 +9,23 @@ from typing import Any
 import pytest
 import yaml
 
+from dra_conformance.driver.profile import Strictness
+from dra_conformance.model.obligations import Basis, Registry
 from dra_conformance.report.certification import Verdict
-from fake_dra.broken import BrokenMode
 from tests.mutants.all_checks import (
-    LEGITIMATE_UNDER_CONTRACT,
     AllChecksRun,
+    MutantVerdicts,
     Result,
+    basis_of,
     classify,
     command,
-    contract_profile,
     deciding_obligations,
     failed_obligations,
     named_check_outcome,
+    needs_strict_run,
     obligations_in_reasons,
     read_summary,
+    strictness_profile,
 )
 from tests.mutants.harness import MUTANTS, mutant
 
@@ -109,53 +112,99 @@ def test_the_named_check_is_found_by_its_test_name_and_a_defensive_finding_shows
     assert named_check_outcome(found, "test_prepare_and_unprepare_are_idempotent[v1]") == "failed"
 
 
+CONTRACT, DEFENSIVE = Basis.CONTRACT, Basis.DEFENSIVE
+NOT, ADVISED, PLAIN = Verdict.NOT_CERTIFIED, Verdict.CERTIFIED_WITH_ADVISORIES, Verdict.CERTIFIED
+
+
 @pytest.mark.parametrize(
-    ("mode", "verdict", "result"),
+    ("basis", "contract", "strict", "advised", "result"),
     [
-        ("prepares-wrong-device", Verdict.NOT_CERTIFIED, Result.KILLED),
-        ("prepares-wrong-device", Verdict.CERTIFIED_WITH_ADVISORIES, Result.DEFENSIVE_ONLY),
-        ("prepares-wrong-device", Verdict.CERTIFIED, Result.SURVIVED),
-        ("prepares-wrong-device", Verdict.INCOMPLETE, Result.NO_VERDICT),
-        ("prepares-wrong-device", None, Result.NO_VERDICT),
-        ("fails-whole-call", Verdict.CERTIFIED_WITH_ADVISORIES, Result.EXPECTED_DEFENSIVE_ONLY),
-        ("fails-whole-call", Verdict.NOT_CERTIFIED, Result.REFUSES_LEGITIMATE),
-        ("fails-whole-call", Verdict.CERTIFIED, Result.SURVIVED),
+        (CONTRACT, NOT, None, False, Result.KILLED),
+        (CONTRACT, ADVISED, None, True, Result.CONTRACT_BUG_CERTIFIED),
+        (CONTRACT, PLAIN, None, False, Result.SURVIVED),
+        (CONTRACT, Verdict.INCOMPLETE, None, False, Result.NO_VERDICT),
+        (CONTRACT, None, None, False, Result.NO_VERDICT),
+        # A defensive bug that also breaks a contract obligation elsewhere is refused under contract strictness.
+        (DEFENSIVE, NOT, None, False, Result.KILLED),
+        (DEFENSIVE, ADVISED, NOT, True, Result.KILLED_UNDER_STRICT),
+        (DEFENSIVE, ADVISED, NOT, False, Result.ADVISORY_MISSING),
+        (DEFENSIVE, ADVISED, ADVISED, True, Result.SURVIVED),
+        (DEFENSIVE, ADVISED, None, True, Result.NO_VERDICT),
+        (DEFENSIVE, PLAIN, None, False, Result.SURVIVED),
     ],
 )
-def test_a_run_is_classified_by_its_verdict_and_whether_the_contract_allows_the_mode(
-    mode: str, verdict: str | None, result: Result
+def test_a_mutant_is_refused_under_the_strictness_its_obligations_basis_calls_for(
+    basis: Basis, contract: str | None, strict: str | None, advised: bool, result: Result
 ) -> None:
-    assert classify(mode, verdict) == result
+    assert classify(basis, contract, strict, advised) == result
 
 
-def test_only_certified_non_defensive_modes_refused_legitimate_ones_and_runs_without_verdict_fail_the_bench() -> None:
-    assert {r for r in Result if r.fails_the_bench} == {
-        Result.SURVIVED,
-        Result.REFUSES_LEGITIMATE,
-        Result.NO_VERDICT,
-    }
+def test_only_refusals_as_the_basis_says_pass_the_bench() -> None:
+    assert {r for r in Result if not r.fails_the_bench} == {Result.KILLED, Result.KILLED_UNDER_STRICT}
 
 
-def test_the_whole_call_error_is_the_legitimate_mode_and_it_has_a_mutant() -> None:
-    assert str(BrokenMode.FAILS_WHOLE_CALL) in LEGITIMATE_UNDER_CONTRACT
-    assert set(LEGITIMATE_UNDER_CONTRACT) <= {m.name for m in MUTANTS}
+def test_every_mutant_breaks_a_contract_or_defensive_obligation_of_the_registry() -> None:
+    registry = Registry.load()
+    bases = {m.name: basis_of(m, registry) for m in MUTANTS}
+    assert set(bases.values()) <= {CONTRACT, DEFENSIVE}, bases
+
+
+def test_a_mutant_naming_a_harness_obligation_is_refused() -> None:
+    harness = next(o for o in Registry.load() if o.basis == Basis.HARNESS)
+    chosen = mutant("prepares-wrong-device")
+    with pytest.raises(ValueError, match="harness obligation"):
+        basis_of(type(chosen)(chosen.name, chosen.killed_by, harness.id), Registry.load())
+
+
+def _run(verdict: str, strictness: Strictness = Strictness.CONTRACT, **extra: Any) -> AllChecksRun:
+    return AllChecksRun(mutant("ready-before-prepared"), strictness, 1, summary(verdict, [], **extra), {}, "", 1.0)
+
+
+def test_only_a_defensive_bug_certified_with_advisories_is_run_again_under_strict() -> None:
+    assert needs_strict_run(DEFENSIVE, _run(ADVISED))
+    assert not needs_strict_run(DEFENSIVE, _run(NOT))
+    assert not needs_strict_run(CONTRACT, _run(ADVISED))
+
+
+def test_a_defensive_mutant_is_refused_by_its_strict_run_naming_its_advisory() -> None:
+    breaks = mutant("ready-before-prepared").breaks
+    contract = _run(ADVISED, advisories=[{"id": breaks, "check": "x"}])
+    strict = AllChecksRun(
+        mutant("ready-before-prepared"),
+        Strictness.STRICT,
+        1,
+        summary(NOT, [f"1 check(s) failed: {breaks} (1 check)"]),
+        {},
+        "",
+        1.0,
+    )
+    verdicts = MutantVerdicts(mutant("ready-before-prepared"), DEFENSIVE, contract, strict)
+    assert verdicts.result == Result.KILLED_UNDER_STRICT
+    assert verdicts.deciding is strict
+    assert verdicts.named_its_obligation
 
 
 def test_a_run_that_overran_its_deadline_has_no_verdict() -> None:
     done = summary("not certified", [])
-    run = AllChecksRun(mutant("prepares-wrong-device"), 1, done, {}, "", 1.0, timed_out=True)
-    assert run.result == Result.NO_VERDICT
-    assert AllChecksRun(mutant("prepares-wrong-device"), 1, done, {}, "", 1.0).result == Result.KILLED
-
-
-def test_the_run_is_the_whole_default_suite_with_two_workers_and_a_contract_profile(tmp_path: Path) -> None:
     chosen = mutant("prepares-wrong-device")
-    argv = command(chosen, tmp_path)
+    run = AllChecksRun(chosen, Strictness.CONTRACT, 1, done, {}, "", 1.0, timed_out=True)
+    assert run.verdict is None
+    assert MutantVerdicts(chosen, CONTRACT, run).result == Result.NO_VERDICT
+    finished = AllChecksRun(chosen, Strictness.CONTRACT, 1, done, {}, "", 1.0)
+    assert MutantVerdicts(chosen, CONTRACT, finished).result == Result.KILLED
+
+
+@pytest.mark.parametrize("strictness", list(Strictness))
+def test_the_run_is_the_whole_default_suite_with_two_workers_and_the_given_strictness(
+    tmp_path: Path, strictness: Strictness
+) -> None:
+    chosen = mutant("prepares-wrong-device")
+    argv = command(chosen, tmp_path, strictness)
     assert "-k" not in argv, argv
     assert argv[argv.index("-n") + 1] == "2", argv
     assert not any(arg.startswith("suites") or arg.endswith("/suites") for arg in argv), argv
-    profile = yaml.safe_load(contract_profile(chosen, tmp_path).read_text())
-    assert profile["strictness"] == "contract", profile
+    profile = yaml.safe_load(strictness_profile(chosen, tmp_path, strictness).read_text())
+    assert profile["strictness"] == str(strictness), profile
     assert "--broken-mode=prepares-wrong-device" in profile["run"]["args"], profile["run"]["args"]
 
 

@@ -50,8 +50,14 @@ class BrokenMode(StrEnum):
     # Its health check only asks whether the device exists: a failing device (tainted in its own slice) is still
     # reported HEALTHY.
     HEALTHY_WHILE_FAILING = "healthy-while-failing"
-    # One bad claim fails the whole NodePrepareResources call (a gRPC error), holding up the good claims in it.
-    FAILS_WHOLE_CALL = "fails-whole-call"
+    # Answers a claim it cannot find in the API (deleted, or never created) with success and no devices, as if there
+    # were nothing to set up: the kubelet would start the pod without the devices it asked for.
+    REPORTS_UNKNOWN_CLAIM_PREPARED = "reports-unknown-claim-prepared"
+    # Declares statusDevices (its profile says it writes status.devices) but a release left the write out.
+    OMITS_DECLARED_STATUS = "omits-declared-status"
+    # Registers with the kubelet under the product's name instead of the driver name its slices and allocations
+    # use: a kubelet would route no claim to it.
+    REGISTERS_PRODUCT_NAME = "registers-product-name"
     # Pairs the answers of a NodePrepareResources call for several claims with the wrong claim UIDs (it collects
     # the answers in one order and the UIDs in another): each claim is reported with another claim's devices.
     BATCH_ANSWERS_SWAPPED = "batch-answers-swapped"
@@ -85,7 +91,8 @@ def legacy_node_name(node: str) -> str:
     return f"{node}.{LEGACY_NODE_DOMAIN}"
 
 
-# The product's vendor name, under which the CDI_ID_UNRESOLVABLE mutant answers CDI device IDs.
+# The product's vendor name, under which the CDI_ID_UNRESOLVABLE mutant answers CDI device IDs and the
+# REGISTERS_PRODUCT_NAME mutant registers.
 PRODUCT_CDI_VENDOR = "fake-dra.example.com"
 
 

@@ -201,6 +201,8 @@ class DriverCore:
             if ref.uid in self._unprepared and self.config.is_broken(BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS):
                 return PrepareResult(error=f"claim {ref.uid} was unprepared; it cannot be prepared again")
             problem, claim, mine = lookup or self._lookup(ref)
+            if problem and not claim and self.config.is_broken(BrokenMode.REPORTS_UNKNOWN_CLAIM_PREPARED):
+                return PrepareResult()  # the bug: a claim it cannot read is "prepared" with nothing to set up
             if problem:
                 return PrepareResult(error=problem)
             names = [self._device_to_set_up(result["device"]) for result in mine]
@@ -232,7 +234,8 @@ class DriverCore:
                 cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
                 return PrepareResult(error="write status.devices: failed (injected status-write failure)")
             try:
-                self.api.apply_device_status(claim, [self._status_entry(result, cdi_ids) for result in mine])
+                if not self.config.is_broken(BrokenMode.OMITS_DECLARED_STATUS):  # the bug: no status write at all
+                    self.api.apply_device_status(claim, [self._status_entry(result, cdi_ids) for result in mine])
             except ApiException as error:
                 if not self.config.is_broken(BrokenMode.IGNORES_STATUS_WRITE_FAILURE):
                     cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)

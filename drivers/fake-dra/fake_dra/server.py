@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 
 from dra_wire.kubelet_api import KubeletAPI
-from fake_dra.broken import BrokenMode
+from fake_dra.broken import PRODUCT_CDI_VENDOR, BrokenMode
 from fake_dra.config import DriverConfig
 from fake_dra.core import ClaimRef, ClaimRefused, DriverCore
 
@@ -26,6 +26,13 @@ HEALTH_IDLE_CHECK = 1.0
 # The kubelet reports a device's health as Unknown when it is not re-sent within health_check_timeout (default
 # 30 s, k8s.io/kubelet pkg/apis/dra-health/v1/api.proto:57-63): every device is re-sent at least this often.
 HEALTH_RESEND_INTERVAL = 10.0
+
+
+def registered_name(config: DriverConfig) -> str:
+    """The name GetInfo registers: the driver name; the REGISTERS_PRODUCT_NAME mutant gives the product's instead."""
+    if config.is_broken(BrokenMode.REGISTERS_PRODUCT_NAME):
+        return PRODUCT_CDI_VENDOR
+    return config.driver_name
 
 
 def supported_versions(config: DriverConfig) -> list[str]:
@@ -52,10 +59,6 @@ def dra_servicer(core: DriverCore, messages: ModuleType, services: ModuleType) -
                 results = core.prepare(_claims(request))
             except ClaimRefused as refused:
                 context.abort(REFUSAL_CODE, f"prepare refused: {refused}")
-            failed = {uid: result.error for uid, result in results.items() if result.error}
-            if failed and core.config.is_broken(BrokenMode.FAILS_WHOLE_CALL):
-                # The bug: one bad claim fails the call, so the kubelet sees no answer for the good ones either.
-                context.abort(grpc.StatusCode.INTERNAL, f"prepare failed: {failed}")
             for uid, result in results.items():
                 answer = response.claims[uid]
                 if result.error:
@@ -119,7 +122,7 @@ def registration_servicer(core: DriverCore, api: KubeletAPI) -> Any:
             core.calls.record("GetInfo", started, claims=[], outcome="ok")
             return messages.PluginInfo(
                 type="DRAPlugin",
-                name=core.config.driver_name,
+                name=registered_name(core.config),
                 endpoint=str(core.config.dra_socket),
                 supported_versions=supported_versions(core.config),
             )
