@@ -16,7 +16,7 @@ with `strictness: contract` (the verdict a vendor gets), and reads the run's cer
 (tests/mutants/all_checks.py): a mode is killed when the verdict is "not certified". Prints per mode the verdict,
 the obligation ids that decided it, the wall time and how the named check ended, then the score "N/M modes not
 certified by the whole suite". A mode only defensive obligations catch is certified with advisories: it is flagged
-DEFENSIVE-ONLY (under --strictness strict it would not be certified), and expected for modes the contract allows
+DEFENSIVE-ONLY (under --dra-strictness strict it would not be certified), and expected for modes the contract allows
 (all_checks.LEGITIMATE_UNDER_CONTRACT). Exit 1 if any other mode was certified, a run gave no verdict, or a mode the
 contract allows was not certified. About 2-3 minutes per mutant on two cores.
 """
@@ -83,7 +83,7 @@ def notes(run: AllChecksRun) -> list[str]:
     if result == Result.EXPECTED_DEFENSIVE_ONLY:
         return [f"expected: {LEGITIMATE_UNDER_CONTRACT[run.mutant.name]}"]
     if result == Result.DEFENSIVE_ONLY:
-        return ["only defensive obligations caught it: under --strictness strict it would be not certified"]
+        return ["only defensive obligations caught it: under --dra-strictness strict it would be not certified"]
     if result == Result.SURVIVED:
         return ["certified: no check failed and no advisory was written"]
     if result == Result.REFUSES_LEGITIMATE:
@@ -140,7 +140,7 @@ def whole_suite(chosen: list[Mutant], workdir: Path | None) -> int:
     expected = [run.mutant.name for run in runs if run.result == Result.EXPECTED_DEFENSIVE_ONLY]
     if defensive or expected:
         print(
-            f"DEFENSIVE-ONLY (certified with advisories; not certified under --strictness strict): "
+            f"DEFENSIVE-ONLY (certified with advisories; not certified under --dra-strictness strict): "
             f"{len(defensive) + len(expected)}"
             + (f"; unexpected: {', '.join(defensive)}" if defensive else "")
             + (f"; expected, the contract allows them: {', '.join(expected)}" if expected else "")

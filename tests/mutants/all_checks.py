@@ -204,8 +204,8 @@ def command(chosen: Mutant, workdir: Path) -> list[str]:
         "--nodes",
         "2",
         f"--profile={contract_profile(chosen, workdir)}",
-        f"--cluster-state-dir={workdir / 'cluster'}",
-        f"--reports-dir={workdir / 'reports'}",
+        f"--dra-cluster-state-dir={workdir / 'cluster'}",
+        f"--dra-reports-dir={workdir / 'reports'}",
         "-p",
         "no:cacheprovider",
     ]
