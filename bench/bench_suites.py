@@ -69,7 +69,7 @@ def run(workers: int, suites: list[str], junit: Path, state_dir: Path) -> tuple[
             "no:cacheprovider",
             "-n",
             str(workers),
-            f"--cluster-state-dir={state_dir}",
+            f"--dra-cluster-state-dir={state_dir}",
             f"--junitxml={junit}",
             *suites,
         ],

@@ -174,15 +174,15 @@ PYTEST_VALUE_OPTIONS = frozenset(
 
 
 # The plugin's options whose value is a path (tests/unit/test_cli.py keeps this in step with the plugin): given as
-# `--reports-dir DIR`, DIR is a value, not a test path.
+# `--dra-reports-dir DIR`, DIR is a value, not a test path.
 PLUGIN_PATH_OPTIONS = frozenset(
-    {"--kubeconfig", "--cluster-state-dir", "--profile", "--catalog", "--audit-log", "--reports-dir", "--rbac-matrix"}
-    | {"--rollback-state"}
+    {"--dra-kubeconfig", "--dra-cluster-state-dir", "--dra-profile", "--dra-catalog", "--dra-audit-log"}
+    | {"--dra-reports-dir", "--dra-rbac-matrix", "--dra-rollback-state"}
 )
 
 
 def chosen_targets(pytest_args: Sequence[str]) -> list[str]:
-    """The test paths or node ids among `pytest_args`, leaving out option values (`--cluster-state-dir DIR`)."""
+    """The test paths or node ids among `pytest_args`, leaving out option values (`--dra-cluster-state-dir DIR`)."""
     takes_value = PLUGIN_PATH_OPTIONS | PYTEST_VALUE_OPTIONS
     chosen = []
     for index, arg in enumerate(pytest_args):
@@ -198,6 +198,9 @@ def chosen_targets(pytest_args: Sequence[str]) -> list[str]:
 # cluster-wide APIServices stay on one worker (loadgroup), and each test body has a deadline. A crashed worker is
 # not replaced: its check is an error and xdist ends the run early, which the summary reports as interrupted (a
 # replacement worker under loadgroup left a run hanging with no CPU use for 17 minutes in the fault matrix).
+# This CLI owns them: an installed wheel's run has no ini file of ours. The checkout's pyproject.toml repeats the
+# ones a direct `pytest tests suites` there needs; the plugin cannot own them, since ini values (`-o`) count only
+# when given on the command line or in the ini file, before any plugin hook could add them.
 SUITE_PYTEST_OPTIONS = (
     "--dist=loadgroup",
     "--max-worker-restart=0",
@@ -241,11 +244,12 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     if args.profile:
         load_profile(args.profile)  # a bad profile is one line before pytest starts
     make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
-    # Reports go to <rootdir>/reports: the checkout's in a checkout, else the directory the command runs in.
-    root = Path.cwd() if paths.installed() else paths.CHECKOUT
+    root = _reports_root()
+    # The plugin's options are this CLI's flags with the `--dra-` prefix; `--dra-cluster`, always given, also opts
+    # the run in to DRA conformance before pytest collects (see dra_conformance.plugin.opt_in).
     options = [
-        f"--cluster={args.cluster}",
-        f"--nodes={args.nodes}",
+        f"--dra-cluster={args.cluster}",
+        f"--dra-nodes={args.nodes}",
         "--rootdir",
         str(root),
         "-n",
@@ -253,27 +257,27 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         *SUITE_PYTEST_OPTIONS,
     ]
     if args.kubeconfig:
-        options.append(f"--kubeconfig={args.kubeconfig}")
+        options.append(f"--dra-kubeconfig={args.kubeconfig}")
     if args.real_node:
-        options.append("--real-node")
+        options.append("--dra-real-node")
     if args.allow_partial:
         options.append("--dra-allow-partial")
     if args.profile:
-        options.append(f"--profile={args.profile.resolve()}")
+        options.append(f"--dra-profile={args.profile.resolve()}")
     targets = [] if chosen_targets(pytest_args) else [str(paths.suites_dir())]
     if args.repeat == 1:
         return _pytest_then_html([*options, *pytest_args, *targets])
-    if any(arg.startswith("--reports-dir") for arg in pytest_args):
-        raise UsageError("--repeat writes each run under reports/repeat-<time>/run-<n>/; leave out --reports-dir")
+    if any(arg.startswith("--dra-reports-dir") for arg in pytest_args):
+        raise UsageError("--repeat writes each run under reports/repeat-<time>/run-<n>/; leave out --dra-reports-dir")
     batch = root / "reports" / f"repeat-{time.strftime('%Y%m%d-%H%M%S')}"
     codes: list[int] = []
     summaries: list[Path] = []
     for index in range(args.repeat):
         # Every run but the last keeps the cluster for the next; this process owns it throughout (pytest runs in
-        # it), so the last run stops it unless the user keeps it. (--keep-cluster would disown it: it leaked.)
-        keep = ["--keep-cluster-for-next-run"] if index < args.repeat - 1 else []
+        # it), so the last run stops it unless the user keeps it. (--dra-keep-cluster would disown it: it leaked.)
+        keep = ["--dra-keep-cluster-for-next-run"] if index < args.repeat - 1 else []
         reports = batch / f"run-{index + 1:03d}"
-        codes.append(_pytest_then_html([*options, *keep, f"--reports-dir={reports}", *pytest_args, *targets]))
+        codes.append(_pytest_then_html([*options, *keep, f"--dra-reports-dir={reports}", *pytest_args, *targets]))
         summaries.append(next(iter(sorted(reports.glob("*/summary.json"))), reports / "no-summary.json"))
     record = flake_record(read_outcomes(summaries))
     write_flake_record(record, batch)

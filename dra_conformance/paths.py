@@ -4,11 +4,11 @@ An installed wheel carries them inside the package (`dra_conformance/fixtures`, 
 `reference_driver_deploy`); a checkout (editable install) keeps them at the top of the repository. Nothing else in
 the engine climbs the directory tree. Every default here has an override on the command line:
 
-- scenario catalog: `--catalog DIR` (pytest);
-- authorization matrix: `--rbac-matrix FILE` (pytest);
-- local cluster state: `--cluster-state-dir DIR` (pytest) / `cluster --state-dir DIR` (CLI);
+- scenario catalog: `--dra-catalog DIR` (pytest);
+- authorization matrix: `--dra-rbac-matrix FILE` (pytest);
+- local cluster state: `--dra-cluster-state-dir DIR` (pytest) / `cluster --state-dir DIR` (CLI);
 - build cache: `--cache-dir DIR` (CLI), else `$XDG_CACHE_HOME/dra-conformance`;
-- reports: `--reports-dir DIR` (pytest), else `<rootdir>/reports`.
+- reports: `--dra-reports-dir DIR` (pytest), else `<rootdir>/reports`.
 """
 
 from __future__ import annotations

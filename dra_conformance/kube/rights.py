@@ -166,7 +166,7 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights(TRACKED, "rolebindings", RBAC),
     ),
     # The Metrics API checks: both versions' node and pod metrics, each version's APIService, the rollback check
-    # (_METRICS_ROLLBACK_RIGHTS). The HPA consumer check (only with a readable audit log, --audit-log) creates a
+    # (_METRICS_ROLLBACK_RIGHTS). The HPA consumer check (only with a readable audit log, --dra-audit-log) creates a
     # Deployment and a HorizontalPodAutoscaler. Fault injection through the reference adapter: local backend only.
     "metrics": (
         *_METRICS_ROLLBACK_RIGHTS,

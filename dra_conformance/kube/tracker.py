@@ -131,7 +131,7 @@ class ResourceTracker:
             objects, self._objects = list(reversed(self._objects)), []
         if self.keep:
             for tracked in objects:
-                self.log(f"keeping {tracked} (--keep-resources)")
+                self.log(f"keeping {tracked} (--dra-keep-resources)")
             return
         failures = []
         for tracked in objects:

@@ -186,7 +186,7 @@ class NodeAgent:
             image = pod.spec.containers[0].image
             raise BackendError(
                 f"node agent on {self.node} cannot start image {image} ({failure}); "
-                "--workload-image names an image with a shell that the node has or can pull"
+                "--dra-workload-image names an image with a shell that the node has or can pull"
             )
 
     def sh(self, script: str) -> str:

@@ -35,7 +35,7 @@ FRESHNESS_SLO = 60.0
 # Relative difference of usage values two versions may show for the same object at the same timestamp.
 PARITY_TOLERANCE = 0.05
 REQUEST_TIMEOUT = 10.0
-# Availability ratio a version needs over a watch (--metrics-watch) to count as stable: 99.9 % allows ~86 s of a
+# Availability ratio a version needs over a watch (--dra-metrics-watch) to count as stable: 99.9 % allows ~86 s of a
 # 24 h watch (an aggregator re-probe, an adapter restart), not an outage.
 STABLE_AVAILABILITY_RATIO = 0.999
 
@@ -338,7 +338,7 @@ class Evidence:
     v1beta1_only_consumers: list[str] = field(default_factory=list)
     # kube-apiserver's /version gitVersion (e.g. "v1.37.2"); None when it was not read.
     server_version: str | None = None
-    # Availability and lag sampled over a period (--metrics-watch); None when the run did not watch.
+    # Availability and lag sampled over a period (--dra-metrics-watch); None when the run did not watch.
     watch: WatchSummary | None = None
 
     def needs_v1beta1(self) -> bool:
@@ -348,7 +348,7 @@ class Evidence:
     def stability(self) -> str:
         """What the evidence says about the stable availability widening needs."""
         if self.watch is None:
-            return "not watched: point-in-time reads only (--metrics-watch 24h watches availability)"
+            return "not watched: point-in-time reads only (--dra-metrics-watch 24h watches availability)"
         return self.watch.statement(self.watched_versions(), self.slo)
 
     def watched_versions(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""Watch mode: the Metrics API's availability and sample lag sampled over a period (`--metrics-watch DURATION`).
+"""Watch mode: the Metrics API's availability and sample lag sampled over a period (`--dra-metrics-watch DURATION`).
 
 The rollout rule wants 24 h of stable availability before widening. A point-in-time read cannot show that, so the
 watch samples every version at a fixed cadence: the APIService's `Available` condition and a real read of
@@ -43,10 +43,10 @@ def parse_duration(text: str) -> float:
     """`30s`, `10m` or `24h` in seconds; anything else (or shorter than one interval) is a usage error."""
     match = _DURATION.fullmatch(text.strip())
     if match is None:
-        raise UsageError(f"--metrics-watch {text!r}: expected a whole number of s, m or h (e.g. 30s, 10m, 24h)")
+        raise UsageError(f"--dra-metrics-watch {text!r}: expected a whole number of s, m or h (e.g. 30s, 10m, 24h)")
     seconds = float(int(match[1]) * _UNIT_SECONDS[match[2]])
     if seconds < WATCH_INTERVAL:
-        raise UsageError(f"--metrics-watch {text}: shorter than the {WATCH_INTERVAL:g} s sampling interval")
+        raise UsageError(f"--dra-metrics-watch {text}: shorter than the {WATCH_INTERVAL:g} s sampling interval")
     return seconds
 
 

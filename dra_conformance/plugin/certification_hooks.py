@@ -23,6 +23,8 @@ from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
 from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed
 from dra_conformance.plugin import stash
+from dra_conformance.plugin.opt_in import in_the_suites
+from dra_conformance.plugin.options import option_or
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.plugin.session import backend_of
 from dra_conformance.report import canary
@@ -62,34 +64,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The canary gate's tolerance, fallback SLOs and error budget."""
     group = parser.getgroup("dra-conformance", "DRA conformance")
     group.addoption(
-        "--canary-tolerance",
+        "--dra-canary-tolerance",
         type=float,
-        default=canary.TOLERANCE_RATIO,
+        default=None,
         help="how much worse than the device-plugin baseline the DRA p95s may be, as a fraction "
         f"(default {canary.TOLERANCE_RATIO}; at least {canary.TOLERANCE_SECONDS} s)",
     )
     group.addoption(
-        "--canary-allocation-slo",
+        "--dra-canary-allocation-slo",
         type=float,
-        default=canary.ALLOCATION_SLO,
+        default=None,
         help=f"allocation p95 in seconds when no baseline was measured (default {canary.ALLOCATION_SLO:g})",
     )
     group.addoption(
-        "--canary-ready-slo",
+        "--dra-canary-ready-slo",
         type=float,
-        default=canary.READY_SLO,
+        default=None,
         help=f"pod-ready p95 in seconds when no baseline was measured (default {canary.READY_SLO:g})",
     )
     group.addoption(
-        "--canary-error-budget",
+        "--dra-canary-error-budget",
         type=int,
-        default=canary.ERROR_BUDGET,
+        default=None,
         help="status-writer denials, status update errors and allocation timeouts the gate tolerates (default 0)",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the capability marker, and in the controller the collector of outcomes."""
+    """Register the capability marker, and in the controller the collector of outcomes.
+
+    The collector is there from the start even in a run not opted in yet, so a run that opts in at collection
+    (see `plugin.opt_in`) has every report; it acts only in an opted-in run.
+    """
     config.addinivalue_line("markers", "capability(*names): the declared driver capabilities this check exercises")
     config.addinivalue_line(
         "markers",
@@ -100,12 +106,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(OutcomeCollector(config), COLLECTOR_NAME)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Carry each check's capabilities in its user properties, which reach the controller with every report.
 
     The bundled suites' checks are also labelled for Allure by what they certify, not by file path: the report's
     tree groups them capability -> suite -> file (parentSuite, suite, subSuite), its behaviours view capability ->
-    suite (epic, feature) -> the obligations each check verified (story, added as they are checked).
+    suite (epic, feature) -> the obligations each check verified (story, added as they are checked). In a run not
+    opted in (yet), only tests of the bundled suites are labelled: a project's own `suites/` keeps its labels.
     """
     for item in items:
         names = sorted({name for marker in item.iter_markers("capability") for name in marker.args})
@@ -113,6 +120,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.user_properties.append((CAPABILITY_PROPERTY, ",".join(names)))
         suite = CheckResult(item.nodeid, Outcome.PASSED).suite
         if "suites/" not in item.nodeid.split("::", 1)[0]:
+            continue
+        if not (stash.opted_in(config) or in_the_suites(item)):
             continue
         area = f"capability {names[0]}" if names else EVERY_DRIVER
         module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
@@ -213,6 +222,8 @@ class OutcomeCollector:
         A run that ended before every collected check finished says so in its exit code, even where pytest's own
         would be 0 (a crashed xdist worker's checks are otherwise just missing).
         """
+        if not stash.opted_in(self.config):
+            return
         self.ended = datetime.now(UTC)
         if session.shouldstop:
             self.stopped = str(session.shouldstop)
@@ -340,7 +351,7 @@ class OutcomeCollector:
     def canary_gate(self, run_dir: Path, driver_user: str) -> dict[str, Any]:
         """Gather the canary gate's inputs and evaluate it."""
         config = self.config
-        rollback, namespace = _rehearsal(run_dir, config.getoption("--rollback-state"))
+        rollback, namespace = _rehearsal(run_dir, config.getoption("--dra-rollback-state"))
         cluster = config.stash.get(stash.CLUSTER, None)
         audit, audit_missing = canary.gather_audit(
             cluster.audit_log if cluster is not None else None,
@@ -352,10 +363,10 @@ class OutcomeCollector:
         )
         inputs = canary.Inputs(driver_user, rollback, audit, audit_missing, self.events, self.events_missing)
         policy = canary.Policy(
-            tolerance_ratio=config.getoption("--canary-tolerance"),
-            allocation_slo=config.getoption("--canary-allocation-slo"),
-            ready_slo=config.getoption("--canary-ready-slo"),
-            error_budget=config.getoption("--canary-error-budget"),
+            tolerance_ratio=option_or(config, "--dra-canary-tolerance", canary.TOLERANCE_RATIO),
+            allocation_slo=option_or(config, "--dra-canary-allocation-slo", canary.ALLOCATION_SLO),
+            ready_slo=option_or(config, "--dra-canary-ready-slo", canary.READY_SLO),
+            error_budget=option_or(config, "--dra-canary-error-budget", canary.ERROR_BUDGET),
         )
         return canary.evaluate(inputs, policy)
 

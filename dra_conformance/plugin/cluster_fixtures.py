@@ -27,19 +27,19 @@ from dra_conformance.timeouts import Timeouts
 
 
 @pytest.fixture(scope="session")
-def suite_config(pytestconfig: pytest.Config) -> SuiteConfig:
+def suite_config(conformance_run: None, pytestconfig: pytest.Config) -> SuiteConfig:
     """The run's settings."""
     return pytestconfig.stash[stash.SUITE_CONFIG]
 
 
 @pytest.fixture(scope="session")
-def run_dir(pytestconfig: pytest.Config) -> Path:
+def run_dir(conformance_run: None, pytestconfig: pytest.Config) -> Path:
     """reports/<run-id>/ of this run (shared by all workers)."""
     return pytestconfig.stash[stash.RUN_DIR]
 
 
 @pytest.fixture(scope="session")
-def run_id(pytestconfig: pytest.Config) -> str:
+def run_id(conformance_run: None, pytestconfig: pytest.Config) -> str:
     """Identifier of this run, shared by all workers; also labels every namespace the run creates."""
     return pytestconfig.stash[stash.RUN_ID]
 
@@ -57,7 +57,7 @@ def timeouts(pytestconfig: pytest.Config, suite_config: SuiteConfig) -> Timeouts
 
 
 @pytest.fixture(scope="session")
-def cluster(pytestconfig: pytest.Config) -> ClusterInfo:
+def cluster(conformance_run: None, pytestconfig: pytest.Config) -> ClusterInfo:
     """The cluster under test: the one the controller checked, else started (local) once per run."""
     if stash.CLUSTER in pytestconfig.stash:
         return pytestconfig.stash[stash.CLUSTER]
@@ -124,7 +124,7 @@ def namespace(
                     "until": datetime.now(UTC).isoformat(),
                 },
             )
-        if not request.config.getoption("--keep-resources"):
+        if not request.config.getoption("--dra-keep-resources"):
             namespace_reaper.delete(name)
 
 
@@ -133,7 +133,7 @@ def tracker(
     request: pytest.FixtureRequest, dynamic_client: DynamicClient, namespace: str, timeouts: Timeouts
 ) -> Iterator[ResourceTracker]:
     """Creates objects for the test and deletes them (newest first, awaited) before its namespace goes."""
-    keep = request.config.getoption("--keep-resources")
+    keep = request.config.getoption("--dra-keep-resources")
     resources = ResourceTracker(dynamic_client, delete_timeout=timeouts.delete, keep=keep)
     yield resources
     resources.cleanup()

@@ -54,7 +54,7 @@ from dra_wire.kubelet_api import BindingsError, KubeletAPI, load
 
 
 @pytest.fixture(scope="session")
-def kubelet_api() -> KubeletAPI:
+def kubelet_api(conformance_run: None) -> KubeletAPI:
     """Bindings of the kubelet plugin APIs (generated from the pinned .proto files on first use)."""
     try:
         return load()
@@ -63,8 +63,8 @@ def kubelet_api() -> KubeletAPI:
 
 
 @pytest.fixture(scope="session")
-def driver_profile(pytestconfig: pytest.Config) -> DriverProfile:
-    """The profile of the driver under test (`--profile`, default the reference driver's)."""
+def driver_profile(conformance_run: None, pytestconfig: pytest.Config) -> DriverProfile:
+    """The profile of the driver under test (`--dra-profile`, default the reference driver's)."""
     return pytestconfig.stash[stash.PROFILE]
 
 
@@ -76,7 +76,7 @@ def driver_under_test(cluster: ClusterInfo, driver_profile: DriverProfile) -> Dr
 
 
 @pytest.fixture(scope="session")
-def node_leases(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def node_leases(conformance_run: None, pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The lock directory of node leases, shared by every xdist worker of the run (see `driver.lease`)."""
     base = tmp_path_factory.getbasetemp()
     # Each xdist worker's base temp dir sits in the run's one temp dir.
@@ -143,14 +143,14 @@ def real_node(
     if not cluster.real_nodes:
         pytest.skip(
             f"not applicable: no node of this {cluster.backend} cluster is served by a real kubelet "
-            "(the local backend adds one with --real-node)"
+            "(the local backend adds one with --dra-real-node)"
         )
     leases = NodeLeases(node_leases, "real", cluster.real_nodes)
     with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as name:
         node = client.CoreV1Api(api_client).read_node(name).to_dict()
         tolerations = tolerations_of(node["spec"].get("taints") or [])
         image = (
-            pytestconfig.getoption("--workload-image")
+            pytestconfig.getoption("--dra-workload-image")
             or cluster.details.get("workload_image")
             or busybox_on(node)
             or DEFAULT_WORKLOAD_IMAGE
@@ -284,7 +284,7 @@ def private_driver(
 
 
 @pytest.fixture(scope="session")
-def obligation_registry() -> Registry:
+def obligation_registry(conformance_run: None) -> Registry:
     """Every obligation the bundled suites check, from the registry shipped in the package."""
     return Registry.load()
 
@@ -300,7 +300,7 @@ def obligations(
 
     Afterwards the check is labelled in the Allure report with each obligation it verified (story).
     """
-    level = request.config.getoption("--strictness") or driver_profile.strictness
+    level = request.config.getoption("--dra-strictness") or driver_profile.strictness
     checker = Obligations(request.node.nodeid, level == Strictness.STRICT, run_records, obligation_registry)
     yield checker
     for obligation in checker.exercised:

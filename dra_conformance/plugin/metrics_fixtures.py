@@ -23,6 +23,7 @@ from dra_conformance.metrics.adapter import MetricsAdapter
 from dra_conformance.metrics.verdict import VERDICT_JSON, VERDICT_MARKDOWN, render_markdown
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.exits import refuse
+from dra_conformance.plugin.options import option_or
 from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
@@ -31,17 +32,17 @@ SAMPLES_BLOCKED = "metrics.version-available-for-samples"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """--metrics-freshness-slo, --metrics-watch."""
+    """--dra-metrics-freshness-slo, --dra-metrics-watch."""
     group = parser.getgroup("dra-conformance")
     group.addoption(
-        "--metrics-freshness-slo",
+        "--dra-metrics-freshness-slo",
         type=float,
-        default=metrics_api.FRESHNESS_SLO,
+        default=None,
         metavar="SECONDS",
         help=f"p95 sample age above which autoscaling must hold (default {metrics_api.FRESHNESS_SLO:g})",
     )
     group.addoption(
-        "--metrics-watch",
+        "--dra-metrics-watch",
         default=None,
         metavar="DURATION",
         help="sample Metrics API availability and lag every "
@@ -51,8 +52,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A --metrics-watch that does not parse ends the run in one line."""
-    value = config.getoption("--metrics-watch")
+    """A --dra-metrics-watch that does not parse ends the run in one line."""
+    value = config.getoption("--dra-metrics-watch")
     if value is not None:
         try:
             metrics_watch_mode.parse_duration(value)
@@ -68,9 +69,9 @@ def metrics_client(api_client: client.ApiClient) -> Iterator[client.ApiClient]:
 
 
 @pytest.fixture
-def freshness_slo(pytestconfig: pytest.Config) -> float:
+def freshness_slo(conformance_run: None, pytestconfig: pytest.Config) -> float:
     """The freshness SLO in seconds."""
-    return float(pytestconfig.getoption("--metrics-freshness-slo"))
+    return float(option_or(pytestconfig, "--dra-metrics-freshness-slo", metrics_api.FRESHNESS_SLO))
 
 
 @pytest.fixture(scope="session")
@@ -108,13 +109,13 @@ def need_samples(metrics_samples: metrics_api.SampleGate, obligations: Obligatio
 def metrics_watch(
     pytestconfig: pytest.Config, metrics_client: client.ApiClient, metrics_samples: metrics_api.SampleGate
 ) -> metrics_watch_mode.WatchSummary | None:
-    """The watch `--metrics-watch` asks for, run once when a check first needs it; None without the option.
+    """The watch `--dra-metrics-watch` asks for, run once when a check first needs it; None without the option.
 
     It starts once the preferred version has its first node samples (a pipeline warming up is not unavailable yet);
     one unavailable at the availability read, or that never gets there, is watched all the same, and the watch
     shows it unavailable.
     """
-    value = pytestconfig.getoption("--metrics-watch")
+    value = pytestconfig.getoption("--dra-metrics-watch")
     if value is None:
         return None
     served = list(metrics_samples.availability.served)

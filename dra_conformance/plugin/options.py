@@ -1,8 +1,13 @@
-"""The plugin's command-line options, and the run's `SuiteConfig` built from them."""
+"""The plugin's command-line options, and the run's `SuiteConfig` built from them.
+
+Every option of the plugin is named `--dra-*` and defaults to None (False for a flag): a value means the run
+asked for DRA conformance (see `plugin.opt_in`). The default an option stands for is applied where it is read.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -10,6 +15,13 @@ from dra_conformance.backends.registry import BACKENDS, make_backend
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.errors import UsageError
 from dra_conformance.timeouts import Timeouts
+
+T = TypeVar("T")
+
+# Every option of the plugin is `--dra-<name>`, in this help group; argparse stores it as `dra_<name>`.
+GROUP = "dra-conformance"
+OPTION_PREFIX = "--dra-"
+DEST_PREFIX = "dra_"
 
 
 def timeout_option(name: str) -> str:
@@ -19,48 +31,58 @@ def timeout_option(name: str) -> str:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the suite's options in one group."""
-    group = parser.getgroup("dra-conformance", "DRA conformance")
+    group = parser.getgroup(GROUP, "DRA conformance")
     group.addoption(
-        "--cluster",
+        "--dra-conformance",
+        action="store_true",
+        help="opt this run in to DRA conformance; also implied by any other --dra-* option, by collecting the "
+        "bundled suites, and by a test using one of the plugin's fixtures (without any of these the plugin does "
+        "nothing)",
+    )
+    group.addoption(
+        "--dra-cluster",
         choices=tuple(BACKENDS),
         default=None,
-        help="cluster backend: local (embedded, the default) or existing (needs --kubeconfig); naming it "
+        help="cluster backend: local (embedded, the default) or existing (needs --dra-kubeconfig); naming it "
         "checks the cluster before the first test (preflight)",
     )
-    group.addoption("--kubeconfig", type=Path, default=None, help="kubeconfig of an existing cluster")
+    group.addoption("--dra-kubeconfig", type=Path, default=None, help="kubeconfig of an existing cluster")
     group.addoption(
-        "--profile",
+        "--dra-profile",
         type=Path,
         default=None,
         help="driver profile of the driver under test (default: the reference driver's bundled profile)",
     )
-    group.addoption("--context", default=None, help="kubeconfig context (default: current context)")
+    group.addoption("--dra-context", default=None, help="kubeconfig context (default: current context)")
     group.addoption(
-        "--strictness",
+        "--dra-strictness",
         choices=("contract", "strict"),
         default=None,
         help="contract: defensive findings are advisories; strict: they fail (default: the profile's strictness)",
     )
-    group.addoption("--nodes", type=int, default=SuiteConfig.nodes, help="fake nodes of a local cluster")
     group.addoption(
-        "--cluster-state-dir",
+        "--dra-nodes", type=int, default=None, help=f"fake nodes of a local cluster (default {SuiteConfig.nodes})"
+    )
+    group.addoption(
+        "--dra-cluster-state-dir",
         type=Path,
         default=None,
         help="state directory of the local cluster (default reports/clusters/local)",
     )
     group.addoption(
-        "--metrics-implementation",
+        "--dra-metrics-implementation",
         choices=METRICS_IMPLEMENTATIONS,
-        default="fake",
-        help="Metrics API of a local cluster: fake (reference adapter, v1+v1beta1), metrics-server, none",
+        default=None,
+        help=f"Metrics API of a local cluster: fake (reference adapter, v1+v1beta1), metrics-server, none "
+        f"(default {SuiteConfig.metrics})",
     )
     group.addoption(
-        "--real-node",
+        "--dra-real-node",
         action="store_true",
         help="add a real node to a local cluster (kubelet, containerd, runc; root) for the kubelet-mode checks",
     )
     group.addoption(
-        "--workload-image",
+        "--dra-workload-image",
         default=None,
         help="image with a shell (busybox) that kubelet-mode pods run; the nodes must have it or be able to pull it "
         "(default: the local real node's own, else a busybox image the node lists in its status, else busybox:1.36)",
@@ -71,20 +93,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="when the preflight finds the suite's identity lacking rights some suites need, run anyway and skip "
         "those suites' checks as not applicable (default: refuse the run; `dra-conformance run --allow-partial`)",
     )
-    group.addoption("--keep-cluster", action="store_true", help="leave a cluster this run started running")
+    group.addoption("--dra-keep-cluster", action="store_true", help="leave a cluster this run started running")
     group.addoption(
-        "--keep-cluster-for-next-run",
+        "--dra-keep-cluster-for-next-run",
         action="store_true",
         help="leave the cluster running for the next run in this process, which still owns it (how `dra-conformance "
         "run --repeat N` chains its runs; the last run stops it)",
     )
     group.addoption(
-        "--keep-resources",
+        "--dra-keep-resources",
         action="store_true",
         help="do not delete what tests created (debugging; leaks are then expected)",
     )
-    group.addoption("--audit-log", type=Path, default=None, help="kube-apiserver audit log of an existing cluster")
-    group.addoption("--reports-dir", type=Path, default=None, help="report root (default <rootdir>/reports)")
+    group.addoption("--dra-audit-log", type=Path, default=None, help="kube-apiserver audit log of an existing cluster")
+    group.addoption("--dra-reports-dir", type=Path, default=None, help="report root (default <rootdir>/reports)")
     for name in Timeouts.names():
         group.addoption(
             timeout_option(name),
@@ -103,22 +125,25 @@ def suite_config_from(config: pytest.Config) -> SuiteConfig:
     bad = [f"{timeout_option(name)}={value}" for name, value in overrides.items() if value <= 0]
     if bad:
         raise pytest.UsageError(f"timeouts must be positive: {', '.join(bad)}")
-    nodes = config.getoption("--nodes")
+    nodes = option_or(config, "--dra-nodes", SuiteConfig.nodes)
     if nodes < 1:
-        raise pytest.UsageError(f"--nodes must be at least 1, got {nodes}")
+        raise pytest.UsageError(f"--dra-nodes must be at least 1, got {nodes}")
     suite = SuiteConfig(
-        backend=config.getoption("--cluster") or "local",
-        kubeconfig=config.getoption("--kubeconfig"),
-        context=config.getoption("--context"),
+        backend=config.getoption("--dra-cluster") or "local",
+        kubeconfig=config.getoption("--dra-kubeconfig"),
+        context=config.getoption("--dra-context"),
         nodes=nodes,
-        state_dir=config.getoption("--cluster-state-dir"),
-        keep_cluster=config.getoption("--keep-cluster"),
-        metrics=config.getoption("--metrics-implementation"),
-        audit_log=config.getoption("--audit-log"),
-        profile=config.getoption("--profile"),
-        real_node=config.getoption("--real-node"),
+        state_dir=config.getoption("--dra-cluster-state-dir"),
+        keep_cluster=config.getoption("--dra-keep-cluster"),
+        metrics=option_or(config, "--dra-metrics-implementation", SuiteConfig.metrics),
+        audit_log=config.getoption("--dra-audit-log"),
+        profile=config.getoption("--dra-profile"),
+        real_node=config.getoption("--dra-real-node"),
         timeouts=Timeouts().override(**overrides),
     )
+    if suite.backend == "existing" and suite.kubeconfig is None:
+        # The backend says so with the CLI's flags (`--cluster`, `--kubeconfig`); here the user typed the plugin's.
+        raise pytest.UsageError("--dra-cluster=existing needs --dra-kubeconfig")
     try:
         make_backend(suite)  # validates the backend's own inputs (kubeconfig, context) without side effects
     except UsageError as error:
@@ -127,5 +152,20 @@ def suite_config_from(config: pytest.Config) -> SuiteConfig:
 
 
 def cluster_named(config: pytest.Config) -> bool:
-    """True when the command line names the cluster (`--cluster`): then it is checked before the first test."""
-    return config.getoption("--cluster") is not None
+    """True when the command line names the cluster (`--dra-cluster`): then it is checked before the first test."""
+    return config.getoption("--dra-cluster") is not None
+
+
+def option_or(config: pytest.Config, name: str, default: T) -> T:
+    """The value of the plugin's option `name`, else the `default` it stands for."""
+    value: T | None = config.getoption(name)
+    return default if value is None else value
+
+
+def options_given(config: pytest.Config) -> list[str]:
+    """The plugin's options this run gives a value: on the command line, in addopts or in PYTEST_ADDOPTS."""
+    return sorted(
+        OPTION_PREFIX + dest.removeprefix(DEST_PREFIX).replace("_", "-")
+        for dest, value in vars(config.option).items()
+        if dest.startswith(DEST_PREFIX) and value is not None and value is not False
+    )

@@ -34,13 +34,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The authorization matrix file."""
     group = parser.getgroup("dra-conformance")
     group.addoption(
-        "--rbac-matrix", type=Path, default=None, help="authorization matrix (default fixtures/rbac/matrix.yaml)"
+        "--dra-rbac-matrix", type=Path, default=None, help="authorization matrix (default fixtures/rbac/matrix.yaml)"
     )
 
 
 def load_matrix(config: pytest.Config) -> None:
     """Validate the matrix once per process (the session does it before any cluster starts)."""
-    path = config.getoption("--rbac-matrix") or paths.rbac_matrix()
+    path = config.getoption("--dra-rbac-matrix") or paths.rbac_matrix()
     try:
         config.stash[ROWS_KEY] = load_rows(path)
     except FixtureError as error:

@@ -1,9 +1,9 @@
 """Options and fixtures of the rollback rehearsal (suites/rollback).
 
-`--rollback-phase all` (the default) runs every phase in one run, and the suite makes the change and the
-rollback itself. A single phase (`--rollback-phase before|after_change|after_rollback`) needs the state file the
-user names with `--rollback-state`; between phases the staging team changes the cluster, or lets the suite do it
-with `--rollback-drive`.
+`--dra-rollback-phase all` (the default) runs every phase in one run, and the suite makes the change and the
+rollback itself. A single phase (`--dra-rollback-phase before|after_change|after_rollback`) needs the state file the
+user names with `--dra-rollback-state`; between phases the staging team changes the cluster, or lets the suite do it
+with `--dra-rollback-drive`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.metrics import rehearsal as metrics_rehearsal_mode
 from dra_conformance.metrics.rehearsal import MetricsRehearsal, MetricsRehearsalSetup
 from dra_conformance.plugin.exits import refuse
+from dra_conformance.plugin.options import option_or
 from dra_conformance.rollback.extended_resource import (
     ADVERTISED_DEVICES,
     ExtendedResourceRehearsal,
@@ -34,6 +35,7 @@ from dra_conformance.rollback.state import DEFAULT_REHEARSAL, PHASES, Phase, Pha
 from dra_conformance.timeouts import Timeouts
 
 ALL_PHASES = "all"
+DEFAULT_RESOURCE = "example.com/gpu"
 STATE_FILE = "rollback-state.json"
 
 
@@ -41,38 +43,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The rehearsal's options."""
     group = parser.getgroup("dra-conformance", "DRA conformance")
     group.addoption(
-        "--rollback-phase",
+        "--dra-rollback-phase",
         choices=(ALL_PHASES, *(str(p) for p in PHASES)),
-        default=ALL_PHASES,
+        default=None,
         help="rollback rehearsal phase to run (default all, in one run, the suite changing and rolling back)",
     )
     group.addoption(
-        "--rollback-state",
+        "--dra-rollback-state",
         type=Path,
         default=None,
-        help="rehearsal state file a later phase compares against (needed with a single --rollback-phase)",
+        help="rehearsal state file a later phase compares against (needed with a single --dra-rollback-phase)",
     )
     group.addoption(
-        "--rollback-drive",
+        "--dra-rollback-drive",
         action="store_true",
         help="with a single phase: the suite makes the change (after_change) or the rollback (after_rollback)",
     )
     group.addoption(
-        "--rollback-resource",
-        default="example.com/gpu",
-        help="extended resource the device plugin serves and DRA takes over (default example.com/gpu)",
+        "--dra-rollback-resource",
+        default=None,
+        help=f"extended resource the device plugin serves and DRA takes over (default {DEFAULT_RESOURCE})",
     )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the phase marker; a single phase without a state file is a usage error."""
     config.addinivalue_line("markers", "rollback_phase(name): the rollback rehearsal phase a test runs")
-    phase = config.getoption("--rollback-phase")
+    phase = option_or(config, "--dra-rollback-phase", ALL_PHASES)
     if phase == ALL_PHASES:
         return
-    path = config.getoption("--rollback-state")
+    path = config.getoption("--dra-rollback-state")
     if path is None:
-        refuse(UsageError(f"--rollback-phase {phase} needs --rollback-state FILE (the state earlier phases wrote)"))
+        refuse(
+            UsageError(f"--dra-rollback-phase {phase} needs --dra-rollback-state FILE (the state earlier phases wrote)")
+        )
     try:
         state = RehearsalState.load(path)
         index = PHASES.index(Phase(phase))
@@ -84,7 +88,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With a single phase chosen, deselect the other phases' tests."""
-    chosen = config.getoption("--rollback-phase")
+    chosen = option_or(config, "--dra-rollback-phase", ALL_PHASES)
     if chosen == ALL_PHASES:
         return
     keep: list[pytest.Item] = []
@@ -105,6 +109,8 @@ class Rehearsal:
     run_dir: Path
     drive: bool
     single_phase: bool
+    # The extended resource the device plugin serves and DRA takes over (`--dra-rollback-resource`).
+    resource: str = DEFAULT_RESOURCE
     engine: ExtendedResourceRehearsal | None = None
     # The metrics v1 -> v1beta1 rehearsal's engine (suites/rollback/test_metrics_rollback.py), once set up.
     metrics: MetricsRehearsal | None = None
@@ -122,10 +128,11 @@ def _rehearsal_of_run(pytestconfig: pytest.Config, run_dir: Path, name: str) -> 
 
     A single phase's file was checked when the run was configured; with every phase, the file is the run's own.
     """
-    single = pytestconfig.getoption("--rollback-phase") != ALL_PHASES
-    state = RehearsalState.load(pytestconfig.getoption("--rollback-state") or run_dir / STATE_FILE, name)
-    drive = not single or pytestconfig.getoption("--rollback-drive")
-    return Rehearsal(state, run_dir, drive=drive, single_phase=single)
+    single = option_or(pytestconfig, "--dra-rollback-phase", ALL_PHASES) != ALL_PHASES
+    state = RehearsalState.load(pytestconfig.getoption("--dra-rollback-state") or run_dir / STATE_FILE, name)
+    drive = not single or pytestconfig.getoption("--dra-rollback-drive")
+    resource = option_or(pytestconfig, "--dra-rollback-resource", DEFAULT_RESOURCE)
+    return Rehearsal(state, run_dir, drive=drive, single_phase=single, resource=resource)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Scenario catalog wiring: the `--catalog` option, `scenario` parametrization, and the `scenario_run` fixture.
+"""Scenario catalog wiring: the `--dra-catalog` option, `scenario` parametrization, and the `scenario_run` fixture.
 
 Where does a scenario run? For the reference driver, against an instance of its own (exact device counts, faults
 that stay private). For any other driver under test, on one node of that driver which the test leases: one of the
@@ -38,9 +38,9 @@ CATALOG = pytest.StashKey[Iterable[Scenario]]()  # validated once per process
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """--catalog."""
+    """--dra-catalog."""
     parser.getgroup("dra-conformance").addoption(
-        "--catalog",
+        "--dra-catalog",
         type=Path,
         default=None,
         help="scenario catalog directory (default: the bundled fixtures/scenarios)",
@@ -57,7 +57,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def load_catalog(config: pytest.Config) -> None:
     """Validate the catalog once per process (the session does it before any cluster starts)."""
     try:
-        config.stash[CATALOG] = catalog.load(config.getoption("--catalog") or paths.scenario_catalog())
+        config.stash[CATALOG] = catalog.load(config.getoption("--dra-catalog") or paths.scenario_catalog())
     except FixtureError as error:
         refuse(error)
 

@@ -1,15 +1,18 @@
 """Run-wide hooks: the run id and report locations, the cluster preflight, the cluster's end, the run report.
 
 One cluster per run, shared by all xdist workers: the controller (or the only process) owns it. When the command
-line names the cluster (`--cluster`, as `dra-conformance run` always does), the controller starts or attaches to
+line names the cluster (`--dra-cluster`, as `dra-conformance run` always does), the controller starts or attaches to
 it while pytest configures, before collection and before any worker starts; the backend's start includes the
 preflight, so an unusable cluster ends the run in one line with exit code 2 and nothing written. Then the
 controller asks whether the run's identity holds every right the bundled suites need (`kube.rights`): if not, the
 run ends the same way, naming what is missing, unless `--dra-allow-partial` is given; then the checks of the suites
 that need a missing right are skipped at collection, as not applicable. The workers get the cluster's description
-and the missing rights, and never repeat the checks. Without `--cluster`, the first test that needs the cluster
+and the missing rights, and never repeat the checks. Without `--dra-cluster`, the first test that needs the cluster
 starts the local one, under a file lock. The supervisor stops a local cluster when its owner exits, and the
-controller stops it at session end unless `--keep-cluster` is given.
+controller stops it at session end unless `--dra-keep-cluster` is given.
+
+All of this happens only in a run that asks for DRA conformance (see `plugin.opt_in`); in any other run the
+plugin only fixes a run id no one reads.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from dra_conformance.metrics.verdict import RECORD_KIND as VERDICT_RECORDS
 from dra_conformance.metrics.verdict import summarize_verdict
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.exits import refuse
+from dra_conformance.plugin.opt_in import REPORT_ATTRIBUTE, asked_before_collection, uses_the_plugin
 from dra_conformance.plugin.options import cluster_named, suite_config_from
 from dra_conformance.plugin.rbac_fixtures import load_matrix
 from dra_conformance.plugin.scenario_fixtures import load_catalog
@@ -52,6 +56,8 @@ SUMMARIZERS: dict[str, Summarizer] = {
     VERDICT_RECORDS: summarize_verdict,
     ADVISORY_RECORDS: summarize_advisories,
 }
+# The plugin name of a controller's `LateOptIn`.
+LATE_OPT_IN = "dra-conformance-late-opt-in"
 
 
 def _new_run_id() -> str:
@@ -65,33 +71,26 @@ def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Validate options, fix the run id, and point JUnit and Allure output at reports/<run-id>/."""
+    """Fix the run id; in a run whose command line asks for DRA conformance, opt in (see `plugin.opt_in`).
+
+    Then the controller checks a cluster the command line names, and points JUnit and Allure output at
+    reports/<run-id>/, before the terminal, JUnit and Allure plugins configure.
+    """
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
     if workerinput is not None:
-        run_id, owner_pid = workerinput["dra_run_id"], workerinput["dra_owner_pid"]
+        run_id, owner_pid, asked = workerinput["dra_run_id"], workerinput["dra_owner_pid"], workerinput["dra_opted_in"]
     else:
-        run_id, owner_pid = _new_run_id(), os.getpid()
+        run_id, owner_pid, asked = _new_run_id(), os.getpid(), asked_before_collection(config)
     config.stash[stash.RUN_ID] = run_id
     config.stash[stash.OWNER_PID] = owner_pid
-    config.stash[stash.SUITE_CONFIG] = suite_config_from(config)
-    try:
-        config.stash[stash.PROFILE] = load_profile(config.getoption("--profile") or paths.reference_driver_profile())
-    except UsageError as error:
-        refuse(error)
-    load_catalog(config)
-    load_matrix(config)
-    reports = config.getoption("--reports-dir") or Path(str(config.rootpath)) / "reports"
-    run_dir = reports / run_id
-    config.stash[stash.RUN_DIR] = run_dir
+    if not asked:
+        if workerinput is None:
+            config.pluginmanager.register(LateOptIn(config), LATE_OPT_IN)
+        return
+    opt_in(config)
     if starts_nothing(config):
         return  # listing tests or options writes no reports and starts nothing
-    if workerinput is not None:
-        if workerinput.get("dra_cluster") is not None:
-            config.stash[stash.CLUSTER] = ClusterInfo.from_json(workerinput["dra_cluster"])
-        if workerinput.get("dra_missing_rights"):
-            config.stash[stash.MISSING_RIGHTS] = missing_from_json(workerinput["dra_missing_rights"])
-    else:
-        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    if workerinput is None:
         if cluster_named(config):
             # Before the terminal, JUnit and Allure plugins configure: a refusal is one line and writes nothing.
             try:
@@ -101,9 +100,76 @@ def pytest_configure(config: pytest.Config) -> None:
                 refuse(error)
         # Only a path: JUnit creates the directory when it writes.
         if not config.option.xmlpath:
-            config.option.xmlpath = str(run_dir / "junit.xml")
+            config.option.xmlpath = str(config.stash[stash.RUN_DIR] / "junit.xml")
     if hasattr(config.option, "allure_report_dir") and not config.option.allure_report_dir:
-        config.option.allure_report_dir = str(run_dir / "allure-results")
+        config.option.allure_report_dir = str(config.stash[stash.RUN_DIR] / "allure-results")
+
+
+def opt_in(config: pytest.Config) -> None:
+    """Make this process part of a DRA conformance run (once): check its inputs, fix its report directory.
+
+    A bad option, profile, catalog or matrix ends the run in one line. A worker takes the cluster and the missing
+    rights the controller found; the controller (or the only process) turns SIGTERM into an orderly end.
+    """
+    if stash.opted_in(config):
+        return
+    suite = suite_config_from(config)
+    try:
+        profile = load_profile(config.getoption("--dra-profile") or paths.reference_driver_profile())
+    except UsageError as error:
+        refuse(error)
+    config.stash[stash.PROFILE] = profile
+    load_catalog(config)
+    load_matrix(config)
+    reports = config.getoption("--dra-reports-dir") or Path(str(config.rootpath)) / "reports"
+    config.stash[stash.RUN_DIR] = reports / config.stash[stash.RUN_ID]
+    workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if workerinput.get("dra_cluster") is not None:
+            config.stash[stash.CLUSTER] = ClusterInfo.from_json(workerinput["dra_cluster"])
+        if workerinput.get("dra_missing_rights"):
+            config.stash[stash.MISSING_RIGHTS] = missing_from_json(workerinput["dra_missing_rights"])
+    elif not starts_nothing(config):
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+    config.stash[stash.SUITE_CONFIG] = suite  # last: its presence marks an opted-in process
+
+
+@pytest.fixture(scope="session")
+def conformance_run(pytestconfig: pytest.Config) -> None:
+    """Opts the run in to DRA conformance; every fixture of the plugin requests it, directly or through another.
+
+    So a test that uses any of them asks for the run, and `plugin.opt_in` finds it in the test's fixture closure.
+    """
+    opt_in(pytestconfig)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Opt in where a collected test lives in the bundled suites or uses one of the plugin's fixtures."""
+    if not stash.opted_in(session.config) and any(uses_the_plugin(item) for item in session.items):
+        opt_in(session.config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """In an opted-in xdist worker, mark each report: the controller may not know yet (see `LateOptIn`)."""
+    report = yield
+    if stash.is_worker(item.config) and stash.opted_in(item.config):
+        setattr(report, REPORT_ATTRIBUTE, True)
+    return report
+
+
+class LateOptIn:
+    """In a controller not opted in while configuring: opts in at the first report of an opted-in xdist worker."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        """Watch the reports of the run configured by `config`."""
+        self.config = config
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Before the other plugins see the report."""
+        if getattr(report, REPORT_ATTRIBUTE, False):
+            opt_in(self.config)
 
 
 def check_identity(config: pytest.Config, cluster: ClusterInfo) -> None:
@@ -139,10 +205,11 @@ def starts_nothing(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Hand the controller's run id, pid (the cluster's owner), checked cluster and missing rights to each worker."""
+    """Hand each worker the controller's run id, pid (the cluster's owner), opt-in, cluster and missing rights."""
     config = node.config
     node.workerinput["dra_run_id"] = config.stash[stash.RUN_ID]
     node.workerinput["dra_owner_pid"] = config.stash[stash.OWNER_PID]
+    node.workerinput["dra_opted_in"] = stash.opted_in(config)
     cluster = config.stash.get(stash.CLUSTER, None)
     node.workerinput["dra_cluster"] = None if cluster is None else cluster.to_json()
     node.workerinput["dra_missing_rights"] = missing_to_json(config.stash.get(stash.MISSING_RIGHTS, {}))
@@ -156,7 +223,7 @@ def backend_of(config: pytest.Config) -> ClusterBackend:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Say which cluster and which report directory this run uses."""
-    if stash.SUITE_CONFIG not in config.stash:
+    if not stash.opted_in(config):
         return []
     suite = config.stash[stash.SUITE_CONFIG]
     where = f", kubeconfig {suite.kubeconfig}" if suite.kubeconfig else ""
@@ -187,9 +254,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """In the controller: stop the cluster if this run started it (workers never stop it)."""
     config = session.config
-    if stash.is_worker(config) or stash.SUITE_CONFIG not in config.stash:
+    if stash.is_worker(config) or not stash.opted_in(config):
         return
-    if config.stash[stash.SUITE_CONFIG].keep_cluster or config.getoption("--keep-cluster-for-next-run"):
+    if config.stash[stash.SUITE_CONFIG].keep_cluster or config.getoption("--dra-keep-cluster-for-next-run"):
         return
     try:
         backend_of(config).release(config.stash[stash.OWNER_PID])

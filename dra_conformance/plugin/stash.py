@@ -16,7 +16,7 @@ RUN_ID = pytest.StashKey[str]()
 OWNER_PID = pytest.StashKey[int]()
 SUITE_CONFIG = pytest.StashKey[SuiteConfig]()
 RUN_DIR = pytest.StashKey[Path]()
-# The cluster the controller started or attached to and checked (absent until a test needs it, without --cluster).
+# The cluster the controller started or attached to and checked (absent until a test needs it, without --dra-cluster).
 CLUSTER = pytest.StashKey[ClusterInfo]()
 # The driver under test's profile, validated once per process.
 PROFILE = pytest.StashKey[DriverProfile]()
@@ -33,3 +33,8 @@ def worker_name(config: pytest.Config) -> str:
 def is_worker(config: pytest.Config) -> bool:
     """True in an xdist worker; the controller (or a run without xdist) owns the run-wide steps."""
     return hasattr(config, "workerinput")
+
+
+def opted_in(config: pytest.Config) -> bool:
+    """True once this process takes part in a DRA conformance run (see `plugin.opt_in`)."""
+    return SUITE_CONFIG in config.stash

@@ -264,7 +264,7 @@ def gather_audit(
 ) -> tuple[AuditFacts | None, str]:
     """The audit facts, or None and why they are missing."""
     if path is None:
-        return None, "the cluster's audit log is not readable here (an existing cluster: pass --audit-log PATH)"
+        return None, "the cluster's audit log is not readable here (an existing cluster: pass --dra-audit-log PATH)"
     if not path.is_file():
         return None, f"audit log {path} does not exist"
     facts = audit_facts(
@@ -295,7 +295,7 @@ def provocations(entries: Iterable[dict[str, Any]]) -> list[Provoked]:
 # --- rules ------------------------------------------------------------------------------------------------------
 
 NO_REHEARSAL = (
-    "no canary measurement (the rollback rehearsal measures both paths: none in this run or --rollback-state)"
+    "no canary measurement (the rollback rehearsal measures both paths: none in this run or --dra-rollback-state)"
 )
 
 
@@ -437,7 +437,7 @@ def rehearsal_rule(inputs: Inputs) -> Rule:
     threshold = "yes, every phase recorded, rolled back cleanly"
     report = inputs.rollback
     if report is None:
-        return Rule(name, "no (no rehearsal in this run nor in --rollback-state)", threshold, RuleResult.HOLD)
+        return Rule(name, "no (no rehearsal in this run nor in --dra-rollback-state)", threshold, RuleResult.HOLD)
     phases = {p["phase"]: p for p in report.get("phases", [])}
     recorded = [name for name, p in phases.items() if p.get("outcome") != "not run"]
     last = phases.get("after_rollback", {})

@@ -430,7 +430,7 @@ def _advisory_lines(advisories: list[dict[str, Any]]) -> list[str]:
     """Defensive findings, first thing after the verdict: what users want that the contract does not require."""
     if not advisories:
         return []
-    lines = ["## Advisories (defensive obligations; they fail only with --strictness strict)", ""]
+    lines = ["## Advisories (defensive obligations; they fail only with --dra-strictness strict)", ""]
     lines += [f"- `{a.get('id')}` {a['check']}: {a['obligation']}; observed: {a['observed']}" for a in advisories]
     return [*lines, ""]
 

@@ -78,7 +78,7 @@ def summarize_advisories(entries: list[dict[str, Any]]) -> Section | None:
     if not entries:
         return None
     return Section(
-        title=f"advisories: {len(entries)} defensive finding(s) (they fail only with --strictness strict)",
+        title=f"advisories: {len(entries)} defensive finding(s) (they fail only with --dra-strictness strict)",
         lines=[
             f"{entry.get('id', '-')}: {entry['check']}: {entry['obligation']}; observed: {entry['observed']}"
             for entry in entries

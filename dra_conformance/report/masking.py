@@ -4,7 +4,7 @@
 and logs verbatim. At the end of a run every file under `reports/<run-id>/` is rewritten: IPv4 and IPv6
 addresses and MACs by pattern, and every value the artifacts themselves hold under a sensitive key
 (`interfaceName`, `hardwareAddress`, `ips`, and serial-like device attributes such as `uuid`) wherever it
-appears. A value always becomes the same token (`ip-3f2a`), so records still correlate. `--no-mask` leaves the
+appears. A value always becomes the same token (`ip-3f2a`), so records still correlate. `--dra-no-mask` leaves the
 artifacts as they are.
 """
 

@@ -52,7 +52,8 @@ def render(registry: Registry) -> str:
         "Every statement a bundled check makes about a driver, a cluster or the metrics API, with its basis:",
         "",
         "- **contract**: the API, its comments or the kubelet's documented behaviour require it; a violation fails;",
-        "- **defensive**: what users want beyond the contract; an advisory, a failure only with `--strictness strict`;",
+        "- **defensive**: what users want beyond the contract; an advisory, a failure only with "
+        "`--dra-strictness strict`;",
         "- **harness**: a precondition of the suite; when it does not hold the check errors, never as the driver's"
         " failure.",
         "",

@@ -124,7 +124,7 @@ def audit_log(cluster: ClusterInfo) -> Path:
     """The kube-apiserver audit log the consumer inventory is built from."""
     if cluster.audit_log is None:
         pytest.skip(
-            "not applicable: no kube-apiserver audit log readable here (pass --audit-log for an existing cluster)"
+            "not applicable: no kube-apiserver audit log readable here (pass --dra-audit-log for an existing cluster)"
         )
     return cluster.audit_log
 
@@ -324,9 +324,9 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
 def test_served_versions_stay_available_and_fresh_over_the_watch(
     served: list[str], metrics_watch: WatchSummary | None, freshness_slo: float, obligations: Obligations
 ) -> None:
-    """With --metrics-watch: every served version Available and fresh at the stable ratio over the whole watch."""
+    """With --dra-metrics-watch: every served version Available and fresh at the stable ratio over the whole watch."""
     if metrics_watch is None:
-        pytest.skip("not applicable: no --metrics-watch DURATION given (availability is read at one moment only)")
+        pytest.skip("not applicable: no --dra-metrics-watch DURATION given (availability is read at one moment only)")
     allure.attach(json.dumps(asdict(metrics_watch), indent=2), "metrics watch", allure.attachment_type.JSON)
     watched = f"over {metrics_watch.watched_seconds} s watched"
     for version in served:

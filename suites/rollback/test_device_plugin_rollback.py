@@ -74,15 +74,12 @@ def test_before_the_change_the_device_plugin_serves_the_extended_resource(
     rehearsal: Rehearsal,
     api_client: client.ApiClient,
     driver_under_test: DriverUnderTest,
-    pytestconfig: pytest.Config,
     run_id: str,
     timeouts: Timeouts,
     namespace_reaper: NamespaceReaper,
     obligations: Obligations,
 ) -> None:
-    engine = set_up(
-        rehearsal, api_client, driver_under_test, pytestconfig.getoption("--rollback-resource"), run_id, timeouts
-    )
+    engine = set_up(rehearsal, api_client, driver_under_test, rehearsal.resource, run_id, timeouts)
     record = run_before(engine)
     rehearsal.record(record)
     if not record.passed and rehearsal.single_phase:

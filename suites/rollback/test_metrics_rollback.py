@@ -3,7 +3,7 @@
 Three phases, in order: `before` (both versions served and Available, consumers read both), `after_change` (v1's
 APIService is gone and nothing of it lingers; v1beta1 readers and HPA-style reads keep working) and
 `after_rollback` (v1 is back, the group's APIServices are those of `before`, the versions agree, consumers read
-both). With every phase in one run, or with `--rollback-drive`, the suite removes and restores v1 itself; with a
+both). With every phase in one run, or with `--dra-rollback-drive`, the suite removes and restores v1 itself; with a
 single phase on an existing cluster it observes what the staging team did. The checks are the metrics suite's
 (`dra_conformance.metrics.rollback`); each phase records its timings in the state file and the rollback report.
 

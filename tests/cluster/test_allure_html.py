@@ -141,7 +141,7 @@ def test_a_run_renders_html_that_a_browser_shows_with_the_runs_tests(
         pytest.skip(f"not applicable: {problem}")
     state_dir = pytestconfig.invocation_params.dir / cluster.details["state_dir"]
     reports = pytester.path / "reports"
-    profile = pytestconfig.getoption("--profile")
+    profile = pytestconfig.getoption("--dra-profile")
     monkeypatch.setenv("XDG_CACHE_HOME", str(user_cache.parent))  # the CLI's cache: $XDG_CACHE_HOME/dra-conformance
     result = pytester.run(
         sys.executable,
@@ -151,8 +151,8 @@ def test_a_run_renders_html_that_a_browser_shows_with_the_runs_tests(
         "-n",
         "1",
         *([f"--profile={profile}"] if profile else []),
-        f"--cluster-state-dir={state_dir}",
-        f"--reports-dir={reports}",
+        f"--dra-cluster-state-dir={state_dir}",
+        f"--dra-reports-dir={reports}",
         "-p",
         "no:cacheprovider",
         "-k",

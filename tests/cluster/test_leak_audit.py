@@ -26,8 +26,8 @@ def test_an_object_left_in_the_namespace_fails_the_test_with_the_leftovers(
         "-p",
         "no:cacheprovider",
         "--dra-timeout-delete=3",
-        f"--cluster-state-dir={cluster.details['state_dir']}",
-        f"--reports-dir={pytester.path / 'reports'}",
+        f"--dra-cluster-state-dir={cluster.details['state_dir']}",
+        f"--dra-reports-dir={pytester.path / 'reports'}",
     )
     result.assert_outcomes(passed=1, errors=1)
     output = result.stdout.str()

@@ -1,7 +1,7 @@
 """Reports keep no raw networkData: a NIC scenario's interface names, addresses and MACs are masked in every file.
 
 The scenario runs in a second pytest run against this session's local cluster, once masked and once with
-`--no-mask`; the unmasked run proves the grep finds the values when they are there.
+`--dra-no-mask`; the unmasked run proves the grep finds the values when they are there.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def _run_scenario(pytester: pytest.Pytester, state_dir: Path, reports: Path, *ex
     result = pytester.runpytest_subprocess(
         "-p",
         "no:cacheprovider",
-        f"--cluster-state-dir={state_dir}",
-        f"--reports-dir={reports}",
+        f"--dra-cluster-state-dir={state_dir}",
+        f"--dra-reports-dir={reports}",
         "-k",
         SCENARIO,
         *extra,
@@ -47,8 +47,8 @@ def test_network_data_of_a_nic_scenario_is_masked_in_every_report_file(
         pytest.skip("attaches a second pytest run to the local cluster's state directory")
     # pytester runs in a directory of its own: a relative state directory is resolved where this run started.
     state_dir = pytestconfig.invocation_params.dir / cluster.details["state_dir"]
-    unmasked = _run_scenario(pytester, state_dir, pytester.path / "raw", "--no-mask")
-    assert unmasked, "with --no-mask the run's reports must quote the NIC's networkData (or the grep proves nothing)"
+    unmasked = _run_scenario(pytester, state_dir, pytester.path / "raw", "--dra-no-mask")
+    assert unmasked, "with --dra-no-mask the reports must quote the NIC's networkData (or the grep proves nothing)"
     masked = _run_scenario(pytester, state_dir, pytester.path / "masked")
     assert not masked, f"raw networkData left in the masked run's reports: {masked}"
     print(f"grepped for {RAW_VALUES.pattern}; unmasked run: {unmasked}")

@@ -60,15 +60,14 @@ def _run(
     entry: str, kubeconfig_path: Path, workdir: Path, *extra: str, deadline: float = COMMAND_DEADLINE
 ) -> subprocess.CompletedProcess[str]:
     command = (
-        [sys.executable, "-m", "dra_conformance.cli", "run", "--cluster", "existing"]
+        [sys.executable, "-m", "dra_conformance.cli", "run", "--cluster", "existing", f"--kubeconfig={kubeconfig_path}"]
         if entry == "cli"
-        else [sys.executable, "-m", "pytest", "--cluster=existing"]
+        else [sys.executable, "-m", "pytest", "--dra-cluster=existing", f"--dra-kubeconfig={kubeconfig_path}"]
     )
     return subprocess.run(
         [
             *command,
-            f"--kubeconfig={kubeconfig_path}",
-            f"--reports-dir={workdir / 'reports'}",
+            f"--dra-reports-dir={workdir / 'reports'}",
             "-p",
             "no:cacheprovider",
             *extra,

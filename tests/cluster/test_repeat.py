@@ -1,7 +1,7 @@
 """`dra-conformance run --repeat N` keeps its cluster between runs and stops it after the last one.
 
 It runs one check twice on a private local cluster and reads the flake record. The cluster must be gone when the
-command returns: the runs but the last used to keep it with --keep-cluster, which disowned it, so the last run no
+command returns: the runs but the last used to keep it with --dra-keep-cluster, which disowned it, so the last run no
 longer stopped it and every `--repeat` left a whole control plane running.
 """
 
@@ -40,8 +40,8 @@ def test_repeat_reports_each_tests_pass_rate_and_stops_its_cluster_after_the_las
                 "1",
                 "-n",
                 "1",
-                f"--cluster-state-dir={state_dir}",
-                "--metrics-implementation=none",
+                f"--dra-cluster-state-dir={state_dir}",
+                "--dra-metrics-implementation=none",
                 "-p",
                 "no:cacheprovider",
                 str(CHECK),

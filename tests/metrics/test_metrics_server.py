@@ -1,6 +1,6 @@
 """The metrics suite against the real metrics-server v0.9.0 (v1beta1 only), in a cluster of its own.
 
-Expected: v1 checks, parity and the availability watch (no --metrics-watch) are skipped with the reason, v1beta1
+Expected: v1 checks, parity and the availability watch (no --dra-metrics-watch) are skipped with the reason, v1beta1
 is Available and fresh, kubectl top and the HPA controller are found in the consumer inventory, and the verdict says
 to fix the implementation first (no v1: "fix first: v1 unavailable (no APIService)").
 """
@@ -35,10 +35,10 @@ def test_metrics_suite_against_metrics_server_skips_v1_and_measures_v1beta1(
             "no:cacheprovider",
             "-rs",
             "-v",
-            "--metrics-implementation=metrics-server",
-            "--nodes=1",
-            f"--cluster-state-dir={tmp_path / 'cluster'}",
-            f"--reports-dir={tmp_path / 'reports'}",
+            "--dra-metrics-implementation=metrics-server",
+            "--dra-nodes=1",
+            f"--dra-cluster-state-dir={tmp_path / 'cluster'}",
+            f"--dra-reports-dir={tmp_path / 'reports'}",
         ],
         cwd=paths.CHECKOUT,
         capture_output=True,
@@ -50,6 +50,6 @@ def test_metrics_suite_against_metrics_server_skips_v1_and_measures_v1beta1(
     summary = result.stdout.strip().splitlines()[-1]
     assert "1 failed, 5 passed, 4 skipped" in summary, f"summary: {summary!r}\n{output[-4000:]}"
     assert "metrics.k8s.io/v1 not served (discovery lists v1beta1)" in output, output[-4000:]
-    assert "no --metrics-watch DURATION given" in output, output[-4000:]
+    assert "no --dra-metrics-watch DURATION given" in output, output[-4000:]
     assert "test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold FAILED" in output, output[-4000:]
     assert "verdict: ['fix first: v1 unavailable (no APIService)'" in output, output[-4000:]

@@ -257,8 +257,8 @@ def command(chosen: Mutant, workdir: Path, strictness: Strictness) -> list[str]:
         "--nodes",
         "2",
         f"--profile={strictness_profile(chosen, workdir, strictness)}",
-        f"--cluster-state-dir={workdir / 'cluster'}",
-        f"--reports-dir={workdir / 'reports'}",
+        f"--dra-cluster-state-dir={workdir / 'cluster'}",
+        f"--dra-reports-dir={workdir / 'reports'}",
         "-p",
         "no:cacheprovider",
     ]

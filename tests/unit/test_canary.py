@@ -147,7 +147,7 @@ def test_the_audit_reader_skips_lines_cut_short_and_says_why_a_log_is_missing(tm
     unreadable, why = canary.gather_audit(
         None, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END
     )
-    assert unreadable is None and "--audit-log" in why, why
+    assert unreadable is None and "--dra-audit-log" in why, why
 
 
 # --- rule 1: latency against the baseline or the SLO -------------------------------------------------------------

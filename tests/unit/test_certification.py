@@ -126,7 +126,7 @@ def test_advisories_certify_with_advisories_listed_first(tmp_path: Path) -> None
     assert summary["reasons"][0] == "advisory status.ready-condition-true (1 finding)"
     markdown = render_markdown(summary).splitlines()
     assert markdown[0] == "# gpu.example.com: certified with advisories"
-    assert markdown.index("## Advisories (defensive obligations; they fail only with --strictness strict)") < (
+    assert markdown.index("## Advisories (defensive obligations; they fail only with --dra-strictness strict)") < (
         markdown.index("## Declared capabilities")
     )
 

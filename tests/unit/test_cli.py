@@ -61,8 +61,8 @@ def test_run_with_a_malformed_kubeconfig(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_run_targets_leave_out_the_values_of_options_given_as_separate_arguments() -> None:
     """An option's value that happens to be a directory is not a test path (it would run every test under it)."""
-    assert chosen_targets(["--cluster-state-dir", "suites", "-rs"]) == []
-    assert chosen_targets(["--keep-cluster", "suites", "-k", "tests"]) == ["suites"]
+    assert chosen_targets(["--dra-cluster-state-dir", "suites", "-rs"]) == []
+    assert chosen_targets(["--dra-keep-cluster", "suites", "-k", "tests"]) == ["suites"]
     assert chosen_targets(["-rs", "suites/kubelet::test_x"]) == ["suites/kubelet::test_x"]
 
 

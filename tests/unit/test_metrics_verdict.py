@@ -68,7 +68,7 @@ V1_FIX = "fix first: v1 unavailable (FailedDiscoveryCheck)"
     ],
 )
 def test_verdict_follows_the_decision_table(evidence: Evidence, expected: list[str]) -> None:
-    """Without a watch (--metrics-watch) nothing shows 24 h of stable availability: widening is always held."""
+    """Without a watch (--dra-metrics-watch) nothing shows 24 h of stable availability: widening is always held."""
     assert verdict(evidence) == expected
 
 

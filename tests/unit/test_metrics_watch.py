@@ -32,7 +32,7 @@ def test_durations_parse_into_seconds(text: str, seconds: float) -> None:
 def test_anything_else_is_one_usage_line(text: str) -> None:
     with pytest.raises(UsageError) as refused:
         parse_duration(text)
-    assert "--metrics-watch" in str(refused.value) and "\n" not in str(refused.value), refused.value
+    assert "--dra-metrics-watch" in str(refused.value) and "\n" not in str(refused.value), refused.value
 
 
 class FakeClock:

@@ -1,4 +1,7 @@
-"""The pytest plugin rejects bad options with one line and writes reports under reports/<run-id>/."""
+"""In a run that asks for DRA conformance, the plugin rejects bad options in one line and reports in reports/<run-id>/.
+
+tests/unit/test_opt_in.py: a run that does not ask meets none of it.
+"""
 
 from __future__ import annotations
 
@@ -26,8 +29,8 @@ def _error_line(result: pytest.RunResult) -> str:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--cluster=existing"], "ERROR: --cluster=existing needs --kubeconfig"),
-        (["--nodes=0"], "ERROR: --nodes must be at least 1, got 0"),
+        (["--dra-cluster=existing"], "ERROR: --dra-cluster=existing needs --dra-kubeconfig"),
+        (["--dra-nodes=0"], "ERROR: --dra-nodes must be at least 1, got 0"),
         (["--dra-timeout-delete=-3"], "ERROR: timeouts must be positive: --dra-timeout-delete=-3.0"),
     ],
     ids=["existing-without-kubeconfig", "zero-nodes", "negative-timeout"],
@@ -41,14 +44,14 @@ def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: 
 def test_unreadable_kubeconfig_is_a_usage_error(pytester: pytest.Pytester) -> None:
     kubeconfig = pytester.path / "kubeconfig"
     kubeconfig.write_text("- just\n- a list\n")
-    result = _run(pytester, "--cluster=existing", f"--kubeconfig={kubeconfig}")
+    result = _run(pytester, "--dra-cluster=existing", f"--dra-kubeconfig={kubeconfig}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert _error_line(result).startswith(f"ERROR: kubeconfig {kubeconfig}: "), result.errlines
 
 
-def test_junit_and_allure_results_land_in_the_run_directory(pytester: pytest.Pytester) -> None:
+def test_junit_and_allure_results_of_an_opted_in_run_land_in_the_run_directory(pytester: pytest.Pytester) -> None:
     reports = pytester.path / "out"
-    result = _run(pytester, f"--reports-dir={reports}")
+    result = _run(pytester, f"--dra-reports-dir={reports}")
     result.assert_outcomes(passed=1)
     runs = list(reports.iterdir())
     assert len(runs) == 1, runs
@@ -61,7 +64,7 @@ def test_junit_and_allure_results_land_in_the_run_directory(pytester: pytest.Pyt
 def test_run_directory_is_shared_by_xdist_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_more="def test_a():\n    pass\n\ndef test_b():\n    pass\n")
     reports = pytester.path / "out"
-    result = _run(pytester, f"--reports-dir={reports}", "-n", "2")
+    result = _run(pytester, f"--dra-reports-dir={reports}", "-n", "2")
     result.assert_outcomes(passed=3)
     runs = list(Path(reports).iterdir())
     assert len(runs) == 1, f"workers wrote to several run directories: {runs}"
@@ -75,7 +78,7 @@ def test_catalog_with_an_unknown_key_fails_collection_in_one_line(pytester: pyte
     (catalog_dir / "broken.yaml").write_text(
         "scenarios:\n- id: typo\n  description: d\n  pods: [{name: app, claims: []}]\n  expect: {}\n  podz: []\n"
     )
-    result = _run(pytester, f"--catalog={catalog_dir}")
+    result = _run(pytester, f"--dra-catalog={catalog_dir}")
     assert result.ret == EXIT_CANNOT_RUN
     assert (
         _error_line(result) == f"Exit: dra-conformance: {catalog_dir / 'broken.yaml'}: scenarios[0].podz: unknown key"
@@ -89,7 +92,7 @@ def test_profile_with_a_misspelled_key_stops_the_run_in_one_line(pytester: pytes
         "identity: {serviceAccount: {namespace: d, name: d}}\ndeviceClasses: [{name: c, create: true}]\n"
         "devices: {perNode: 1}\ncapabilities: {healthStrem: true}\n"
     )
-    result = _run(pytester, f"--profile={profile}")
+    result = _run(pytester, f"--dra-profile={profile}")
     assert result.ret == EXIT_CANNOT_RUN
     assert _error_line(result) == f"Exit: dra-conformance: {profile}:7: capabilities.healthStrem: unknown key"
 
@@ -99,6 +102,9 @@ def test_checks_deselected_by_k_are_not_counted_as_never_run(pytester: pytest.Py
     suite = pytester.mkdir("suites") / "demo"
     suite.mkdir()
     (suite / "test_demo.py").write_text("def test_kept():\n    pass\n\ndef test_left_out():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "kept", *workers, "suites")
+    # A `suites` directory of the project's own is not the bundled suites: --dra-conformance opts the run in.
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--dra-conformance", "-k", "kept", *workers, "suites"
+    )
     result.assert_outcomes(passed=1, deselected=0 if workers else 1)  # xdist's controller reports no deselection
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
