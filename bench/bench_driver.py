@@ -57,7 +57,6 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -69,6 +68,7 @@ from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.namespaces import create_namespace
 from dra_conformance.kubelet.client import ClaimRef, DriverClient
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.timeouts import Timeouts
 from dra_wire.kubelet_api import load
 

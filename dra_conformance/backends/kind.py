@@ -20,11 +20,11 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from dra_conformance import paths, versions
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, load_profile, render
 from dra_conformance.errors import BackendError, ConformanceError, UsageError
 from dra_conformance.kube.builders import RESOURCE_API, Manifest, service_account
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.timeouts import Timeouts
 
 # The kind release whose config API and commands this module writes for.

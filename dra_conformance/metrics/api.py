@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -23,6 +22,7 @@ from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import discovery, waits
 from dra_conformance.kube.audit_log import events as audit_log_events
 from dra_conformance.kube.client import raw_request
+from dra_conformance.model.stats import percentile
 
 if TYPE_CHECKING:
     from dra_conformance.metrics.watch import WatchSummary
@@ -316,14 +316,6 @@ def lag_seconds(found: Iterable[Sample], now: datetime.datetime) -> list[float]:
     return [(now - sample.timestamp).total_seconds() for sample in found]
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile (0 for an empty list)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
-
-
 @dataclass
 class Evidence:
     """What the verdict is decided from."""
@@ -473,8 +465,10 @@ def v1beta1_only(inventory: dict[str, list[str]]) -> list[str]:
 
 
 def summarize_lag(values: list[float]) -> tuple[float, float]:
-    """(p50, p95) of lags."""
-    return (statistics.median(values) if values else 0.0), percentile(values, 0.95)
+    """(p50, p95) of lags; (0, 0) for none."""
+    if not values:
+        return 0.0, 0.0
+    return percentile(values, 0.5), percentile(values, 0.95)
 
 
 def wait_answering(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
