@@ -25,8 +25,6 @@ from dra_conformance.processes import die_with_parent
 from dra_conformance.timeouts import Timeouts
 from dra_wire.unix_http import unix_json_request
 
-# The default driver the local backend runs on every node.
-DEFAULT_DRIVER = "gpu.fake-dra.example.com"
 # Control requests are local; a fault change republishes a slice, one API round trip.
 CONTROL_TIMEOUT = 15.0
 

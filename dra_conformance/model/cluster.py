@@ -40,7 +40,6 @@ SET_ASIDE_TAINT = {"key": "dra-conformance.io/set-aside", "value": "true", "effe
 SET_ASIDE_TOLERATION = {"key": SET_ASIDE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
 # Keeps every pod but those of kubelet-mode checks off a real node, where a real kubelet would run it.
 REAL_NODE_TAINT = {"key": "dra-conformance.io/real-node", "value": "true", "effect": "NoSchedule"}
-REAL_NODE_TOLERATION = {"key": REAL_NODE_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}
 
 
 @dataclass(frozen=True)

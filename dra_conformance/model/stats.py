@@ -11,7 +11,7 @@ def percentile(values: Iterable[float], fraction: float) -> float:
 
     Nearest-rank, not interpolated, because every figure is compared with an SLO or an upstream floor: the answer
     is always a latency that was observed, never one between two samples that no request took, and it never
-    understates the tail (over 20 samples or fewer, p95 is the slowest). For 1, 2, 3, 4 it gives p50 2 (the
+    understates the tail (over fewer than 20 samples, p95 is the slowest). For 1, 2, 3, 4 it gives p50 2 (the
     interpolated median would say 2.5) and p95 4. `fraction` is in [0, 1]; 0 gives the smallest sample.
     Raises ValueError for no samples: callers say what an empty figure means to them.
     """
