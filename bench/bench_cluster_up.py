@@ -63,7 +63,7 @@ from dra_conformance.backends.local.build import COMPONENTS, KWOKCTL, Binaries, 
 from dra_conformance.backends.local.control_plane import LOOPBACK, free_port, node_address
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
-from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.kube.client import client_from_kubeconfig, raw_request
 from dra_conformance.kube.nodes import ready_node_names
 
 # The target for a warm start on 2 cores, and published figures of comparable tools (seconds).
@@ -195,12 +195,10 @@ def kwok_node(index: int, name: str) -> dict[str, Any]:
 
 def api_ready(api: client.ApiClient) -> bool:
     try:
-        response = api.rest_client.request(
-            "GET", f"{api.configuration.host}/readyz", _request_timeout=KWOKCTL_PROBE_TIMEOUT
-        )
+        status, _ = raw_request(api, "GET", "/readyz", timeout=KWOKCTL_PROBE_TIMEOUT)
     except (ApiException, HTTPError, OSError):
         return False
-    return int(response.status) == 200
+    return status == 200
 
 
 @contextlib.contextmanager

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import signal
 import sys
@@ -52,12 +51,11 @@ from typing import Any
 
 import grpc
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -69,6 +67,8 @@ from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.namespaces import create_namespace
 from dra_conformance.kubelet.client import ClaimRef, DriverClient
+from dra_conformance.model.cluster import ClusterInfo
+from dra_conformance.model.stats import percentile
 from dra_conformance.timeouts import Timeouts
 from dra_wire.kubelet_api import load
 
@@ -204,9 +204,8 @@ class LatencyResult:
     read_floor: LatencyResult | None = None
 
     def percentile(self, quantile: float) -> float:
-        """Nearest-rank percentile, in seconds."""
-        ordered = sorted(self.latencies)
-        return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
+        """The nearest-rank percentile (`model.stats`) of the latencies, in seconds."""
+        return percentile(self.latencies, quantile)
 
 
 def allocate(api: client.ApiClient, profile: DriverProfile, node: str, claims: int) -> list[dict[str, Any]]:
@@ -255,10 +254,8 @@ def api_floor(kubeconfig: Path, claims: list[dict[str, Any]], result: LatencyRes
 
     The status entries are removed afterwards.
     """
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration, persist_config=False)
-    configuration.connection_pool_maxsize = len(claims)  # one connection per concurrent caller, as a driver could
-    with client.ApiClient(configuration) as api:
+    # One connection per concurrent caller, as a driver could.
+    with client_from_kubeconfig(kubeconfig, connections=len(claims)) as api:
         resource = client.ResourceV1Api(api)
 
         def read(claim: dict[str, Any]) -> float:

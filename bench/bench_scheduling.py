@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import signal
@@ -59,7 +58,7 @@ from typing import Any
 
 import urllib3
 import yaml
-from kubernetes import client, config, watch
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -71,8 +70,10 @@ from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
+from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.namespaces import create_namespace
 from dra_conformance.kube.nodes import ready_node_names
+from dra_conformance.model.stats import percentile
 from dra_conformance.timeouts import Timeouts
 from fake_dra.__main__ import parse_args as driver_args
 from fake_dra.devices import resource_slices
@@ -152,10 +153,7 @@ def machine() -> str:
 
 def api_client(kubeconfig: Path, connections: int) -> client.ApiClient:
     """An admin client with `connections` pooled connections (one per concurrent caller)."""
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration, persist_config=False)
-    configuration.connection_pool_maxsize = connections
-    return client.ApiClient(configuration)
+    return client_from_kubeconfig(kubeconfig, connections=connections)
 
 
 def sized_profile(devices: int, directory: Path) -> Path:
@@ -531,12 +529,6 @@ def client_limits(layout: ClusterLayout, details: dict[str, str], component: str
 
 
 # --- the report ---------------------------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], quantile: float) -> float:
-    """Nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(quantile * len(ordered)) - 1)]
 
 
 def ms(seconds: float) -> str:

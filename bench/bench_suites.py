@@ -37,14 +37,14 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.metrics.api import percentile
+from dra_conformance.model.cluster import ClusterInfo
+from dra_conformance.model.stats import percentile
 from dra_conformance.timeouts import Timeouts
 
 # The floor waits as long as a test would for the same step, so it fails where a test would (each deadline's reason

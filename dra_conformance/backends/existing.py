@@ -9,12 +9,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.driver.installed import check_installed
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.preflight import check_cluster
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo
 
 # Nodes kubeadm and most installers mark as control plane: kubelet-mode checks stay off them.
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"

@@ -20,11 +20,12 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from dra_conformance import paths, versions
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
+from dra_conformance.driver.daemonset import daemon_set, host_path_volume
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, load_profile, render
 from dra_conformance.errors import BackendError, ConformanceError, UsageError
 from dra_conformance.kube.builders import RESOURCE_API, Manifest, service_account
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.timeouts import Timeouts
 
 # The kind release whose config API and commands this module writes for.
@@ -256,27 +257,15 @@ def driver_daemonset(profile: DriverProfile, image: DriverImage) -> Manifest:
         },
         "volumeMounts": [{"name": name, "mountPath": path} for name, path in directories],
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": account.name, "namespace": account.namespace, "labels": dict(labels)},
-        "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": account.name}},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "serviceAccountName": account.name,
-                    # Every node, control plane included, as a kubelet plugin is deployed.
-                    "tolerations": [{"operator": "Exists"}],
-                    "containers": [container],
-                    "volumes": [
-                        {"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}}
-                        for name, path in directories
-                    ],
-                },
-            },
-        },
+    pod_spec: Manifest = {
+        "serviceAccountName": account.name,
+        # Every node, control plane included, as a kubelet plugin is deployed.
+        "tolerations": [{"operator": "Exists"}],
+        "containers": [container],
+        "volumes": [host_path_volume(name, path) for name, path in directories],
     }
+    selector = {"app.kubernetes.io/name": account.name}
+    return daemon_set(account.name, account.namespace, labels, pod_spec, selector=selector)
 
 
 def device_classes(profile: DriverProfile) -> list[Manifest]:

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 import yaml
 from kubernetes import client
 
-from dra_conformance.backends.base import SET_ASIDE_TOLERATION, DriverProcesses
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, DriverProcesses
+from dra_conformance.model.driver import DriverEndpoint
 
 
 @dataclass

@@ -8,12 +8,12 @@ from pathlib import Path, PurePosixPath
 
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder, ClaimUse, Manifest
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.node_agent import CDI_SUFFIXES, NodeAgent, NodeLayout
+from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.timeouts import Timeouts
 
 # The container prints its environment, then stays up so the claim stays prepared while the check looks.

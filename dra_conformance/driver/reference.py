@@ -14,19 +14,17 @@ from typing import Any
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.driver.identity import DriverIdentity
 from dra_conformance.errors import DriverError
 from dra_conformance.kube import kinds, waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.leaks import driver_leftovers, slice_leftovers
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.processes import die_with_parent
 from dra_conformance.timeouts import Timeouts
 from dra_wire.unix_http import unix_json_request
 
-# The default driver the local backend runs on every node.
-DEFAULT_DRIVER = "gpu.fake-dra.example.com"
 # Control requests are local; a fault change republishes a slice, one API round trip.
 CONTROL_TIMEOUT = 15.0
 

@@ -13,10 +13,13 @@ from kubernetes.config.config_exception import ConfigException
 from dra_conformance.errors import UsageError
 
 
-def client_from_kubeconfig(path: Path, context: str | None = None, *, retries: int | None = None) -> client.ApiClient:
+def client_from_kubeconfig(
+    path: Path, context: str | None = None, *, retries: int | None = None, connections: int | None = None
+) -> client.ApiClient:
     """Return an ApiClient for `path` (and `context`); a missing or malformed kubeconfig is a usage error.
 
-    `retries` limits urllib3's retries of failed connections (default: urllib3's own, 3).
+    `retries` limits urllib3's retries of failed connections (default: urllib3's own, 3); `connections` sizes its
+    connection pool (default: the client's own), one per caller that runs at the same time.
     """
     if not path.is_file():
         raise UsageError(f"kubeconfig {path}: no such file")
@@ -26,12 +29,29 @@ def client_from_kubeconfig(path: Path, context: str | None = None, *, retries: i
             config_file=str(path), context=context, client_configuration=configuration, persist_config=False
         )
         configuration.retries = retries
+        if connections is not None:
+            configuration.connection_pool_maxsize = connections
         return client.ApiClient(configuration)
     except ConfigException as error:
         raise UsageError(f"kubeconfig {path}: {_one_line(str(error))}") from None
     except Exception as error:  # the loader raises bare YAML/KeyError/TypeError on malformed files
         reason = _one_line(f"{type(error).__name__}: {error}")
         raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({reason})") from None
+
+
+def server_configuration(admin: client.ApiClient) -> client.Configuration:
+    """A configuration for `admin`'s API server, trusting the same CA, with no credentials yet."""
+    source = admin.configuration
+    configuration = client.Configuration()
+    configuration.host = source.host
+    configuration.ssl_ca_cert = source.ssl_ca_cert
+    configuration.verify_ssl = source.verify_ssl
+    return configuration
+
+
+def sibling_client(api: client.ApiClient) -> client.ApiClient:
+    """Another ApiClient on `api`'s configuration: the same server and credentials, its own pool and headers."""
+    return client.ApiClient(configuration=api.configuration)
 
 
 def _one_line(text: str) -> str:

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.errors import ConformanceError, WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.client import status_message
+from dra_conformance.kube.client import server_configuration, status_message
 from dra_conformance.kube.pki import IssuedCert, key_pem, new_key, subject_name
 
 KUBELET_CLIENT_SIGNER = "kubernetes.io/kube-apiserver-client-kubelet"
@@ -222,9 +222,6 @@ def node_client_certificate(
 
 def certificate_client(admin: client.ApiClient, cert_path: Path, key_path: Path) -> client.ApiClient:
     """A client for `admin`'s API server that authenticates with a client certificate."""
-    configuration = client.Configuration()
-    configuration.host = admin.configuration.host
-    configuration.ssl_ca_cert = admin.configuration.ssl_ca_cert
-    configuration.verify_ssl = admin.configuration.verify_ssl
+    configuration = server_configuration(admin)
     configuration.cert_file, configuration.key_file = str(cert_path), str(key_path)
     return client.ApiClient(configuration)

@@ -7,23 +7,15 @@ from typing import Any
 from kubernetes import client
 
 from dra_conformance.kube.builders import PAUSE_IMAGE
+from dra_conformance.kube.client import server_configuration
 
 # Tokens only need to outlive one test; the API server's minimum is 10 minutes.
 TOKEN_LIFETIME_SECONDS = 600
 
 
-def _base_configuration(admin: client.ApiClient) -> client.Configuration:
-    source = admin.configuration
-    configuration = client.Configuration()
-    configuration.host = source.host
-    configuration.ssl_ca_cert = source.ssl_ca_cert
-    configuration.verify_ssl = source.verify_ssl
-    return configuration
-
-
 def anonymous_client(admin: client.ApiClient) -> client.ApiClient:
     """A client for the same API server that presents no credentials at all."""
-    return client.ApiClient(_base_configuration(admin))
+    return client.ApiClient(server_configuration(admin))
 
 
 def request_token(
@@ -68,6 +60,6 @@ def token_holder_pod(namespace: str, service_account: str, node: str, name: str)
 
 def token_client(admin: client.ApiClient, token: str) -> client.ApiClient:
     """A client for the same API server that authenticates with a bearer token."""
-    configuration = _base_configuration(admin)
+    configuration = server_configuration(admin)
     configuration.api_key = {"authorization": f"Bearer {token}"}
     return client.ApiClient(configuration)

@@ -19,8 +19,8 @@ from typing import Any
 
 import grpc
 
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.kubelet.client import DriverClient
+from dra_conformance.model.driver import DriverEndpoint
 from dra_wire.kubelet_api import KubeletAPI
 
 # Registered version name -> the proto package of its DRAPlugin service (the gRPC path prefix).

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from dra_conformance.kubelet.client import CallResult
-from dra_conformance.report.records import RunRecords
-from dra_conformance.report.writer import Section
+from dra_conformance.model.records import RunRecords, Section
+from dra_conformance.model.stats import percentile
 
 RECORD_KIND = "latency"
 
@@ -32,9 +31,8 @@ def latency_figures(entries: list[dict[str, Any]]) -> dict[str, dict[str, float]
         samples.setdefault(entry["method"], []).append(entry["latency"])
     figures = {}
     for method, values in sorted(samples.items()):
-        ordered = sorted(values)
-        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-        figures[method] = {"count": len(ordered), "p50": statistics.median(ordered), "p95": p95, "max": ordered[-1]}
+        p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
+        figures[method] = {"count": len(values), "p50": p50, "p95": p95, "max": max(values)}
     return figures
 
 

@@ -27,6 +27,7 @@ from kubernetes.stream import stream
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Manifest, pin_to_node
+from dra_conformance.kube.client import sibling_client
 from dra_conformance.kube.pods import describe_pod, pod_ready, start_failure
 
 # Where the agent sees the node's root file system.
@@ -169,7 +170,7 @@ class NodeAgent:
 
         Exec swaps the client's request function while it streams, so the agent has an ApiClient of its own.
         """
-        self.core = client.CoreV1Api(client.ApiClient(configuration=api_client.configuration))
+        self.core = client.CoreV1Api(sibling_client(api_client))
         self.namespace, self.pod, self.node = namespace, pod, node
 
     def await_ready(self, timeout: float) -> None:

@@ -11,11 +11,11 @@ from typing import Any
 
 import grpc
 
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
 from dra_conformance.kubelet.role import CallOutcome, KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.model.findings import Obligations
 
 # The DRA plugin services the kubelet accepts, by the version a call uses (pluginmanager accepts either).
 DRA_SERVICES = {"v1": "v1.DRAPlugin", "v1beta1": "v1beta1.DRAPlugin"}

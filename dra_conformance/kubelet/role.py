@@ -10,9 +10,9 @@ import allure
 import grpc
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.kubelet.client import CallResult, ClaimAnswer, ClaimRef, DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
+from dra_conformance.model.driver import DriverEndpoint
 
 # kwok marks a pod with claims Ready only once this annotation says its claims were prepared
 # (clusters/local/kwok-stages.yaml): on fake nodes the test plays the kubelet.

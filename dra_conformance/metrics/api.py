@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.utils import parse_quantity
 
 from dra_conformance import __version__
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import discovery, waits
 from dra_conformance.kube.audit_log import events as audit_log_events
-from dra_conformance.kube.client import raw_request
+from dra_conformance.kube.client import raw_request, sibling_client
+from dra_conformance.model.stats import percentile
 
 if TYPE_CHECKING:
     from dra_conformance.metrics.watch import WatchSummary
@@ -68,7 +69,7 @@ HPA_RULE = (
 
 def suite_client(admin: client.ApiClient) -> client.ApiClient:
     """A copy of the admin client that identifies itself as this suite."""
-    copy = client.ApiClient(admin.configuration)
+    copy = sibling_client(admin)
     copy.user_agent = SUITE_USER_AGENT
     return copy
 
@@ -217,28 +218,6 @@ def read_availability(
         sleep(min(AVAILABILITY_POLL, max(0.0, deadline - (clock() - start))))
 
 
-def parse_cpu(quantity: str) -> float:
-    """CPU quantity in millicores."""
-    if quantity.endswith("n"):
-        return float(quantity[:-1]) / 1e6
-    if quantity.endswith("u"):
-        return float(quantity[:-1]) / 1e3
-    if quantity.endswith("m"):
-        return float(quantity[:-1])
-    return float(quantity) * 1000
-
-
-_MEMORY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-
-
-def parse_memory(quantity: str) -> float:
-    """Memory quantity in bytes."""
-    for suffix in sorted(_MEMORY_SUFFIXES, key=len, reverse=True):
-        if quantity.endswith(suffix):
-            return float(quantity[: -len(suffix)]) * _MEMORY_SUFFIXES[suffix]
-    return float(quantity)
-
-
 @dataclass(frozen=True)
 class Sample:
     """One NodeMetrics or PodMetrics sample (pods summed over containers)."""
@@ -274,8 +253,9 @@ def _sample(kind: str, item: dict[str, Any]) -> Sample:
         meta["name"] if kind == "node" else f"{meta['namespace']}/{meta['name']}",
         datetime.datetime.fromisoformat(item["timestamp"].replace("Z", "+00:00")),
         item.get("window", ""),
-        sum(parse_cpu(u.get("cpu", "0")) for u in usages),
-        sum(parse_memory(u.get("memory", "0")) for u in usages),
+        # Millicores and bytes; the client's parser knows every suffix (n, u, m, k, M, ..., Ki, ..., Pi, Ei).
+        float(sum(parse_quantity(u.get("cpu", "0")) for u in usages) * 1000),
+        float(sum(parse_quantity(u.get("memory", "0")) for u in usages)),
     )
 
 
@@ -314,14 +294,6 @@ def parity_differences(first: dict[str, Sample], second: dict[str, Sample], tole
 def lag_seconds(found: Iterable[Sample], now: datetime.datetime) -> list[float]:
     """How old each sample is."""
     return [(now - sample.timestamp).total_seconds() for sample in found]
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile (0 for an empty list)."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 @dataclass
@@ -473,8 +445,10 @@ def v1beta1_only(inventory: dict[str, list[str]]) -> list[str]:
 
 
 def summarize_lag(values: list[float]) -> tuple[float, float]:
-    """(p50, p95) of lags."""
-    return (statistics.median(values) if values else 0.0), percentile(values, 0.95)
+    """(p50, p95) of lags; (0, 0) for none."""
+    if not values:
+        return 0.0, 0.0
+    return percentile(values, 0.5), percentile(values, 0.95)
 
 
 def wait_answering(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
@@ -537,17 +511,6 @@ def wait_first_node_samples(api: client.ApiClient, version: str, timeout: float)
         describe=lambda found: sorted(found),
         retry_on=(ApiException,),
     )
-
-
-def wait_first_samples(api: client.ApiClient, timeout: float) -> list[str]:
-    """The served versions, once the preferred one serves its first NodeMetrics (a pipeline warming up is not wrong).
-
-    Empty when the group is not served at all; `WaitTimeout` when no node sample comes within `timeout`.
-    """
-    versions = served_versions(api)
-    if versions:
-        wait_first_node_samples(api, preferred_version(versions), timeout)
-    return versions
 
 
 class SampleGate:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from dra_conformance.metrics.api import Evidence
-from dra_conformance.report.writer import Section
+from dra_conformance.model.records import Section
 
 RECORD_KIND = "metrics-verdict"
 VERDICT_JSON = "metrics-verdict.json"

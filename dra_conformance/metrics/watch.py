@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime
 import re
-import statistics
 import threading
 import time
 from collections import Counter
@@ -26,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.errors import UsageError
 from dra_conformance.metrics import api as metrics_api
+from dra_conformance.model.stats import percentile
 
 # Sampling cadence, not synchronization: a third of the 15 s collection interval metrics-server and the reference
 # adapter use, so every collection is seen; a 24 h watch is then 17,281 ticks of four reads per version.
@@ -163,8 +163,8 @@ def summarize(
             ticks=len(own),
             available_ticks=available,
             ratio=round(available / len(own), 6) if own else None,
-            lag_p50=_round(statistics.median(lags)) if lags else None,
-            lag_p95=_round(metrics_api.percentile(lags, 0.95)) if lags else None,
+            lag_p50=_round(percentile(lags, 0.5)) if lags else None,
+            lag_p95=_round(percentile(lags, 0.95)) if lags else None,
             lag_max=_round(max(lags)) if lags else None,
             ticks_without_lag=len(own) - len(lags),
             reasons=dict(reasons.most_common(REASONS_KEPT)),

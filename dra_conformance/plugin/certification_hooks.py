@@ -16,12 +16,13 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import __version__, paths
-from dra_conformance.backends.base import DriverProcesses
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
+from dra_conformance.model.cluster import DriverProcesses
 from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed
+from dra_conformance.model.records import read_records
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.opt_in import in_the_suites
 from dra_conformance.plugin.options import option_or
@@ -45,7 +46,6 @@ from dra_conformance.report.certification import (
     terminal_lines,
     write_summary,
 )
-from dra_conformance.report.records import read_records
 from dra_conformance.rollback.report import REPORT_JSON
 from dra_conformance.rollback.report import summarize as summarize_rehearsal
 from dra_conformance.rollback.state import Phase, RehearsalState

@@ -12,17 +12,17 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.leaks import audit_namespace
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.model.cluster import ClusterInfo
+from dra_conformance.model.records import RunRecords
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.session import backend_of
 from dra_conformance.report.canary import PROVOKED_RECORDS
-from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
 

@@ -18,9 +18,7 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance.backends.base import BackendCapability, ClusterInfo, DriverProcesses
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
 from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
 from dra_conformance.driver.real_node import (
@@ -32,6 +30,7 @@ from dra_conformance.driver.real_node import (
     tolerations_of,
 )
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers, behaviour_args
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.fault_proxy import ApiFaultProxy
@@ -44,11 +43,13 @@ from dra_conformance.kubelet.interposer import KubeletInterposer
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.node_agent import NodeAgents
 from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo, DriverProcesses
+from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.model.findings import Obligations
 from dra_conformance.model.obligations import Registry
+from dra_conformance.model.records import RunRecords
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.session import backend_of
-from dra_conformance.report.findings import Obligations
-from dra_conformance.report.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 from dra_wire.kubelet_api import BindingsError, KubeletAPI, load
 
@@ -296,7 +297,7 @@ def obligations(
     run_records: RunRecords,
     obligation_registry: Registry,
 ) -> Iterator[Obligations]:
-    """The obligations this check verifies, by registry id (see `dra_conformance.report.findings`).
+    """The obligations this check verifies, by registry id (see `dra_conformance.model.findings`).
 
     Afterwards the check is labelled in the Allure report with each obligation it verified (story).
     """

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.errors import UsageError
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics import watch as metrics_watch_mode
 from dra_conformance.metrics.adapter import MetricsAdapter
 from dra_conformance.metrics.verdict import VERDICT_JSON, VERDICT_MARKDOWN, render_markdown
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo
+from dra_conformance.model.findings import Obligations
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.options import option_or
-from dra_conformance.report.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 # The harness obligation a check breaks when the versions it reads samples from are not usable.

@@ -17,19 +17,19 @@ import allure
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import UsageError
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
-from dra_conformance.metrics import rehearsal as metrics_rehearsal_mode
-from dra_conformance.metrics.rehearsal import MetricsRehearsal, MetricsRehearsalSetup
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.options import option_or
+from dra_conformance.rollback import metrics_rehearsal as metrics_rehearsal_mode
 from dra_conformance.rollback.extended_resource import (
     ADVERTISED_DEVICES,
     ExtendedResourceRehearsal,
     RehearsalSetup,
     choose_nodes,
 )
+from dra_conformance.rollback.metrics_rehearsal import MetricsRehearsal, MetricsRehearsalSetup
 from dra_conformance.rollback.report import render_markdown, write_report
 from dra_conformance.rollback.state import DEFAULT_REHEARSAL, PHASES, Phase, PhaseRecord, RehearsalState
 from dra_conformance.timeouts import Timeouts

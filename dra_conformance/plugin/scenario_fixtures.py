@@ -18,16 +18,16 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import paths
-from dra_conformance.backends.base import SET_ASIDE_TOLERATION, ClusterInfo
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.reference import PrivateDriver
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import FixtureError
 from dra_conformance.kube.builders import Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, ClusterInfo
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.scenarios import catalog
 from dra_conformance.scenarios.catalog import Scenario

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterBackend, ClusterInfo
+from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.registry import make_backend
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import ConformanceError, UsageError
@@ -37,6 +37,9 @@ from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
 from dra_conformance.kubelet.latency import summarize_latencies
 from dra_conformance.metrics.verdict import RECORD_KIND as VERDICT_RECORDS
 from dra_conformance.metrics.verdict import summarize_verdict
+from dra_conformance.model.cluster import ClusterInfo
+from dra_conformance.model.findings import RECORD_KIND as ADVISORY_RECORDS
+from dra_conformance.model.records import Summarizer
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.opt_in import REPORT_ATTRIBUTE, asked_before_collection, uses_the_plugin
@@ -45,9 +48,8 @@ from dra_conformance.plugin.rbac_fixtures import load_matrix
 from dra_conformance.plugin.scenario_fixtures import load_catalog
 from dra_conformance.rbac.matrix import RECORD_KIND as MATRIX_RECORDS
 from dra_conformance.rbac.matrix import summarize_cells
-from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
-from dra_conformance.report.findings import summarize_advisories
-from dra_conformance.report.writer import Summarizer, write_report
+from dra_conformance.report.advisories import summarize_advisories
+from dra_conformance.report.writer import write_report
 
 # Record kind -> summarizer, in the order the sections are printed at the end of the run.
 SUMMARIZERS: dict[str, Summarizer] = {

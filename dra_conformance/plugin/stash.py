@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.config import SuiteConfig
 from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.kube.rights import Right
+from dra_conformance.model.cluster import ClusterInfo
 
 RUN_ID = pytest.StashKey[str]()
 # The process that owns a cluster this run starts: the controller (xdist) or the only process.

@@ -13,7 +13,6 @@ import yaml
 from kubernetes import client
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.driver.identity import DriverIdentity
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import builders, discovery
@@ -25,6 +24,7 @@ from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.metrics import api as metrics_api
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.rbac.matrix import CellResult, Row, access_review, request, request_json
 from dra_conformance.timeouts import Timeouts
 

@@ -18,7 +18,7 @@ from kubernetes import client
 
 from dra_conformance.errors import ConformanceError, FixtureError
 from dra_conformance.kube.client import raw_request
-from dra_conformance.report.writer import Section
+from dra_conformance.model.records import Section
 
 IDENTITIES = ("driver-on-a", "driver-on-b", "driver-arbitrary", "controller", "namespace-user", "tenant", "node-a")
 # action -> targets it accepts

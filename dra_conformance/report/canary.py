@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance.kube import audit_log
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.model.stats import percentile
 from dra_conformance.rollback.extended_resource import DEVICE_PLUGIN, DRA, baseline_prefix
 
 # Tolerances and defaults (see the module docstring for why).
@@ -174,9 +174,9 @@ class Inputs:
 # --- figures ----------------------------------------------------------------------------------------------------
 
 
-def percentile(values: list[float], fraction: float) -> float | None:
-    """Nearest-rank percentile, None for no values (over 8 samples, p95 is the slowest)."""
-    return metrics_api.percentile(values, fraction) if values else None
+def p95(values: list[float]) -> float | None:
+    """The nearest-rank p95 (`model.stats`), None for no values (over 8 samples, p95 is the slowest)."""
+    return percentile(values, 0.95) if values else None
 
 
 def _when(event: dict[str, Any]) -> datetime:
@@ -345,11 +345,11 @@ def allocation_rule(inputs: Inputs, policy: Policy) -> Rule:
         )
     if canary is not None and audit.canary_allocation.get(DRA):
         dra_times = audit.canary_allocation[DRA]
-        baseline = percentile(audit.canary_allocation.get(DEVICE_PLUGIN, []), 0.95)
+        baseline = p95(audit.canary_allocation.get(DEVICE_PLUGIN, []))
         source = f"{len(dra_times)} canary pods"
         why = "no device-plugin canary pod was bound" if baseline is None else _not_comparable(canary)
         baseline = None if why else baseline
-        return _latency_rule(name, percentile(dra_times, 0.95), source, baseline, policy.allocation_slo, policy, why)
+        return _latency_rule(name, p95(dra_times), source, baseline, policy.allocation_slo, policy, why)
     why = NO_REHEARSAL if canary is None else "the audit log holds no bound canary pod of the DRA path"
     times = audit.run_dra_allocation
     source = (
@@ -357,7 +357,7 @@ def allocation_rule(inputs: Inputs, policy: Policy) -> Rule:
         if times
         else ("no pod of this run had claims the scheduler allocated")
     )
-    return _latency_rule(name, percentile(times, 0.95), source, None, policy.allocation_slo, policy, why)
+    return _latency_rule(name, p95(times), source, None, policy.allocation_slo, policy, why)
 
 
 def ready_rule(inputs: Inputs, policy: Policy) -> Rule:

@@ -25,9 +25,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from dra_conformance.model.findings import RECORD_KIND as ADVISORY_RECORDS
+from dra_conformance.model.records import read_records
 from dra_conformance.report import canary as canary_gate
-from dra_conformance.report.findings import RECORD_KIND as ADVISORY_RECORDS
-from dra_conformance.report.records import read_records
 
 NOT_APPLICABLE_PREFIX = "not applicable:"
 # The skip reason of checks the suite's identity has no rights for (`--allow-partial`): never a certifying skip.

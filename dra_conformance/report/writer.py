@@ -3,32 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
+from dra_conformance.model.records import Section, Summarizer, read_records
 from dra_conformance.report.allure_tables import write_global_tables
-from dra_conformance.report.records import read_records
-
-
-@dataclass(frozen=True)
-class Section:
-    """What one part of the run reports: lines for the terminal and an artifact for `reports/<run-id>/`."""
-
-    title: str
-    lines: list[str]
-    # Lines the terminal shows in red (unexpected outcomes).
-    alerts: list[str] = field(default_factory=list)
-    # File name under reports/<run-id>/ and the JSON document written there.
-    artifact: str | None = None
-    document: Any = None
-    # key=value pairs for the Allure report's environment panel.
-    environment: dict[str, str] = field(default_factory=dict)
-
-
-# Turns the entries of one record kind into a section; None when there is nothing to report.
-Summarizer = Callable[[list[dict[str, Any]]], Section | None]
 
 ALLURE_ENVIRONMENT = "environment.properties"
 

@@ -20,7 +20,6 @@ fake (kwok) node does a status patch stand in for the device plugin. Every phase
 from __future__ import annotations
 
 import functools
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -33,7 +32,7 @@ from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE, RESOURCE_API, Manifest, pin_to_node
 from dra_conformance.kube.pods import describe_pod, pod_ready, scheduled_condition
-from dra_conformance.metrics.api import percentile
+from dra_conformance.model.stats import percentile
 from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
 from dra_conformance.timeouts import Timeouts
 
@@ -359,7 +358,7 @@ class ExtendedResourceRehearsal:
             "node": node,
             "kubelet": "fake (kwok)" if _kwok(self.core.read_node(node)) else "real",
             "samples": samples,
-            "ready_p50_seconds": round(statistics.median(seconds), 3) if seconds else None,
+            "ready_p50_seconds": round(percentile(seconds, 0.5), 3) if seconds else None,
             "ready_p95_seconds": round(percentile(seconds, 0.95), 3) if seconds else None,
             "failures": len(failures),
             "failure_reasons": failures,

@@ -13,7 +13,6 @@ from typing import Any
 
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.errors import WaitTimeout
@@ -23,6 +22,7 @@ from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import describe_pod, scheduled_condition, scheduling_state
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import ClaimRef
+from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.scenarios.catalog import Scenario
 from dra_conformance.timeouts import Timeouts
 

@@ -23,7 +23,7 @@ from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.tracker import TrackedObject
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 from dra_conformance.scenarios.catalog import Scenario
 from dra_conformance.scenarios.runner import ScenarioRun, substitute
 

@@ -21,18 +21,18 @@ import allure
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.real_node import RealNodeTarget
 from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder, ClaimUse
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.interposer import InterposedFault, KubeletInterposer
 from dra_conformance.kubelet.layers import DEVICE_MISSING_EXIT, Answer, FourLayerRecord, Layer, WorkloadObserver
-from dra_conformance.report.findings import Obligations
-from dra_conformance.report.records import RunRecords
+from dra_conformance.model.findings import Obligations
+from dra_conformance.model.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
 # Kind of the run records that hold every four-layer record (for the summary).

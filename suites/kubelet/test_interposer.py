@@ -24,7 +24,7 @@ from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.interposer import InterposedFault, KubeletInterposer
 from dra_conformance.kubelet.layers import FAILED_PREPARE_REASON, failed_prepare_messages
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 # The delay a slow prepare gets: long enough to tell from the usual 1-3 s start, short enough for CI.

@@ -25,7 +25,7 @@ from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker, TrackedObject
 from dra_conformance.kubelet.driver_pod import find_driver_pod, restart_driver_pod
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 

@@ -32,7 +32,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import versions
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE
@@ -41,9 +40,10 @@ from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics import rollback as metrics_rollback
 from dra_conformance.metrics.verdict import RECORD_KIND, render_markdown, verdict_record
 from dra_conformance.metrics.watch import WatchSummary
+from dra_conformance.model.cluster import ClusterInfo
+from dra_conformance.model.findings import Obligations
 from dra_conformance.model.obligations import Basis
-from dra_conformance.report.findings import Obligations
-from dra_conformance.report.records import RunRecords
+from dra_conformance.model.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
 # The metrics tests share the cluster-wide APIServices (and the adapter's faults): keep them on one worker.

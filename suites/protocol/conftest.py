@@ -8,7 +8,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate

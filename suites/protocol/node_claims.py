@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.kubelet.allocation import AllocatedClaim
+from dra_conformance.model.driver import DriverEndpoint
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
@@ -27,7 +27,7 @@ from dra_conformance.kubelet.obligations import (
     reported_devices,
 )
 from dra_conformance.kubelet.role import CallOutcome, KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 
 from .node_claims import ClaimsOnOneNode
 

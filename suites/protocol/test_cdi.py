@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import allocated_devices, check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 
 from .cdi_specs import CdiDevice, read_specs, same_kind
 from .node_claims import ClaimsOnOneNode

@@ -14,12 +14,12 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kubelet.client import HEALTH_SERVICES, DriverClient
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 

@@ -11,13 +11,13 @@ import uuid
 import grpc
 import pytest
 
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.client import ClaimRef
 from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare, reported_devices
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 

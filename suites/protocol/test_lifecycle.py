@@ -6,10 +6,9 @@ import allure
 import pytest
 from kubernetes import client
 
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.pool import node_pools
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
@@ -19,7 +18,8 @@ from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo
+from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 # Every check here talks to the driver's sockets: not applicable where this machine cannot reach them.

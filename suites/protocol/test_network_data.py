@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
@@ -24,7 +24,7 @@ from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.obligations import allocated_devices, check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 from .node_claims import ClaimsOnOneNode

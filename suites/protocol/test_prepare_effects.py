@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_condition, device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 

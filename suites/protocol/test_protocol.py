@@ -17,9 +17,8 @@ import grpc
 import pytest
 from kubernetes import client
 
-from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.driver.endpoint import DriverEndpoint, DriverUnderTest
 from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.audit_log import status_writes
@@ -36,7 +35,9 @@ from dra_conformance.kubelet.obligations import (
     reported_devices,
 )
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.cluster import ClusterInfo
+from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 from .node_claims import ClaimsOnOneNode

@@ -16,13 +16,13 @@ import pytest
 from kubernetes import client, watch
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
 # One LIST of slices or nodes the API server answers from its watch cache.

@@ -16,9 +16,9 @@ from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.kube import builders
 from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.model.findings import Obligations
 from dra_conformance.rbac import audit as rbac_audit
 from dra_conformance.rbac.environment import overprivileged_role
-from dra_conformance.report.findings import Obligations
 
 
 def _excess(

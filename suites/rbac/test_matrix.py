@@ -10,10 +10,10 @@ from __future__ import annotations
 import allure
 import pytest
 
+from dra_conformance.model.findings import Obligations
+from dra_conformance.model.records import RunRecords
 from dra_conformance.rbac.environment import RbacEnvironment
 from dra_conformance.rbac.matrix import RECORD_KIND, Row, cell_record
-from dra_conformance.report.findings import Obligations
-from dra_conformance.report.records import RunRecords
 
 # Outcomes decided by RBAC alone, where SelfSubjectAccessReview must agree with the real request.
 RBAC_ONLY = {"claims-list", "metrics-get"}

@@ -1,6 +1,6 @@
 """A rehearsal's recorded problems judged kind by kind, each as the obligation it breaks.
 
-The rehearsals (`dra_conformance.rollback`, `dra_conformance.metrics.rehearsal`) record a phase's problems as text,
+The rehearsals (`dra_conformance.rollback`: the driver's and the metrics API's) record a phase's problems as text,
 for the state file and the rollback report. Each test names, for every kind of problem its phase can record, the
 obligation of `dra_conformance/model/registry/rollback.yaml` that kind breaks; the phase's verdict then checks each
 of them (held where no problem of that kind was recorded). A problem of no known kind is the suite's own gap.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from dra_conformance.model.findings import Obligations
 from dra_conformance.model.obligations import Basis
-from dra_conformance.report.findings import Obligations
 
 # (obligation id, pattern of the problems that break it), first match wins.
 Kinds = Sequence[tuple[str, re.Pattern[str]]]

@@ -20,10 +20,10 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.namespaces import NamespaceReaper
+from dra_conformance.model.findings import Obligations
 from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish, resume, set_up
-from dra_conformance.report.findings import Obligations
 from dra_conformance.rollback.extended_resource import run_after_change, run_after_rollback, run_before
 from dra_conformance.rollback.state import Phase, PhaseRecord
 from dra_conformance.timeouts import Timeouts

@@ -26,8 +26,8 @@ from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
-from dra_conformance.report.records import RunRecords
+from dra_conformance.model.findings import Obligations
+from dra_conformance.model.records import RunRecords
 from dra_conformance.rollback.driver_versions import (
     PREVIOUS,
     SWITCHES,

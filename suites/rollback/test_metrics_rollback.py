@@ -18,9 +18,9 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.kube.namespaces import NamespaceReaper
-from dra_conformance.metrics.rehearsal import run_after_change, run_after_rollback, run_before
+from dra_conformance.model.findings import Obligations
 from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish_metrics, resume_metrics, set_up_metrics
-from dra_conformance.report.findings import Obligations
+from dra_conformance.rollback.metrics_rehearsal import run_after_change, run_after_rollback, run_before
 from dra_conformance.rollback.state import Phase, PhaseRecord
 from dra_conformance.timeouts import Timeouts
 
@@ -48,7 +48,7 @@ LINGERING_KINDS: Kinds = (
 
 
 def _kinds(phase: Phase, *, drive: bool) -> Kinds:
-    """What a phase records (dra_conformance.metrics.rehearsal), by the obligation each kind breaks."""
+    """What a phase records (dra_conformance.rollback.metrics_rehearsal), by the obligation each kind breaks."""
     if phase == Phase.BEFORE:
         return (
             kind("rollback.metrics-rehearsal-baseline", r"APIService \S+ missing before the change"),

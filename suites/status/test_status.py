@@ -26,7 +26,7 @@ from dra_conformance.kube.claims import device_condition, device_statuses
 from dra_conformance.kube.pods import pod_ready
 from dra_conformance.kubelet.client import KUBELET_CALL_TIMEOUT, ClaimAnswer
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.report.findings import Obligations
+from dra_conformance.model.findings import Obligations
 from dra_conformance.scenarios.catalog import Scenario
 from dra_conformance.scenarios.runner import ScenarioRun
 

@@ -12,12 +12,12 @@ from collections.abc import Callable
 import pytest
 from kubernetes import client
 
-from dra_conformance.backends.base import ClusterInfo
-from dra_conformance.driver.endpoint import DriverUnderTest
 from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.driver.taint_target import TaintTarget
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import Builder
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.plugin.scenario_fixtures import shared_target
 
 # NoExecute checks need one device for a pod that is evicted and one for a pod that tolerates the taint.

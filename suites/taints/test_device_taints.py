@@ -41,8 +41,8 @@ from dra_conformance.kube.device_taints import (
 from dra_conformance.kube.pods import describe_pod, scheduled_condition
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import allocate
-from dra_conformance.report.findings import Obligations
-from dra_conformance.report.records import RunRecords
+from dra_conformance.model.findings import Obligations
+from dra_conformance.model.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
 # A NoExecute toleration long enough to tell from an immediate eviction on a busy machine, short enough for CI.

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.local import host_packages
 from dra_conformance.errors import UsageError
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.report import allure_html
 from dra_wire.cache import default_cache_dir
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.endpoint import DriverUnderTest
+from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.namespaces import NamespaceReaper
 from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish, set_up
 from dra_conformance.rollback.extended_resource import run_after_change, run_after_rollback, run_before

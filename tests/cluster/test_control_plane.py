@@ -7,13 +7,13 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dra_conformance import versions
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.client import status_message
 from dra_conformance.kube.identities import anonymous_client, request_token, token_client
 from dra_conformance.kube.pods import describe_pod, scheduled_condition
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.timeouts import Timeouts
 
 

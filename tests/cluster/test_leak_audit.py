@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.model.cluster import ClusterInfo
 
 LEAKY_TEST = """
 from kubernetes import client

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
 from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.timeouts import Timeouts
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.model.cluster import ClusterInfo
 
 SCENARIO = "nic-network-data"
 # What the reference driver's NIC profile reports (drivers/fake-dra/fake_dra/devices.py): documentation-range

@@ -13,8 +13,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.kube.csr import NodeCertificateError, certificate_client, node_client_certificate
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.timeouts import Timeouts
 
 # Long enough for the CSR to be created and approved on a busy machine; nothing would sign it anyway.

@@ -13,7 +13,6 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.driver.identity import DriverIdentity
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.claims import ready_device_status
@@ -21,6 +20,7 @@ from dra_conformance.kube.client import status_message
 from dra_conformance.kube.identities import token_client
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.timeouts import Timeouts
 
 

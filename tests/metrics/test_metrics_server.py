@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
-from dra_conformance.backends.base import ClusterInfo
+from dra_conformance.model.cluster import ClusterInfo
 
 # A second cluster starts (~5 s), metrics-server needs two scrapes (15 s apart), and the suite waits for a new sample.
 INNER_RUN_TIMEOUT = 240.0

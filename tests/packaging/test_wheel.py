@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
 from dra_conformance.backends.registry import build_local_binaries
 from dra_conformance.config import SuiteConfig
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo
 
 # One worker builds and installs the wheel once for the whole module (loadgroup keeps the group together).
 pytestmark = pytest.mark.xdist_group("wheel")

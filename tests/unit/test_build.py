@@ -29,6 +29,7 @@ def _module(root: Path, name: str, main: str) -> None:
     (root / name / "main.go").write_text(main)
 
 
+@pytest.mark.needs_go
 def test_cache_key_changes_with_module_files_and_flags(tmp_path: Path) -> None:
     _module(tmp_path, "tool", "package main\n\nfunc main() {}\n")
     component = Component("tool", "tool", ".", "v1")
@@ -39,6 +40,7 @@ def test_cache_key_changes_with_module_files_and_flags(tmp_path: Path) -> None:
     assert component.cache_key(tmp_path).startswith("tool-v1-")
 
 
+@pytest.mark.needs_go
 def test_built_binary_is_reused_without_rebuilding(tmp_path: Path) -> None:
     _module(tmp_path / "assets", "tool", "package main\n\nfunc main() {}\n")
     messages: list[str] = []
@@ -51,6 +53,7 @@ def test_built_binary_is_reused_without_rebuilding(tmp_path: Path) -> None:
     assert messages == [], f"second ensure rebuilt: {messages}"
 
 
+@pytest.mark.needs_go
 def test_failed_build_names_component_and_quotes_log_tail(tmp_path: Path) -> None:
     _module(tmp_path / "assets", "broken", "package main\n\nfunc main() { this is not go }\n")
     builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
@@ -63,6 +66,7 @@ def test_failed_build_names_component_and_quotes_log_tail(tmp_path: Path) -> Non
     assert leftovers == [], f"partial build output left behind: {leftovers}"
 
 
+@pytest.mark.needs_go
 def test_dra_test_driver_is_pinned_and_keyed_by_its_main(tmp_path: Path) -> None:
     assert {c.name for c in COMPONENTS} == {f.name for f in dataclasses.fields(Binaries)}
     component = next(c for c in COMPONENTS if c.name == "dra_test_driver")
@@ -116,12 +120,14 @@ def _key_before_tags_and_env(component: Component, assets: Path) -> str:
     return f"{component.name}-{component.version}-{digest.hexdigest()[:12]}"
 
 
+@pytest.mark.needs_go
 def test_existing_cache_keys_are_unchanged() -> None:
     assets = paths.cluster_assets()
     for component in COMPONENTS:
         assert component.cache_key(assets) == _key_before_tags_and_env(component, assets), component.name
 
 
+@pytest.mark.needs_go
 def test_cache_key_covers_tags_env_and_every_go_file(tmp_path: Path) -> None:
     _module(tmp_path, "tool", "package main\n\nfunc main() {}\n")
     component = Component("tool", "tool", ".", "v1")
@@ -136,6 +142,7 @@ def test_cache_key_covers_tags_env_and_every_go_file(tmp_path: Path) -> None:
     assert component.cache_key(tmp_path) != with_tools
 
 
+@pytest.mark.needs_go
 def test_tags_and_env_reach_the_go_command(tmp_path: Path) -> None:
     _module(tmp_path / "assets", "tool", "//go:build sometag\n\npackage main\n\nfunc main() {}\n")
     builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)

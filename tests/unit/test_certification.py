@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dra_conformance.model.records import RunRecords
 from dra_conformance.report.certification import (
     CLUSTER_FAULT,
     CheckResult,
@@ -16,7 +17,6 @@ from dra_conformance.report.certification import (
     summarize,
     terminal_lines,
 )
-from dra_conformance.report.records import RunRecords
 
 FACTS = RunFacts(
     "0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream", "referenceFaults")

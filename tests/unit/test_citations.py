@@ -76,6 +76,7 @@ def _citations() -> list[tuple[str, Citation]]:
     return [(o.id, c) for o in Registry.load() for c in o.sources]
 
 
+@pytest.mark.needs_go
 @pytest.mark.parametrize(("obligation", "citation"), _citations(), ids=lambda value: str(value)[:80])
 def test_citation_quotes_pinned_source_at_its_line(obligation: str, citation: Citation) -> None:
     assert citation.version == pinned_version(citation.module), (
@@ -91,6 +92,7 @@ def test_citation_quotes_pinned_source_at_its_line(obligation: str, citation: Ci
     )
 
 
+@pytest.mark.needs_go
 def test_a_quote_far_from_its_line_does_not_resolve() -> None:
     source = "\n".join(["// filler"] * 40 + ["// the Ready condition should be True."])
     near = Citation("m", "v", "p", 38, "the Ready condition should be True.")

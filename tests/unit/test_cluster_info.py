@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dra_conformance.backends.base import BackendCapability, ClusterInfo
-from dra_conformance.driver.endpoint import DriverEndpoint
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo
+from dra_conformance.model.driver import DriverEndpoint
 
 
 def test_cluster_info_survives_the_trip_to_a_worker() -> None:

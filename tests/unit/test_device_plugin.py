@@ -16,6 +16,7 @@ def api() -> KubeletAPI:
     return load()
 
 
+@pytest.mark.needs_go
 def test_bindings_carry_the_device_plugin_api_v1beta1(api: KubeletAPI) -> None:
     services = api.deviceplugin.DESCRIPTOR.services_by_name
     methods = sorted(m.name for m in services["DevicePlugin"].methods)
@@ -34,12 +35,14 @@ def test_device_ids_are_named_after_the_resource_and_numbered() -> None:
     assert device_plugin.device_ids("example.com/gpu", 3) == ["gpu-0", "gpu-1", "gpu-2"]
 
 
+@pytest.mark.needs_go
 def test_every_device_is_listed_healthy(api: KubeletAPI) -> None:
     response = device_plugin.devices_response(api, ["gpu-0", "gpu-1"])
     listed = [(d.ID, d.health) for d in response.devices]
     assert listed == [("gpu-0", "Healthy"), ("gpu-1", "Healthy")], listed
 
 
+@pytest.mark.needs_go
 def test_allocate_names_each_containers_devices_in_its_environment(api: KubeletAPI) -> None:
     messages = api.deviceplugin
     request = messages.AllocateRequest(
@@ -53,6 +56,7 @@ def test_allocate_names_each_containers_devices_in_its_environment(api: KubeletA
     assert envs == [{"IDS": "gpu-1"}, {"IDS": "gpu-0,gpu-2"}], envs
 
 
+@pytest.mark.needs_go
 def test_allocate_refuses_a_device_the_plugin_does_not_have(api: KubeletAPI) -> None:
     messages = api.deviceplugin
     request = messages.AllocateRequest(container_requests=[messages.ContainerAllocateRequest(devices_ids=["gpu-9"])])
@@ -60,6 +64,7 @@ def test_allocate_refuses_a_device_the_plugin_does_not_have(api: KubeletAPI) -> 
         device_plugin.allocate_response(api, request, ["gpu-0"], "IDS")
 
 
+@pytest.mark.needs_go
 def test_preferred_allocation_keeps_the_required_devices_then_takes_the_lowest_numbers(api: KubeletAPI) -> None:
     messages = api.deviceplugin
     request = messages.PreferredAllocationRequest(
@@ -76,6 +81,7 @@ def test_preferred_allocation_keeps_the_required_devices_then_takes_the_lowest_n
     assert chosen == [["gpu-7", "gpu-2", "gpu-3"]], chosen
 
 
+@pytest.mark.needs_go
 def test_registration_names_version_endpoint_and_resource(api: KubeletAPI) -> None:
     config = device_plugin.PluginConfig("example.com/gpu", 4, Path("/tmp/plugins"))
     request = device_plugin.register_request(api, config)

@@ -208,6 +208,7 @@ def _health_answers(api: KubeletAPI, core: DriverCore, version: str) -> str:
             stream.cancel()
 
 
+@pytest.mark.needs_go
 @pytest.mark.parametrize("choice", list(HEALTH_SERVICES))
 def test_getinfo_advertises_exactly_the_health_services_dra_sock_serves(
     kubelet_api: KubeletAPI, short_root: Path, choice: str
@@ -331,6 +332,7 @@ def test_whole_call_answer_leaves_unprepare_of_an_unknown_claim_a_success(tmp_pa
     assert core.unprepare([MISSING]) == {"uid-missing": ""}
 
 
+@pytest.mark.needs_go
 @pytest.mark.parametrize("answer", ["per-claim", "whole-call"])
 def test_the_kubelet_sees_a_per_claim_error_or_a_whole_call_error(
     kubelet_api: KubeletAPI, short_root: Path, answer: str

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from dra_conformance.model.findings import EXERCISED_KIND, RECORD_KIND, Obligations
 from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed, Registry
-from dra_conformance.report.findings import EXERCISED_KIND, RECORD_KIND, Obligations, summarize_advisories
-from dra_conformance.report.records import RunRecords, read_records
+from dra_conformance.model.records import RunRecords, read_records
+from dra_conformance.report.advisories import summarize_advisories
 
 REGISTRY = """
 - id: demo.keys-are-requested-uids

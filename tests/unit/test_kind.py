@@ -18,7 +18,6 @@ import yaml
 
 from dra_conformance import paths, versions
 from dra_conformance.backends import kind
-from dra_conformance.backends.base import ClusterInfo
 from dra_conformance.backends.kind import (
     DriverImage,
     KindBackend,
@@ -35,6 +34,7 @@ from dra_conformance.backends.registry import BACKENDS, make_backend
 from dra_conformance.config import SuiteConfig
 from dra_conformance.driver.profile import DriverProfile, ProcessTemplate, RunSpec, load_profile
 from dra_conformance.errors import BackendError, UsageError
+from dra_conformance.model.cluster import ClusterInfo
 from fake_dra.__main__ import parse_args
 
 PROFILES = paths.fixtures_dir() / "profiles"

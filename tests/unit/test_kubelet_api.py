@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dra_wire import kubelet_api
 
 
+@pytest.mark.needs_go
 def test_bindings_are_generated_from_the_pinned_module_into_the_cache(tmp_path: Path) -> None:
     root = kubelet_api.generate(cache_dir=tmp_path)
     assert root.parent == tmp_path / "proto", root
@@ -16,6 +19,7 @@ def test_bindings_are_generated_from_the_pinned_module_into_the_cache(tmp_path: 
     assert kubelet_api.generate(cache_dir=tmp_path) == root  # second call reuses
 
 
+@pytest.mark.needs_go
 def test_dra_service_has_the_kubelet_methods() -> None:
     api = kubelet_api.load()
     service = api.dra_v1.DESCRIPTOR.services_by_name["DRAPlugin"]

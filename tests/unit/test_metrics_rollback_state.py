@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance.errors import UsageError
-from dra_conformance.metrics.rehearsal import REHEARSAL
+from dra_conformance.rollback.metrics_rehearsal import REHEARSAL
 from dra_conformance.rollback.report import render_markdown, summarize
 from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
 

@@ -86,10 +86,36 @@ def test_a_newer_control_plane_leaves_the_decision_to_the_consumers_seen() -> No
     assert "safe to move consumers to v1" not in verdict(evidence)  # not before 24 h of stable availability
 
 
-def test_quantities_parse_into_millicores_and_bytes() -> None:
-    assert metrics_api.parse_cpu("250m") == 250 and metrics_api.parse_cpu("2") == 2000
-    assert metrics_api.parse_cpu("1500000n") == 1.5
-    assert metrics_api.parse_memory("64Mi") == 64 * 2**20 and metrics_api.parse_memory("1G") == 1e9
+def _node_sample(cpu: str, memory: str) -> metrics_api.Sample:
+    item = {"metadata": {"name": "n"}, "timestamp": "2026-01-01T00:00:00Z", "usage": {"cpu": cpu, "memory": memory}}
+    return metrics_api.parse_sample("node", item)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "millicores"), [("250m", 250), ("2", 2000), ("1500000n", 1.5), ("1500u", 1.5), ("1k", 1e6)]
+)
+def test_cpu_quantities_parse_into_millicores(cpu: str, millicores: float) -> None:
+    sample = _node_sample(cpu, "0")
+    assert sample.cpu_millicores == millicores, sample
+
+
+@pytest.mark.parametrize(
+    ("memory", "in_bytes"),
+    [("64Mi", 64 * 2**20), ("1G", 1e9), ("3Ti", 3 * 2**40), ("2Pi", 2 * 2**50), ("1Ei", 2**60), ("1E", 1e18)],
+)
+def test_memory_quantities_parse_into_bytes_up_to_pi_and_ei(memory: str, in_bytes: float) -> None:
+    sample = _node_sample("0", memory)
+    assert sample.memory_bytes == in_bytes, sample
+
+
+def test_a_pods_containers_add_up() -> None:
+    item = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "timestamp": "2026-01-01T00:00:00Z",
+        "containers": [{"usage": {"cpu": "100m", "memory": "1Pi"}}, {"usage": {"cpu": "0.5", "memory": "1Ki"}}],
+    }
+    sample = metrics_api.parse_sample("pod", item)
+    assert (sample.cpu_millicores, sample.memory_bytes) == (600, 2**50 + 2**10), sample
 
 
 def test_inventory_counts_resource_reads_by_consumer_and_skips_the_suite(tmp_path: Path) -> None:

@@ -23,11 +23,9 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.base import SET_ASIDE_TAINT, BackendCapability, ClusterInfo, DriverExit
 from dra_conformance.backends.local import control_plane, driver_daemonset, drivers, images, metrics, real_node
 from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.driver.pool import PoolState, node_pools
 from dra_conformance.driver.profile import DriverProfile, load_profile, profile_hash
 from dra_conformance.errors import BackendError, DriverStartError, UsageError, WaitTimeout
@@ -37,6 +35,8 @@ from dra_conformance.kube.nodes import lifecycle_tainted, ready_node_names
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.metrics import api as metrics_api
+from dra_conformance.model.cluster import SET_ASIDE_TAINT, BackendCapability, ClusterInfo, DriverExit
+from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.timeouts import Timeouts
 from dra_wire.cache import default_cache_dir
 

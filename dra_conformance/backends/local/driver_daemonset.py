@@ -22,6 +22,7 @@ from kubernetes import client
 
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.images import BUSYBOX_IMAGE
+from dra_conformance.driver.daemonset import daemon_set, host_path_volume
 from dra_conformance.kube.builders import Manifest, pin_to_node
 from dra_conformance.kube.pods import describe_pod, start_failure
 
@@ -58,13 +59,13 @@ def manifest(
         {"name": "scratch", "mountPath": str(HOST_ROOT / SCRATCH.relative_to("/"))},
     ]
     volumes: list[Manifest] = [
-        {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}},
+        host_path_volume("host-root", "/", "Directory"),
         {"name": "scratch", "emptyDir": {}},
     ]
     for index, directory in enumerate(sorted(set(writable))):
         name = _volume_name(index)
         mounts.append({"name": name, "mountPath": str(HOST_ROOT / directory.relative_to("/"))})
-        volumes.append({"name": name, "hostPath": {"path": str(directory), "type": "DirectoryOrCreate"}})
+        volumes.append(host_path_volume(name, str(directory)))
     labels = {APP_LABEL: daemonset_name(node)}
     pod_spec: dict[str, Any] = {
         "serviceAccountName": service_account,
@@ -86,15 +87,7 @@ def manifest(
         ],
         "volumes": volumes,
     }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": daemonset_name(node), "namespace": namespace, "labels": labels},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
-        },
-    }
+    return daemon_set(daemonset_name(node), namespace, labels, pod_spec)
 
 
 def pods_of(core: client.CoreV1Api, namespace: str, node: str) -> list[client.V1Pod]:

@@ -25,11 +25,11 @@ from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.driver.endpoint import DriverEndpoint
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, ServiceAccountRef
 from dra_conformance.errors import DriverStartError, UsageError
 from dra_conformance.kube import builders, kinds, kubeconfig
 from dra_conformance.kube.identities import request_token, token_holder_pod
+from dra_conformance.model.driver import DriverEndpoint
 
 # Long enough for a cluster left up over a working day; the token dies with its pod anyway.
 DRIVER_TOKEN_LIFETIME = 24 * 3600

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance import versions
-from dra_conformance.backends.base import REAL_NODE_TAINT
 from dra_conformance.backends.local import drivers, images
 from dra_conformance.backends.local.build import RealNodeBinaries
 from dra_conformance.backends.local.control_plane import ProcessSpec
@@ -34,6 +33,7 @@ from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube import kubeconfig, waits
 from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
+from dra_conformance.model.cluster import REAL_NODE_TAINT
 
 REAL_NODE = "real-node-0"
 # A SIGKILLed process is still a member of its cgroup until it has exited, and rmdir of a busy cgroup fails

@@ -1,9 +1,10 @@
-"""The checker a test uses to verify obligations of the registry, and the run report's advisories section.
+"""The checker a test uses to verify obligations of the registry; its findings go to the run's records.
 
 `obligations.check("status.entry-names-its-driver", holds, observed)` looks the obligation up by id and acts on its
 basis (`dra_conformance.model.obligations`): a contract violation fails the check, a defensive one is an advisory
 (a failure under `strict`), a harness one errors the check as the suite's own problem. Every verdict is recorded,
-so the run can say which obligations it exercised and which decided it.
+so the run can say which obligations it exercised and which decided it (`dra_conformance.report.advisories`
+summarizes the advisories).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from dra_conformance.model.obligations import (
     Registry,
     violation_message,
 )
-from dra_conformance.report.records import RunRecords
-from dra_conformance.report.writer import Section
+from dra_conformance.model.records import RunRecords
 
+# One line per defensive finding: the run report's advisories.
 RECORD_KIND = "advisories"
 # One line per obligation verdict (id, check, held): what the run exercised.
 EXERCISED_KIND = "obligations"
@@ -71,18 +72,3 @@ class Obligations:
             raise TypeError(f"{obligation_id} is defensive: use check(), which goes on unless strict")
         self.check(obligation_id, False, observed, where)
         raise AssertionError("unreachable: check() raised for a broken contract or harness obligation")
-
-
-def summarize_advisories(entries: list[dict[str, Any]]) -> Section | None:
-    """Defensive findings of the run: what the driver does beyond the contract that users would want otherwise."""
-    if not entries:
-        return None
-    return Section(
-        title=f"advisories: {len(entries)} defensive finding(s) (they fail only with --dra-strictness strict)",
-        lines=[
-            f"{entry.get('id', '-')}: {entry['check']}: {entry['obligation']}; observed: {entry['observed']}"
-            for entry in entries
-        ],
-        artifact="advisories.json",
-        document=entries,
-    )

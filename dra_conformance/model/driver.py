@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from dra_conformance.driver.profile import DriverProfile
-
 
 @dataclass(frozen=True)
 class DriverEndpoint:
@@ -45,16 +43,3 @@ class DriverEndpoint:
     def control_socket(self) -> Path:
         """The fake driver's control socket (absent for other drivers)."""
         return self.kubelet_root / "plugins" / self.driver / "control.sock"
-
-
-@dataclass(frozen=True)
-class DriverUnderTest:
-    """The DRA driver being certified: its profile and, where this machine can reach them, its sockets per node."""
-
-    profile: DriverProfile
-    endpoints: dict[str, DriverEndpoint]
-
-    @property
-    def name(self) -> str:
-        """The DRA driver name."""
-        return self.profile.driver
