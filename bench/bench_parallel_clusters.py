@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def resident_kib(state_dir: Path) -> int:
 def leftovers(workdir: Path) -> list[str]:
     """Processes whose command line names the benchmark's directory (pgrep -af)."""
     found = subprocess.run(["pgrep", "-af", str(workdir)], capture_output=True, text=True, check=False)
-    return [line for line in found.stdout.splitlines() if "bench_parallel_clusters" not in line and "pgrep" not in line]
+    return [line for line in found.stdout.splitlines() if "parallel_clusters" not in line and "pgrep" not in line]
 
 
 def main() -> int:
@@ -129,12 +130,17 @@ def main() -> int:
             stderr=subprocess.STDOUT,
             text=True,
         )
+
+    def finish(cluster: Cluster) -> None:
+        assert cluster.process is not None
+        cluster.output, _ = cluster.process.communicate(timeout=UP_TIMEOUT)
+        cluster.code = cluster.process.returncode
+        cluster.seconds = time.monotonic() - cluster.started
+
     try:
-        for cluster in clusters:
-            assert cluster.process is not None
-            cluster.output, _ = cluster.process.communicate(timeout=UP_TIMEOUT)
-            cluster.code = cluster.process.returncode
-            cluster.seconds = time.monotonic() - cluster.started
+        # One waiter per cluster, so each one's start-up time is taken when it returns.
+        with ThreadPoolExecutor(len(clusters)) as waiters:
+            list(waiters.map(finish, clusters))
         # Every cluster that came up is measured while all of them run.
         up = [c for c in clusters if c.code == 0]
         for cluster in up:
