@@ -60,7 +60,8 @@ from urllib3.exceptions import HTTPError
 from dra_conformance import versions
 from dra_conformance.backends.local.backend import KWOK_NODE_ANNOTATION, NODE_CAPACITY, LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.build import COMPONENTS, KWOKCTL, Binaries, Builder
-from dra_conformance.backends.local.control_plane import LOOPBACK, free_port, node_address
+from dra_conformance.backends.local.network import LOOPBACK, node_address
+from dra_conformance.backends.local.ports import free_port
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig, raw_request

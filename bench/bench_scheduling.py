@@ -65,8 +65,8 @@ from urllib3.exceptions import HTTPError
 from dra_conformance import paths
 from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import NODE_LABEL, SET_ASIDE_NODES, LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.control_plane import LOOPBACK, node_address
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.backends.local.network import LOOPBACK, node_address
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder

@@ -5,6 +5,7 @@ Each test starts its own small cluster in a temporary state directory (warm star
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -134,3 +135,91 @@ def test_fake_nodes_have_distinct_loopback_addresses(cluster: ClusterInfo) -> No
     }
     flat = [ip for ips in addresses.values() for ip in ips]
     assert all(ip.startswith("127.") for ip in flat) and len(set(flat)) == len(cluster.nodes), addresses
+
+
+def _holder() -> subprocess.Popen[bytes]:
+    """A stand-in for a pytest run holding the cluster: lives until killed."""
+    return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+
+
+def _backend_of(state_dir: Path, timeouts: Timeouts, owner: subprocess.Popen[bytes]) -> LocalBackend:
+    return LocalBackend(LocalClusterConfig(state_dir=state_dir, nodes=1, timeouts=timeouts, owner_pid=owner.pid))
+
+
+def test_a_run_that_attached_keeps_the_cluster_after_the_run_that_started_it_released_it(
+    tmp_path: Path, timeouts: Timeouts
+) -> None:
+    first, second = _holder(), _holder()
+    starter, attached = (
+        _backend_of(tmp_path / "cluster", timeouts, first),
+        _backend_of(tmp_path / "cluster", timeouts, second),
+    )
+    try:
+        started = starter.start()
+        pids = _component_pids(started)
+        assert attached.start().details["supervisor_pid"] == started.details["supervisor_pid"]
+        starter.release(first.pid)
+        first.kill()
+        first.wait()
+        # The supervisor saw its first owner exit and, under the lock, kept the cluster for the second.
+        waits.until(
+            lambda: json.loads(starter.layout.state.read_text()),
+            lambda state: state["owners"] == [second.pid],
+            timeout=timeouts.process_stop,
+            what=f"supervisor watching only the attached run {second.pid}",
+            describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
+        )
+        running = attached.info()
+        assert running is not None and _component_pids(running) == pids, running
+        assert all(_alive(pid) for pid in pids.values()), pids
+        attached.release(second.pid)  # the last one out stops it
+        assert attached.info() is None
+        assert {name: pid for name, pid in pids.items() if _alive(pid)} == {}
+    finally:
+        for holder in (first, second):
+            holder.kill()
+            holder.wait()
+        starter.stop()
+
+
+def test_the_cluster_stops_when_its_last_owner_dies_without_releasing_it(tmp_path: Path, timeouts: Timeouts) -> None:
+    first, second = _holder(), _holder()
+    starter, attached = (
+        _backend_of(tmp_path / "cluster", timeouts, first),
+        _backend_of(tmp_path / "cluster", timeouts, second),
+    )
+    try:
+        pids = _component_pids(starter.start())
+        attached.start()
+        waits.until(
+            lambda: json.loads(starter.layout.state.read_text()),
+            lambda state: state["owners"] == sorted([first.pid, second.pid]),
+            timeout=timeouts.process_stop,
+            what=f"supervisor watching both runs {first.pid} and {second.pid}",
+            describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
+        )
+        second.kill()  # the attached run dies first, unclean: the starter still holds the cluster
+        second.wait()
+        waits.until(
+            lambda: (json.loads(starter.layout.state.read_text()), json.loads(starter.layout.owners.read_text())),
+            lambda seen: seen[0]["owners"] == [first.pid] and [o["pid"] for o in seen[1]["owners"]] == [first.pid],
+            timeout=timeouts.process_stop,
+            what=f"supervisor watching, and the owners file listing, only the starting run {first.pid}",
+            describe=lambda seen: f"phase {seen[0]['phase']}, watching {seen[0]['owners']}, owners file {seen[1]}",
+        )
+        assert starter.info() is not None, "the cluster stopped while its starter still held it"
+        first.kill()
+        first.wait()
+        waits.until(
+            lambda: {name: pid for name, pid in pids.items() if _alive(pid)},
+            lambda alive: not alive,
+            timeout=3 * timeouts.process_stop,
+            what="every component to exit after the last owner was killed",
+            describe=lambda alive: f"still running: {alive}",
+        )
+        assert starter.info() is None
+    finally:
+        for holder in (first, second):
+            holder.kill()
+            holder.wait()
+        starter.stop()

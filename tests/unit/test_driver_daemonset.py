@@ -8,8 +8,8 @@ import pytest
 
 from dra_conformance.backends.local import driver_daemonset
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.images import BUSYBOX_APPLETS, BUSYBOX_IMAGE
+from dra_conformance.backends.local.process_plan import ProcessSpec
 
 SPEC = ProcessSpec(
     "driver-real-node-0",

@@ -20,8 +20,8 @@ from typing import Any
 
 from kubernetes import client
 
-from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.images import BUSYBOX_IMAGE
+from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.driver.daemonset import daemon_set, host_path_volume
 from dra_conformance.kube.builders import Manifest, pin_to_node
 from dra_conformance.kube.pods import describe_pod, start_failure

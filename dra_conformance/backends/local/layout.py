@@ -48,6 +48,11 @@ class ClusterLayout:
         return self.root / "extra-processes.json"
 
     @property
+    def owners(self) -> Path:
+        """The runs holding the cluster (see owners.py); read and written under `lock`."""
+        return self.root / "owners.json"
+
+    @property
     def teardown(self) -> Path:
         """Commands the supervisor runs after its children stopped (the real node's host clean-up)."""
         return self.root / "teardown.json"

@@ -15,8 +15,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from dra_conformance.backends.local.control_plane import FRONT_PROXY_CLIENT, LOOPBACK, ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.backends.local.network import FRONT_PROXY_CLIENT, LOOPBACK
+from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.kube.pki import CertificateAuthority
 
 NAMESPACE = "fake-metrics"

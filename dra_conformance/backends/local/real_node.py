@@ -27,8 +27,8 @@ from typing import Any
 from dra_conformance import versions
 from dra_conformance.backends.local import drivers, images
 from dra_conformance.backends.local.build import RealNodeBinaries
-from dra_conformance.backends.local.control_plane import ProcessSpec
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube import kubeconfig, waits
 from dra_conformance.kube.builders import PAUSE_IMAGE

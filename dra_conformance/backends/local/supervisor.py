@@ -2,8 +2,9 @@
 
 Run as `python -m dra_conformance.backends.local.supervisor <state-dir>` in its own session (the backend does
 this). It stops every component, in reverse start order, when it receives SIGTERM/SIGINT/SIGHUP, when one
-component exits unexpectedly, or when its owner process (the pytest run that started it) is gone. Components
-get PR_SET_PDEATHSIG, so even a SIGKILL of the supervisor does not leave them behind.
+component exits unexpectedly, or when the last of its owners (the runs holding it, see owners.py) is gone.
+Components get PR_SET_PDEATHSIG, so even a SIGKILL of the supervisor does not leave them behind. It holds the
+machine-wide locks of the cluster's ports (inherited from the backend, see ports.py) until it exits.
 """
 
 from __future__ import annotations
@@ -23,8 +24,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from dra_conformance.backends.local.control_plane import Plan, ProcessSpec
+from filelock import FileLock
+from filelock import Timeout as LockTimeout
+
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.backends.local.owners import Owners
+from dra_conformance.backends.local.process_plan import Plan, ProcessSpec
 from dra_conformance.processes import die_with_parent
 
 # How often the readiness probe of a `wait_for` URL is repeated; also bounds how late a signal is noticed then.
@@ -50,8 +55,11 @@ class Supervisor:
         self.critical: dict[str, bool] = {}
         self.selector = selectors.DefaultSelector()
         self.stop_reason: str | None = None
+        self.phase = "starting"
         self.failed = False
         self.reload_requested = False
+        # A run joined the owners (SIGUSR2): watch it too.
+        self.owners_changed = False
         # Non-critical processes that exited, with their exit codes.
         self.exited: dict[str, int] = {}
         # Every exit of a non-critical process, in order: {"name", "code", "at" (epoch seconds)}; a restart clears
@@ -64,19 +72,76 @@ class Supervisor:
         os.set_blocking(wake_read, False)
         os.set_blocking(self.wake_write, False)
         self.selector.register(wake_read, selectors.EVENT_READ, ("signal", None))
-        if plan.owner_pid is not None:
+        # Owner pid -> its pidfd, for every owner being watched.
+        self.watched_owners: dict[int, int] = {}
+        self.lock = FileLock(str(layout.lock))
+        owners = self._recorded_owners()
+        self._watch_owners(owners)
+        if not owners.kept and not self.watched_owners:
+            self.stop_reason = f"owner process {plan.owner_pid} was already gone"
+
+    def _recorded_owners(self) -> Owners:
+        """The live owners of the owners file; a plan without one (written before owners existed) names its own."""
+        recorded = Owners.read(self.layout.owners)
+        if recorded is None:
+            recorded = Owners().joined(self.plan.owner_pid)
+        return recorded.live()
+
+    def _watch_owners(self, owners: Owners) -> None:
+        """Watch every owner not watched yet (none at all once the cluster is kept)."""
+        if owners.kept:
+            for fd in self.watched_owners.values():
+                self.selector.unregister(fd)
+                os.close(fd)
+            self.watched_owners.clear()
+            return
+        for pid in owners.pids:
+            if pid in self.watched_owners:
+                continue
             try:
-                owner_fd = os.pidfd_open(plan.owner_pid)
+                fd = os.pidfd_open(pid)
             except ProcessLookupError:
-                self.stop_reason = f"owner process {plan.owner_pid} was already gone"
+                continue  # gone since `live`: the next owner exit (or the check below) sees it
+            self.watched_owners[pid] = fd
+            self.selector.register(fd, selectors.EVENT_READ, ("owner", pid))
+
+    def _owner_exited(self, pid: int, fd: int) -> None:
+        """An owner is gone: stop if no live owner is left, else watch whoever joined since."""
+        self.selector.unregister(fd)
+        os.close(fd)
+        del self.watched_owners[pid]
+        # Under the cluster's lock, as the backend attaches and releases under it: a run that attaches either is in
+        # the file read here, or finds the cluster stopping and starts its own.
+        while not self._lock_taken():
+            if self.stop_reason is not None:
+                return  # asked to stop meanwhile (the lock's holder may be waiting for exactly that)
+        try:
+            owners = self._recorded_owners()
+            self._watch_owners(owners)
+            if not owners.kept and not self.watched_owners:  # also when the last ones exited since `live`
+                self.stop_reason = self.stop_reason or f"owner process {pid} exited (no other run holds the cluster)"
+                self.write_state("stopping")  # before the lock is free: a run attaching now sees it going
             else:
-                self.selector.register(owner_fd, selectors.EVENT_READ, ("owner", None))
+                if self.layout.owners.exists():
+                    owners.write(self.layout.owners)  # the dead ones pruned
+                self.write_state(self.phase)  # the owners it now watches
+        finally:
+            self.lock.release()
+
+    def _lock_taken(self) -> bool:
+        try:
+            self.lock.acquire(timeout=PROBE_INTERVAL)
+        except LockTimeout:
+            return False
+        return True
 
     def write_state(self, phase: str) -> None:
         """Publish the phase and pids atomically for `status`, `down` and the backend's waits."""
+        self.phase = phase
         state: dict[str, Any] = {
             "supervisor_pid": os.getpid(),
             "phase": phase,
+            "owners": sorted(self.watched_owners),
             "server": self.plan.server,
             "processes": {name: child.pid for name, child in self.children.items()},
             "reason": self.stop_reason,
@@ -94,6 +159,7 @@ class Supervisor:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
         signal.signal(signal.SIGUSR1, self._on_reload)
+        signal.signal(signal.SIGUSR2, self._on_owners_changed)
         try:
             if self.stop_reason is None:
                 self.write_state("starting")
@@ -131,6 +197,11 @@ class Supervisor:
         self.reload_requested = True
         with contextlib.suppress(BlockingIOError):
             os.write(self.wake_write, b"r")
+
+    def _on_owners_changed(self, _signum: int, _frame: object) -> None:
+        self.owners_changed = True
+        with contextlib.suppress(BlockingIOError):
+            os.write(self.wake_write, b"o")
 
     def _start_extra_processes(self) -> None:
         """Start the processes listed in the extra-processes file that are not running yet."""
@@ -180,7 +251,7 @@ class Supervisor:
                     self.exit_history.append({"name": name, "code": code, "at": time.time()})
                     self.write_state("running")
             elif kind == "owner":
-                self.stop_reason = self.stop_reason or f"owner process {self.plan.owner_pid} exited"
+                self._owner_exited(name, key.fd)
             elif kind == "signal":
                 with contextlib.suppress(BlockingIOError):
                     os.read(key.fd, 1024)
@@ -188,6 +259,10 @@ class Supervisor:
             raise StopRequested
         if self.reload_requested:
             self._start_extra_processes()
+        if self.owners_changed:
+            self.owners_changed = False
+            self._watch_owners(self._recorded_owners())
+            self.write_state(self.phase)
 
     def _watch(self) -> None:
         while True:
