@@ -110,7 +110,7 @@ class KubeletInterposer:
                 context.abort(grpc.StatusCode.UNAVAILABLE, fault.message)
             self.calls.append((method, claims, outcome))
             assert self._upstream is not None
-            call = self._upstream.unary_unary(path)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._upstream.unary_unary(path)
             response: bytes = call(raw, timeout=context.time_remaining())
             return response
 
@@ -121,8 +121,13 @@ class KubeletInterposer:
 
         def forward(raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
             assert self._upstream is not None
-            stream = self._upstream.unary_stream(path)(raw)
-            context.add_callback(stream.cancel)
+            call: grpc.UnaryStreamMultiCallable[bytes, bytes] = self._upstream.unary_stream(path)
+            stream = call(raw)
+
+            def cancel() -> None:
+                stream.cancel()
+
+            context.add_callback(cancel)
             yield from stream
 
         return forward
