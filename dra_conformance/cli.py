@@ -122,7 +122,7 @@ def _obligations(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir, real_node=args.real_node)).items():
         print(f"{name}: {path}")
-    print(f"kubelet plugin API bindings: {kubelet_api.generate(args.cache_dir or default_cache_dir())}")
+    print(f"kubelet plugin API bindings: {kubelet_api.bindings_dir()}")
     return EXIT_OK
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import grpc
 
 from dra_wire.kubelet_api import KubeletAPI
+from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2 as registration
+from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 
 # The kubelet gives NodePrepareResources/NodeUnprepareResources 45 s; the suites use the same budget per call.
 KUBELET_CALL_TIMEOUT = 45.0
@@ -79,15 +81,17 @@ class DriverClient:
         self._channels.append(channel)
         return channel
 
-    def get_info(self) -> Any:
+    def get_info(self) -> registration.PluginInfo:
         """Registration/GetInfo: the PluginInfo the kubelet validates."""
-        stub = self.api.registration_grpc.RegistrationStub(self._channel(self.registration_socket))
-        return stub.GetInfo(self.api.registration.InfoRequest(), timeout=REGISTRATION_TIMEOUT)
+        stub = registration_grpc.RegistrationStub(self._channel(self.registration_socket))
+        return stub.GetInfo(registration.InfoRequest(), timeout=REGISTRATION_TIMEOUT)
 
-    def notify_registration_status(self, registered: bool = True, error: str = "") -> Any:
+    def notify_registration_status(
+        self, registered: bool = True, error: str = ""
+    ) -> registration.RegistrationStatusResponse:
         """Registration/NotifyRegistrationStatus, as the kubelet sends it after validating the plugin."""
-        stub = self.api.registration_grpc.RegistrationStub(self._channel(self.registration_socket))
-        status = self.api.registration.RegistrationStatus(plugin_registered=registered, error=error)
+        stub = registration_grpc.RegistrationStub(self._channel(self.registration_socket))
+        status = registration.RegistrationStatus(plugin_registered=registered, error=error)
         return stub.NotifyRegistrationStatus(status, timeout=REGISTRATION_TIMEOUT)
 
     def endpoint(self) -> grpc.Channel:

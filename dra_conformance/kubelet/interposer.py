@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.model.driver import DriverEndpoint
 from dra_wire.kubelet_api import KubeletAPI
+from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2 as registration
+from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 
 # Registered version name -> the proto package of its DRAPlugin service (the gRPC path prefix).
 DRA_SERVICES = {
@@ -110,7 +111,7 @@ class KubeletInterposer:
                 context.abort(grpc.StatusCode.UNAVAILABLE, fault.message)
             self.calls.append((method, claims, outcome))
             assert self._upstream is not None
-            call = self._upstream.unary_unary(path)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._upstream.unary_unary(path)
             response: bytes = call(raw, timeout=context.time_remaining())
             return response
 
@@ -121,8 +122,13 @@ class KubeletInterposer:
 
         def forward(raw: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
             assert self._upstream is not None
-            stream = self._upstream.unary_stream(path)(raw)
-            context.add_callback(stream.cancel)
+            call: grpc.UnaryStreamMultiCallable[bytes, bytes] = self._upstream.unary_stream(path)
+            stream = call(raw)
+
+            def cancel() -> None:
+                stream.cancel()
+
+            context.add_callback(cancel)
             yield from stream
 
         return forward
@@ -148,23 +154,26 @@ class KubeletInterposer:
 
     # --- registration -----------------------------------------------------------------------------------------
 
-    def _registration_servicer(self) -> Any:
-        messages, services = self.api.registration, self.api.registration_grpc
+    def _registration_servicer(self) -> registration_grpc.RegistrationServicer:
         interposer = self
 
-        class Servicer(services.RegistrationServicer):  # type: ignore[name-defined,misc]
-            def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
-                return messages.PluginInfo(
+        class Servicer(registration_grpc.RegistrationServicer):
+            def GetInfo(  # noqa: N802
+                self, request: registration.InfoRequest, context: grpc.ServicerContext
+            ) -> registration.PluginInfo:
+                return registration.PluginInfo(
                     type="DRAPlugin",
                     name=interposer.endpoint.driver,
                     endpoint=str(interposer.dra_socket),
                     supported_versions=interposer._versions,
                 )
 
-            def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+            def NotifyRegistrationStatus(  # noqa: N802
+                self, request: registration.RegistrationStatus, context: grpc.ServicerContext
+            ) -> registration.RegistrationStatusResponse:
                 if request.plugin_registered:
                     interposer.registered.set()
-                return messages.RegistrationStatusResponse()
+                return registration.RegistrationStatusResponse()
 
         return Servicer()
 
@@ -189,11 +198,11 @@ class KubeletInterposer:
         dra.add_insecure_port(f"unix://{self.dra_socket}")
         dra.start()
         self._servers.append(dra)
-        registration = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self.api.registration_grpc.add_RegistrationServicer_to_server(self._registration_servicer(), registration)
-        registration.add_insecure_port(f"unix://{self.registration_socket}")
-        registration.start()  # the socket's appearance in plugins_registry is what the kubelet watches for
-        self._servers.append(registration)
+        registration_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        registration_grpc.add_RegistrationServicer_to_server(self._registration_servicer(), registration_server)
+        registration_server.add_insecure_port(f"unix://{self.registration_socket}")
+        registration_server.start()  # the socket's appearance in plugins_registry is what the kubelet watches for
+        self._servers.append(registration_server)
 
     def stop(self) -> None:
         """Unregister (remove the registration socket), release held calls, stop serving."""

@@ -1,15 +1,21 @@
-"""The wheel alone runs dra-conformance: built from this checkout, installed into a new venv, used from an empty dir.
+"""The wheels alone run dra-conformance: built from this checkout, installed into a new venv, used from an empty dir.
 
-What the wheel must carry is checked file by file; what it does is checked by running it: the CLI finds the
-cached pinned binaries from the Go modules it ships, a bundled suite passes, and a vendor's own test uses our
-fixtures through the `pytest11` entry point. The runs attach to the session's local cluster (its state directory)
-so that CI starts no second cluster; `dra-conformance run` starting its own is shown in the README's first command.
+The checkout holds four distributions: the engine (root) and dra-wire, fake-dra and fake-metrics (drivers/*), which
+the engine depends on. Each file ships in exactly one of their wheels, and dra-wire's carries the kubelet plugin API
+bindings its build compiled. What they do is checked by running them, with no Go on PATH: the CLI finds the cached
+pinned binaries from the Go modules it ships, a bundled suite passes through the kubelet-plugin sockets, and a
+vendor's own test uses our fixtures through the `pytest11` entry point. The runs attach to the session's local
+cluster (its state directory) so that CI starts no second cluster; `dra-conformance run` starting its own is shown
+in the README's first command.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tomllib
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -22,11 +28,20 @@ from dra_conformance import paths
 from dra_conformance.backends.registry import build_local_binaries
 from dra_conformance.config import SuiteConfig
 from dra_conformance.model.cluster import BackendCapability, ClusterInfo
+from dra_wire.kubelet_pin import PACKAGE, PROTOS
 
 # One worker builds and installs the wheel once for the whole module (loadgroup keeps the group together).
 pytestmark = pytest.mark.xdist_group("wheel")
 
-# Building the wheel is a local copy; installing it fetches its dependencies (pip's cache makes that seconds).
+# Each distribution's directory and its top-level package; the engine's wheel also holds the data it maps in.
+DISTRIBUTIONS = {
+    "dra_conformance": paths.CHECKOUT,
+    "dra_wire": paths.CHECKOUT / "drivers" / "dra-wire",
+    "fake_dra": paths.CHECKOUT / "drivers" / "fake-dra",
+    "fake_metrics": paths.CHECKOUT / "drivers" / "fake-metrics",
+}
+# Building the wheels is a local copy (dra-wire's also compiles the bindings, from the Go module cache or the Go
+# module proxy); installing them fetches their dependencies (pip's cache makes that seconds).
 INSTALL_DEADLINE = 900.0
 # One bundled test or one vendor test against a running cluster, plus Python and plugin start-up.
 RUN_DEADLINE = 300.0
@@ -44,14 +59,37 @@ def test_vendor_check_runs_in_our_namespace(cluster, namespace, api_client):
 
 @dataclass(frozen=True)
 class Installed:
-    """A wheel built from this checkout and a new venv it is installed into."""
+    """The wheels built from this checkout (top-level package -> wheel) and a new venv they are installed into."""
 
-    wheel: Path
+    wheels: dict[str, Path]
     bin: Path
 
+    @property
+    def wheel(self) -> Path:
+        """The engine's wheel."""
+        return self.wheels["dra_conformance"]
 
-def _run(command: list[str], cwd: Path, deadline: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=deadline, check=False)
+    def without_go(self) -> dict[str, str]:
+        """An environment whose PATH has the venv and the system's bin directories, and no Go toolchain."""
+        path = os.pathsep.join([str(self.bin), "/usr/bin", "/bin"])
+        assert shutil.which("go", path=path) is None, f"go is on {path}: the no-Go check would prove nothing"
+        return {**os.environ, "PATH": path}
+
+
+def _names(wheel: Path) -> set[str]:
+    """The files a wheel installs, its own metadata left out."""
+    return {name for name in zipfile.ZipFile(wheel).namelist() if ".dist-info/" not in name}
+
+
+def _metadata(wheel: Path) -> str:
+    archive = zipfile.ZipFile(wheel)
+    return archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+
+
+def _run(
+    command: list[str], cwd: Path, deadline: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=deadline, check=False, env=env)
 
 
 def _tail(result: subprocess.CompletedProcess[str]) -> str:
@@ -60,25 +98,31 @@ def _tail(result: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    """Build the wheel and install it into a new venv in an empty temp dir."""
+    """Build the four wheels and install them into a new venv in an empty temp dir.
+
+    They are installed by path, in one command: our own distributions never come from an index.
+    """
     if paths.installed():
-        pytest.skip("runs from a checkout: it builds the wheel of that checkout")
+        pytest.skip("runs from a checkout: it builds the wheels of that checkout")
     scratch = tmp_path_factory.mktemp("wheel")
+    sources = [str(directory) for directory in DISTRIBUTIONS.values()]
     built = _run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(scratch), str(paths.CHECKOUT)],
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(scratch), *sources],
         scratch,
         INSTALL_DEADLINE,
     )
     assert built.returncode == 0, f"pip wheel: {_tail(built)}"
-    wheel = next(scratch.glob("dra_conformance-*.whl"))
+    wheels = {package: next(scratch.glob(f"{package}-*.whl")) for package in DISTRIBUTIONS}
     venv.EnvBuilder(with_pip=True).create(scratch / "venv")
     bin_dir = scratch / "venv" / "bin"
-    added = _run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)], scratch, INSTALL_DEADLINE)
-    assert added.returncode == 0, f"pip install {wheel.name}: {_tail(added)}"
-    yield Installed(wheel, bin_dir)
+    added = _run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "-q", *map(str, wheels.values())], scratch, INSTALL_DEADLINE
+    )
+    assert added.returncode == 0, f"pip install {sorted(w.name for w in wheels.values())}: {_tail(added)}"
+    yield Installed(wheels, bin_dir)
 
 
-def test_wheel_carries_suites_data_cluster_modules_and_reference_programs(installed: Installed) -> None:
+def test_engine_wheel_carries_suites_data_and_cluster_modules(installed: Installed) -> None:
     names = set(zipfile.ZipFile(installed.wheel).namelist())
     expected = {
         "dra_conformance/plugin/__init__.py",
@@ -96,14 +140,44 @@ def test_wheel_carries_suites_data_cluster_modules_and_reference_programs(instal
         "dra_conformance/reference_driver_deploy/rbac.yaml",
         "dra_conformance/report/allure_npm/package.json",
         "dra_conformance/report/allure_npm/package-lock.json",
-        "dra_wire/kubelet_api.py",
-        "fake_dra/__main__.py",
-        "fake_metrics/__main__.py",
     }
     assert expected <= names, f"missing from {installed.wheel.name}: {sorted(expected - names)}"
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(installed.wheel).read(entry_points).decode()
     assert "[pytest11]\ndra_conformance = dra_conformance.plugin" in text, text
+
+
+def test_each_file_ships_in_exactly_one_wheel(installed: Installed) -> None:
+    names = {package: _names(wheel) for package, wheel in installed.wheels.items()}
+    for package, files in names.items():
+        tops = {name.split("/", 1)[0] for name in files}
+        assert tops == {package}, f"{installed.wheels[package].name} holds top-level {sorted(tops - {package})}"
+    for package, directory in DISTRIBUTIONS.items():
+        if package == "dra_conformance":
+            continue
+        sources = {str(path.relative_to(directory)) for path in (directory / package).rglob("*.py")}
+        sources = {name for name in sources if not name.startswith(f"{package}/{PACKAGE}/")}
+        assert sources <= names[package], f"{package} wheel lacks {sorted(sources - names[package])}"
+
+
+def test_engine_depends_on_the_pinned_releases_of_the_other_three(installed: Installed) -> None:
+    requires = {line.removeprefix("Requires-Dist: ") for line in _metadata(installed.wheel).splitlines()}
+    for package, directory in DISTRIBUTIONS.items():
+        if package == "dra_conformance":
+            continue
+        project = tomllib.loads((directory / "pyproject.toml").read_text())["project"]
+        assert f"{project['name']}=={project['version']}" in requires, (project["name"], sorted(requires))
+
+
+def test_dra_wire_wheel_carries_typed_bindings_and_needs_no_build_tools(installed: Installed) -> None:
+    names = _names(installed.wheels["dra_wire"])
+    for dest in PROTOS:
+        module = f"dra_wire/{PACKAGE}/{dest.removesuffix('.proto')}"
+        expected = {f"{module}{suffix}" for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")}
+        assert expected <= names, f"missing from dra-wire's wheel: {sorted(expected - names)}"
+    assert not [name for name in names if name.endswith(".proto")], "the wheel ships bindings, not upstream .proto"
+    requires = [line for line in _metadata(installed.wheels["dra_wire"]).splitlines() if line.startswith("Requires")]
+    assert not [r for r in requires if "grpcio-tools" in r or "mypy-protobuf" in r], requires
 
 
 def test_installed_cli_finds_the_cached_binaries_from_the_modules_it_ships(
@@ -131,6 +205,7 @@ def test_bundled_suite_runs_from_an_empty_directory(installed: Installed, cluste
         ],
         tmp_path,
         RUN_DEADLINE,
+        env=installed.without_go(),
     )
     assert result.returncode == 0 and " 1 passed" in result.stdout, _tail(result)
     junit = list(tmp_path.glob("reports/*/junit.xml"))

@@ -1,25 +1,31 @@
-"""The kubelet plugin API bindings are generated from the pinned k8s.io/kubelet protos, not from copies."""
+"""The kubelet plugin API bindings are a typed subpackage built with dra-wire from the pinned protos, not copies."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import pytest
-
+import dra_wire
 from dra_wire import kubelet_api
 
 
-@pytest.mark.needs_go
-def test_bindings_are_generated_from_the_pinned_module_into_the_cache(tmp_path: Path) -> None:
-    root = kubelet_api.generate(cache_dir=tmp_path)
-    assert root.parent == tmp_path / "proto", root
-    generated = sorted(str(p.relative_to(root)) for p in root.rglob("*_pb2*.py"))
-    assert "kubeletapi/dra/v1/api_pb2_grpc.py" in generated, generated
-    assert "kubeletapi/pluginregistration/v1/api_pb2.py" in generated, generated
-    assert kubelet_api.generate(cache_dir=tmp_path) == root  # second call reuses
+def test_bindings_are_a_typed_subpackage_of_dra_wire() -> None:
+    root = kubelet_api.bindings_dir()
+    assert root == Path(dra_wire.__file__).parent / "kubeletapi", root
+    for dest in kubelet_api.PROTOS:
+        module = root / dest.removesuffix(".proto")
+        for suffix in ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi"):
+            assert module.with_name(module.name + suffix).is_file(), f"{dest}: no {module.name}{suffix} in {root}"
 
 
-@pytest.mark.needs_go
+def test_load_imports_the_subpackage_without_touching_sys_path() -> None:
+    before = list(sys.path)
+    api = kubelet_api.load()
+    assert sys.path == before
+    assert api.dra_v1.__name__ == "dra_wire.kubeletapi.dra.v1.api_pb2", api.dra_v1.__name__
+    assert "kubeletapi" not in sys.modules, "the bindings must import each other inside dra_wire"
+
+
 def test_dra_service_has_the_kubelet_methods() -> None:
     api = kubelet_api.load()
     service = api.dra_v1.DESCRIPTOR.services_by_name["DRAPlugin"]

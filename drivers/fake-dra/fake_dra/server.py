@@ -11,6 +11,8 @@ from typing import Any
 import grpc
 
 from dra_wire.kubelet_api import KubeletAPI
+from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2 as registration
+from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
 from fake_dra.broken import PRODUCT_CDI_VENDOR, BrokenMode
 from fake_dra.config import DriverConfig
 from fake_dra.core import ClaimRef, ClaimRefused, DriverCore
@@ -108,29 +110,32 @@ def health_servicer(core: DriverCore, messages: ModuleType, services: ModuleType
     return Servicer()
 
 
-def registration_servicer(core: DriverCore, api: KubeletAPI) -> Any:
+def registration_servicer(core: DriverCore) -> registration_grpc.RegistrationServicer:
     """The plugin-watcher registration service the kubelet calls first."""
-    messages, services = api.registration, api.registration_grpc
 
-    class Servicer(services.RegistrationServicer):  # type: ignore[name-defined,misc]
-        def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+    class Servicer(registration_grpc.RegistrationServicer):
+        def GetInfo(  # noqa: N802
+            self, request: registration.InfoRequest, context: grpc.ServicerContext
+        ) -> registration.PluginInfo:
             started = time.time()
             fault = core.faults.find("registration-failure")
             if fault is not None:
                 core.calls.record("GetInfo", started, claims=[], outcome=f"error: {fault.message}")
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"registration failed (injected): {fault.message}")
             core.calls.record("GetInfo", started, claims=[], outcome="ok")
-            return messages.PluginInfo(
+            return registration.PluginInfo(
                 type="DRAPlugin",
                 name=registered_name(core.config),
                 endpoint=str(core.config.dra_socket),
                 supported_versions=supported_versions(core.config),
             )
 
-        def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:  # noqa: N802
+        def NotifyRegistrationStatus(  # noqa: N802
+            self, request: registration.RegistrationStatus, context: grpc.ServicerContext
+        ) -> registration.RegistrationStatusResponse:
             outcome = "registered" if request.plugin_registered else f"rejected: {request.error}"
             core.calls.record("NotifyRegistrationStatus", time.time(), claims=[], outcome=outcome)
-            return messages.RegistrationStatusResponse()
+            return registration.RegistrationStatusResponse()
 
     return Servicer()
 
@@ -153,8 +158,8 @@ def start(core: DriverCore, api: KubeletAPI) -> list[grpc.Server]:
     dra.add_insecure_port(f"unix://{config.dra_socket}")
     dra.start()
 
-    registration = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    api.registration_grpc.add_RegistrationServicer_to_server(registration_servicer(core, api), registration)
-    registration.add_insecure_port(f"unix://{config.registration_socket}")
-    registration.start()
-    return [registration, dra]
+    registration_server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    registration_grpc.add_RegistrationServicer_to_server(registration_servicer(core), registration_server)
+    registration_server.add_insecure_port(f"unix://{config.registration_socket}")
+    registration_server.start()
+    return [registration_server, dra]
