@@ -20,8 +20,9 @@ class Timeouts:
     apiserver_ready: float = 60.0
     # kwok marks a node Ready in its first stage pass, normally well under a second after the Node exists.
     node_ready: float = 30.0
-    # A fake driver process imports grpc and the API client (~1 s) and publishes its slice before it answers.
-    driver_ready: float = 30.0
+    # A fake driver process imports grpc and the API client (~1 s) and publishes its slice before it answers; two
+    # clusters' drivers starting on 2 loaded cores (load average 10) were seen to need more than 30 s.
+    driver_ready: float = 60.0
     # The aggregator's availability controller probes a new APIService at once and retries with a short backoff.
     metrics_available: float = 60.0
     # A Metrics API implementation has its first samples after its first scrapes: metrics-server needs two, 15 s apart.
