@@ -8,8 +8,9 @@ controller asks whether the run's identity holds every right the bundled suites 
 run ends the same way, naming what is missing, unless `--dra-allow-partial` is given; then the checks of the suites
 that need a missing right are skipped at collection, as not applicable. The workers get the cluster's description
 and the missing rights, and never repeat the checks. Without `--dra-cluster`, the first test that needs the cluster
-starts the local one, under a file lock. The supervisor stops a local cluster when its owner exits, and the
-controller stops it at session end unless `--dra-keep-cluster` is given.
+starts the local one, under a file lock. A local cluster has owners: every run that starts or attaches to it holds
+it (`backends.local.owners`), the controller releases it at session end, and the supervisor stops it when its last
+owner has released it or exited, unless `--dra-keep-cluster` (or `cluster up`) kept it.
 
 All of this happens only in a run that asks for DRA conformance (see `plugin.opt_in`); in any other run the
 plugin only fixes a run id no one reads.
