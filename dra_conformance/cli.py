@@ -240,7 +240,48 @@ def _pytest_then_html(pytest_args: list[str]) -> int:
     return code
 
 
+# The plugin's pytest options before every one of them took the `--dra-` prefix: an old command line gets one line
+# naming the new spelling instead of pytest's usage error. The run's own flags (--cluster, --kubeconfig, --profile,
+# --nodes, --real-node) are this CLI's and kept their names.
+FORMER_PLUGIN_OPTIONS = (
+    "audit-log",
+    "canary-allocation-slo",
+    "canary-error-budget",
+    "canary-ready-slo",
+    "canary-tolerance",
+    "catalog",
+    "cluster-state-dir",
+    "context",
+    "keep-cluster",
+    "keep-cluster-for-next-run",
+    "keep-resources",
+    "metrics-freshness-slo",
+    "metrics-implementation",
+    "metrics-watch",
+    "no-mask",
+    "rbac-matrix",
+    "reports-dir",
+    "rollback-drive",
+    "rollback-phase",
+    "rollback-resource",
+    "rollback-state",
+    "strictness",
+    "workload-image",
+)
+
+
+def refuse_former_options(pytest_args: list[str]) -> None:
+    """Raise UsageError for a plugin option given by its name before the `--dra-` prefix."""
+    for arg in pytest_args:
+        name = arg.removeprefix("--").split("=", 1)[0]
+        if arg.startswith("--") and name in FORMER_PLUGIN_OPTIONS:
+            raise UsageError(
+                f"--{name} is now --dra-{name} (every pytest option of dra-conformance starts with --dra-)"
+            )
+
+
 def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    refuse_former_options(pytest_args)
     if args.profile:
         load_profile(args.profile)  # a bad profile is one line before pytest starts
     make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.cli import EXIT_FAILED, EXIT_USAGE, PLUGIN_PATH_OPTIONS, chosen_targets, main
+from dra_conformance.cli import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    FORMER_PLUGIN_OPTIONS,
+    PLUGIN_PATH_OPTIONS,
+    chosen_targets,
+    main,
+)
 from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, rollback_fixtures, scenario_fixtures
 
 
@@ -85,3 +92,22 @@ def test_the_cli_knows_every_path_option_of_the_plugin() -> None:
     for module in (options, metrics_fixtures, rbac_fixtures, scenario_fixtures, rollback_fixtures):
         module.pytest_addoption(recorder)
     assert recorder.path_options == PLUGIN_PATH_OPTIONS
+
+
+def test_a_plugin_option_by_its_former_name_gets_one_line_naming_the_new_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["run", "--cluster-state-dir=/tmp/x", "-k", "rbac"])
+    assert code == EXIT_USAGE, code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "dra-conformance: --cluster-state-dir is now --dra-cluster-state-dir "
+        "(every pytest option of dra-conformance starts with --dra-)"
+    ], err
+
+
+def test_every_former_option_name_is_a_plugin_option_with_the_prefix(pytester: pytest.Pytester) -> None:
+    group = pytester.parseconfig()._parser.getgroup(options.GROUP)
+    names = {name for option in group.options for name in option.names()}
+    missing = [name for name in FORMER_PLUGIN_OPTIONS if f"--dra-{name}" not in names]
+    assert not missing, f"not options of the plugin: {missing}"
