@@ -11,7 +11,7 @@ METRICS_SERVER = "v0.9.0"
 CONTAINERD = "v2.3.7"
 # runc for the real node tier (opt-in), started by containerd's runc shim: the latest v1.4 patch.
 RUNC = "v1.4.4"
-# The kubelet plugin API (.proto files) is pinned where its bindings are generated: dra_wire.kubelet_api.
+# The kubelet plugin API (.proto files) is pinned where dra-wire builds its bindings from: dra_wire.kubelet_pin.
 
 # Feature gates per Kubernetes minor, identical for every component. GA gates that are locked to their
 # default are left out: setting a locked gate to false is rejected, and gates are removed a few releases
