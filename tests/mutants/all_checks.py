@@ -195,11 +195,6 @@ class AllChecksRun:
         """How the check named for the mutant ended in this run."""
         return named_check_outcome(self.summary, self.mutant.killed_by) if self.summary is not None else "unknown"
 
-    @property
-    def named_check_failed(self) -> bool:
-        """Whether the check named for the mutant failed."""
-        return self.named_check == "failed"
-
 
 @dataclass(frozen=True)
 class MutantVerdicts:
