@@ -25,6 +25,7 @@ from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
 from dra_conformance.report.obligations_doc import render as render_obligations
+from dra_conformance.timeouts import Timeouts, timeout_option
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
 from dra_wire.kubelet_api import BindingsError
@@ -49,6 +50,21 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
     return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {value:g}")
+    return value
+
+
+# The deadlines of bringing a cluster up and down, which `cluster up` takes with the plugin's spelling; a host that
+# starts many clusters at once (a CI matrix on one machine) lengthens them instead of failing readiness under load.
+CLUSTER_DEADLINES = ("etcd_ready", "apiserver_ready", "node_ready", "driver_ready", "metrics_available", "process_stop")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +93,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="fake",
         help="Metrics API: fake (reference adapter, default), metrics-server (real, v1beta1), none",
     )
+    for name in CLUSTER_DEADLINES:
+        cluster.add_argument(
+            timeout_option(name),
+            dest=f"timeout_{name}",
+            type=_positive_seconds,
+            metavar="SECONDS",
+            help=f"the {name} deadline (default {getattr(Timeouts(), name):g}s)",
+        )
 
     run = commands.add_parser("run", help="run the conformance suites (extra arguments go to pytest)")
     run.add_argument("--cluster", choices=tuple(BACKENDS), default="local")
@@ -126,18 +150,25 @@ def _build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cluster(args: argparse.Namespace) -> int:
-    if args.profile:
-        load_profile(args.profile)  # a bad profile is one line before anything starts
-    config = SuiteConfig(
+def cluster_config(args: argparse.Namespace) -> SuiteConfig:
+    """The settings of a `cluster` command, its deadlines included."""
+    return SuiteConfig(
         nodes=args.nodes,
         state_dir=args.state_dir,
         cache_dir=args.cache_dir,
         metrics=args.metrics,
         profile=args.profile,
         real_node=args.real_node,
+        timeouts=Timeouts().override(
+            **{name: value for name in CLUSTER_DEADLINES if (value := getattr(args, f"timeout_{name}")) is not None}
+        ),
     )
-    backend = make_backend(config)
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    if args.profile:
+        load_profile(args.profile)  # a bad profile is one line before anything starts
+    backend = make_backend(cluster_config(args))
     if args.action == "up":
         started = backend.start()
         print(f"local cluster running: {started.server}, nodes {', '.join(started.nodes + started.real_nodes)}")

@@ -73,3 +73,8 @@ class Timeouts:
     def names(cls) -> list[str]:
         """Return the names of every deadline, for option registration."""
         return [f.name for f in fields(cls)]
+
+
+def timeout_option(name: str) -> str:
+    """The option that overrides the deadline `name`, for the plugin and `cluster up` alike: `--dra-timeout-<name>`."""
+    return "--dra-timeout-" + name.replace("_", "-")

@@ -14,7 +14,7 @@ import pytest
 from dra_conformance.backends.registry import BACKENDS, make_backend
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.errors import UsageError
-from dra_conformance.timeouts import Timeouts
+from dra_conformance.timeouts import Timeouts, timeout_option
 
 T = TypeVar("T")
 
@@ -22,11 +22,6 @@ T = TypeVar("T")
 GROUP = "dra-conformance"
 OPTION_PREFIX = "--dra-"
 DEST_PREFIX = "dra_"
-
-
-def timeout_option(name: str) -> str:
-    """The option that overrides the deadline `name`: `--dra-timeout-<name with dashes>`."""
-    return "--dra-timeout-" + name.replace("_", "-")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -11,10 +11,13 @@ from dra_conformance.cli import (
     EXIT_USAGE,
     FORMER_PLUGIN_OPTIONS,
     PLUGIN_PATH_OPTIONS,
+    build_parser,
     chosen_targets,
+    cluster_config,
     main,
 )
 from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, rollback_fixtures, scenario_fixtures
+from dra_conformance.timeouts import Timeouts
 
 
 def _one_line(text: str) -> str:
@@ -32,14 +35,35 @@ def _one_line(text: str) -> str:
         (["cluster", "up", "--nodes", "two"], "expected a whole number, got 'two'"),
         (["cluster", "status", "--bogus"], "unrecognized arguments: --bogus"),
         (["fly"], "invalid choice: 'fly'"),
+        (["cluster", "up", "--dra-timeout-apiserver-ready", "0"], "expected more than 0 seconds, got 0"),
+        (["cluster", "up", "--dra-timeout-etcd-ready=soon"], "expected seconds, got 'soon'"),
+        (["cluster", "up", "--dra-timeout-pod-scheduled=5"], "unrecognized arguments: --dra-timeout-pod-scheduled=5"),
     ],
-    ids=["unknown-action", "zero-nodes", "non-numeric-nodes", "unknown-flag", "unknown-command"],
+    ids=[
+        "unknown-action",
+        "zero-nodes",
+        "non-numeric-nodes",
+        "unknown-flag",
+        "unknown-command",
+        "zero-deadline",
+        "non-numeric-deadline",
+        "deadline-not-of-cluster-start",
+    ],
 )
 def test_bad_flags_exit_with_one_line(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == EXIT_USAGE
     assert expected in _one_line(capsys.readouterr().err)
+
+
+def test_cluster_up_takes_its_start_up_deadlines_with_the_plugins_spelling() -> None:
+    args = build_parser().parse_args(
+        ["cluster", "up", "--dra-timeout-apiserver-ready=240", "--dra-timeout-driver-ready", "120"]
+    )
+    timeouts = cluster_config(args).timeouts
+    assert (timeouts.apiserver_ready, timeouts.driver_ready) == (240.0, 120.0), timeouts
+    assert timeouts.etcd_ready == Timeouts().etcd_ready, "a deadline not given keeps its default"
 
 
 def test_status_of_a_cluster_that_is_not_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
