@@ -227,8 +227,18 @@ class PrivateDrivers:
         self.scratch = Path(tempfile.mkdtemp(prefix="dra-"))
         self.started: list[FakeDriverProcess] = []
 
-    def start(self, nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2) -> PrivateDriver:
-        """Start one instance per node (default: the first node) and wait until each answers."""
+    def start(
+        self,
+        nodes: tuple[str, ...] | None = None,
+        *,
+        profile: str = "gpu",
+        devices: int = 2,
+        args: tuple[str, ...] = (),
+    ) -> PrivateDriver:
+        """Start one instance per node (default: the first node) and wait until each answers.
+
+        `args`: further options of the reference driver for this instance (after the profile's behaviour options).
+        """
         driver = f"{profile}-{self.namespace.rsplit('-', 1)[1]}.fake-dra.example.com"
         identity = DriverIdentity(self.tracker, self.api_client, self.namespace, driver)
         processes = {}
@@ -242,7 +252,7 @@ class PrivateDrivers:
                 state_dir=self.scratch / node / "state",
                 cdi_dir=self.scratch / node / "cdi",
                 delete_slices_on_exit=True,
-                behaviour=self.behaviour,
+                behaviour=(*self.behaviour, *args),
             )
             process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log")
             self.started.append(process)

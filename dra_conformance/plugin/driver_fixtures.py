@@ -268,7 +268,9 @@ def private_driver(
     behaviour = behaviour_args(driver_profile.run.process.args) if driver_profile.run else ()
     drivers = PrivateDrivers(dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts, behaviour)
 
-    def start(nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2) -> PrivateDriver:
+    def start(
+        nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2, args: tuple[str, ...] = ()
+    ) -> PrivateDriver:
         if not driver_profile.declares(Capability.REFERENCE_FAULTS):
             pytest.skip(
                 f"not applicable: needs the reference driver's fault switches and process control; the driver "
@@ -276,7 +278,7 @@ def private_driver(
             )
         if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
             pytest.skip(f"not applicable: backend {cluster.backend} cannot run private reference driver instances")
-        return drivers.start(nodes, profile=profile, devices=devices)
+        return drivers.start(nodes, profile=profile, devices=devices, args=args)
 
     yield start
     leaks = drivers.cleanup()
