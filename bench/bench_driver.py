@@ -27,7 +27,9 @@ For each driver profile, on a private one-node local cluster (temporary state di
 
     python bench/driver [--profiles P ...] [--claims 100] [--pool-devices 1000]
 
-A profile the benchmark cannot size (no known device-count flag in `run.args`) fails with one line before any
+A profile says where its driver's device count is set with the `{devices}` placeholder (in `run.args`, e.g.
+`--num-devices={devices}`, or in `run.env`, e.g. `NUM_DEVICES: "{devices}"`); the benchmark's copy of the profile
+sets `devices.perNode`, which the placeholder stands for. A profile without it fails with one line before any
 cluster starts. A part that fails (the driver does not start, scheduling times out) prints its one-line error
 and the tail of the driver's log, the other parts still run, and the exit code is 1.
 """
@@ -77,12 +79,8 @@ from dra_wire.kubelet_api import load
 TARGET_PREPARE_P99_MS = 20.0
 TARGET_POOL_PUBLISH_S = 2.0
 
-# How a profile's device count is set: flag prefix in `run.args` -> which driver uses it. Exactly one argument of
-# a profile must start with one of these; the benchmark's copy of the profile replaces its value.
-DEVICE_COUNT_FLAGS = {
-    "--devices=": "the reference driver (fake_dra)",
-    "--num-devices=": "Kubernetes' DRA test driver (test/e2e/dra/test-driver kubelet-plugin)",
-}
+# The profile placeholder that stands for devices.perNode: where a profile sets its driver's device count.
+DEVICE_COUNT_PLACEHOLDER = "devices"
 
 # Scheduling 100 pods with one claim each on one node: the scheduler allocates a few dozen per second on 2 cores,
 # and a pod that loses a race for a device is retried with backoff (up to 10 s); three minutes is ample without
@@ -109,29 +107,25 @@ class BenchError(Exception):
 # --- the profile copies -------------------------------------------------------------------------------------------
 
 
-def device_flag(profile_path: Path) -> str:
-    """The device-count flag prefix the profile's `run.args` uses; a one-line BenchError if none or several."""
-    raw = yaml.safe_load(profile_path.read_text())
-    args = ((raw or {}).get("run") or {}).get("args") or []
-    found = [prefix for arg in args for prefix in DEVICE_COUNT_FLAGS if str(arg).startswith(prefix)]
-    if len(found) != 1:
-        known = ", ".join(f"{flag}N ({who})" for flag, who in DEVICE_COUNT_FLAGS.items())
-        problem = "none" if not found else f"{len(found)} ({', '.join(found)})"
+def check_sizeable(profile_path: Path) -> None:
+    """A one-line BenchError unless the profile sets its driver's device count through `{devices}`."""
+    profile = load_profile(profile_path)
+    if profile.run is None or not profile.run.process.uses(DEVICE_COUNT_PLACEHOLDER):
         raise BenchError(
-            f"{profile_path}: run.args has {problem} of the known device-count arguments {known}; "
-            "cannot size its pool (add its flag to DEVICE_COUNT_FLAGS in bench/bench_driver.py)"
+            f"{profile_path}: cannot size its pool: no run.args or run.env uses {{{DEVICE_COUNT_PLACEHOLDER}}}; "
+            f"write it where the driver's device count is set (e.g. --num-devices={{{DEVICE_COUNT_PLACEHOLDER}}}, "
+            f'or NUM_DEVICES: "{{{DEVICE_COUNT_PLACEHOLDER}}}" under run.env)'
         )
-    return found[0]
 
 
 def sized_copy(profile_path: Path, devices: int, directory: Path) -> Path:
     """Write a copy of the profile whose driver publishes `devices` devices per node; the original is untouched.
 
-    The copy lives elsewhere, so its RBAC paths (relative to the profile) are made absolute.
+    `{devices}` in the profile's run stands for devices.perNode, so the copy sets only that. It lives elsewhere,
+    so its RBAC paths (relative to the profile) are made absolute.
     """
-    flag = device_flag(profile_path)
+    check_sizeable(profile_path)
     raw: dict[str, Any] = yaml.safe_load(profile_path.read_text())
-    raw["run"]["args"] = [f"{flag}{devices}" if str(arg).startswith(flag) else arg for arg in raw["run"]["args"]]
     identity = raw["identity"]
     identity["rbac"] = [str((profile_path.parent / p).resolve()) for p in identity.get("rbac", [])]
     raw["devices"]["perNode"] = devices
@@ -578,8 +572,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         for path in args.profiles:  # every profile sizeable before any cluster starts
-            load_profile(path)
-            device_flag(path)
+            check_sizeable(path)
     except (BenchError, ConformanceError) as error:
         sys.exit(f"bench/driver: {error}")
     started = time.monotonic()

@@ -138,6 +138,7 @@ class _InPodValues(Mapping[str, str]):
             "cdi_dir": str(CDI_DIR),
             "data_dir": str(DRIVER_DATA_ROOT / profile.driver),
             "python": IMAGE_PYTHON,
+            "devices": str(profile.devices.per_node),
         }
 
     def __getitem__(self, name: str) -> str:

@@ -47,6 +47,7 @@ PLACEHOLDERS = frozenset(
         "data_dir",
         "kubelet_root",
         "python",
+        "devices",
     }
 )
 # `{bin:<component>}`: the path of a pinned binary the engine builds, by its builder's component name.
@@ -151,6 +152,11 @@ class ProcessTemplate:
     def environment(self, values: Mapping[str, str]) -> dict[str, str]:
         """The rendered variables to add to the environment."""
         return {name: render(value, values) for name, value in self.env.items()}
+
+    def uses(self, placeholder: str) -> bool:
+        """Whether a word of the command line or a variable's value uses `{placeholder}`."""
+        templates = (*self.command, *self.args, *self.env.values())
+        return any(match.group(1) == placeholder for word in templates for match in _PLACEHOLDER.finditer(word))
 
 
 @dataclass(frozen=True)

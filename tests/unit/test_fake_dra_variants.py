@@ -364,6 +364,7 @@ def _values(root: Path, driver: str) -> dict[str, str]:
     kubelet_root = root / "kubelet"
     return {
         "python": "python3",
+        "devices": "8",
         "driver": driver,
         "node": "node-a",
         "kubeconfig": str(root / "driver.kubeconfig"),

@@ -18,6 +18,7 @@ from dra_conformance.driver.profile import (
     AttributeType,
     Capability,
     DriverProfile,
+    ProcessTemplate,
     Strictness,
     load_profile,
     profile_hash,
@@ -90,6 +91,7 @@ def _values(root: Path) -> dict[str, str]:
         "data_dir": str(root / "state"),
         "kubelet_root": str(kubelet_root),
         "python": "/usr/bin/python3",
+        "devices": "8",
         "bin:kube": "/cache/bin/kube",
         "bin:dra_test_driver": "/cache/bin/dra-test-driver",
     }
@@ -153,6 +155,27 @@ def test_upstream_test_driver_profile_runs_the_pinned_binary_and_declares_only_w
     assert profile.run.directories(values) == [Path(values["plugins_dir"])]
     assert not profile.declares(Capability.STATUS_DEVICES) and not profile.declares(Capability.REFERENCE_FAULTS)
     assert (profile.devices.per_node, profile.devices.attributes) == (4, {})
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_profile_sets_its_device_count_through_the_devices_placeholder(name: str, tmp_path: Path) -> None:
+    profile = _shipped(name)
+    assert profile.run is not None and profile.run.process.uses("devices"), profile.run
+    argv = profile.run.process.argv(_values(tmp_path) | {"devices": "1000"})
+    assert any(word.endswith("=1000") and "devices" in word for word in argv), argv
+
+
+def test_a_placeholder_in_an_environment_value_counts_as_used() -> None:
+    template = ProcessTemplate(command=("driver",), env={"NUM_DEVICES": "{devices}"})
+    assert template.uses("devices") and not template.uses("node")
+    assert template.environment({"devices": "12"}) == {"NUM_DEVICES": "12"}
+
+
+def test_fake_driver_takes_its_device_count_from_the_environment_unless_given_a_flag() -> None:
+    base = ["--driver-name=d.example.com", "--node-name=n"]
+    assert parse_args(base, environ={"FAKE_DRA_DEVICES": "12"}).devices == 12
+    assert parse_args([*base, "--devices=3"], environ={"FAKE_DRA_DEVICES": "12"}).devices == 3
+    assert parse_args(base, environ={}).devices == 4
 
 
 # --- one source of truth: the schema documents what the code knows -------------------------------------------------

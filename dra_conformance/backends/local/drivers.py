@@ -118,6 +118,7 @@ def placeholder_values(
         "cdi_dir": str(endpoint.cdi_dir),
         "data_dir": str(layout.root / "nodes" / endpoint.node / "driver-data"),
         "python": sys.executable,
+        "devices": str(profile.devices.per_node),
     }
 
 

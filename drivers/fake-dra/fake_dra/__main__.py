@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import signal
 import sys
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
@@ -27,8 +29,12 @@ PREPARED_FILE = "prepared.json"
 SHUTDOWN_GRACE = 5.0
 
 
-def parse_args(argv: list[str] | None = None) -> DriverConfig:
-    """Command line -> DriverConfig."""
+# The device count may come from the environment instead of --devices, as many drivers' DaemonSets set it.
+DEVICES_ENV = "FAKE_DRA_DEVICES"
+
+
+def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.environ) -> DriverConfig:
+    """Command line (and FAKE_DRA_DEVICES) -> DriverConfig."""
     parser = argparse.ArgumentParser(prog="fake-dra", description=__doc__)
     parser.add_argument("--driver-name", required=True)
     parser.add_argument("--node-name", required=True)
@@ -36,7 +42,9 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
     parser.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"))
     parser.add_argument("--state-dir", type=Path, default=Path("/var/lib/fake-dra"))
     parser.add_argument("--profile", choices=PROFILES, default="gpu")
-    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument(
+        "--devices", type=int, default=None, help=f"devices in the node's pool (default: ${DEVICES_ENV}, else 4)"
+    )
     parser.add_argument("--kubeconfig", type=Path, default=None, help="default: in-cluster configuration")
     parser.add_argument("--delete-slices-on-exit", action="store_true")
     parser.add_argument("--driver-version", default="1.0.0", help="release to play: 1.x.y or 2.x.y (default 1.0.0)")
@@ -73,6 +81,11 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
         "the whole NodePrepareResources call as the upstream kubeletplugin helper does (default per-claim)",
     )
     args = parser.parse_args(argv)
+    if args.devices is None:
+        from_env = environ.get(DEVICES_ENV, "4")
+        if not from_env.isdigit():
+            parser.error(f"{DEVICES_ENV} must be a whole number, got {from_env!r}")
+        args.devices = int(from_env)
     if args.devices < 1:
         parser.error(f"--devices must be at least 1, got {args.devices}")
     if not re.fullmatch(r"[12]\.\d+\.\d+", args.driver_version):
