@@ -40,6 +40,7 @@ import argparse
 import contextlib
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import threading
@@ -64,7 +65,7 @@ from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import DriverProfile, load_profile
 from dra_conformance.errors import ConformanceError
-from dra_conformance.kube import waits
+from dra_conformance.kube import audit_log, waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.namespaces import create_namespace
@@ -92,6 +93,15 @@ POOL_POLL_INTERVAL = 0.025
 CONNECT_DEADLINE = 5.0
 # All calls start together once every thread is up; a thread pool of 100 starts in well under a second.
 BARRIER_DEADLINE = 30.0
+# How long the kubelet gives one NodePrepareResources call (defaultClientCallTimeout, k8s.io/kubernetes v1.37.2
+# pkg/kubelet/cm/dra/plugin/dra_plugin.go:43): a prepare slower than this fails on a real node.
+KUBELET_CALL_DEADLINE = 45.0
+# client-go's default client rate limit (k8s.io/client-go v0.37.2 rest/config.go:48-49), which many drivers keep.
+CLIENT_GO_DEFAULT_QPS, CLIENT_GO_DEFAULT_BURST = 5, 10
+# A per-second request count that stays within this share of its median (or within one request) is "flat".
+FLAT_RATE_TOLERANCE = 0.2
+# Prepares whose p99 exceeds the API floor's by this factor waited for something besides the API server.
+SLOW_AGAINST_FLOOR = 2.0
 # Field manager of the API floor's status entries, so removing them leaves any other entry alone.
 FLOOR_FIELD_MANAGER = "bench-driver-floor"
 # Lines of each driver log quoted when a part fails, and their maximum width.
@@ -196,6 +206,9 @@ class LatencyResult:
     # module's docstring).
     floor: LatencyResult | None = None
     read_floor: LatencyResult | None = None
+    # The driver's own API requests per second while the prepares ran (from the audit log), and whose they are.
+    driver_requests: list[int] = field(default_factory=list)
+    driver_user: str = ""
 
     def percentile(self, quantile: float) -> float:
         """The nearest-rank percentile (`model.stats`) of the latencies, in seconds."""
@@ -369,7 +382,14 @@ def measure_latency(profile_path: Path, claims: int, scratch: Path, failure: lis
         with DriverClient(load(), endpoint.registration_socket) as driver:
             # Connect first, as the kubelet does when the plugin registers: no call pays for the connection.
             grpc.channel_ready_future(driver.endpoint()).result(timeout=CONNECT_DEADLINE)
+            since = time.time()
             prepare_all(driver, refs, result)
+            until = time.time()
+        if info.audit_log is not None:
+            account = profile.identity.service_account
+            result.driver_user = f"system:serviceaccount:{account.namespace}:{account.name}"
+            result.driver_requests = audit_log.requests_per_second(info.audit_log, result.driver_user, since, until)
+        with DriverClient(load(), endpoint.registration_socket) as driver:
             result.unprepare_errors = unprepare_all(driver, refs)  # on a failure the cluster goes anyway
     return result
 
@@ -465,6 +485,31 @@ class ProfileReport:
     pool_log: list[str] = field(default_factory=list)
 
 
+def throttling_diagnosis(requests: list[int], p99: float, floor_p99: float) -> str:
+    """One line: whether the driver's API request rate during the prepares points at a client-side rate limiter.
+
+    A limiter shows as a flat rate: the same number of requests every second while prepares queue behind it,
+    whatever the API server could take. The first and last seconds are partial and left out.
+    """
+    inner = requests[1:-1]
+    if len(inner) < 2:
+        return f"the prepares took {len(requests)} s of requests: too short to judge the driver's request rate"
+    median = statistics.median(inner)
+    spread = max(inner) - min(inner)
+    flat = median > 0 and spread <= max(1.0, FLAT_RATE_TOLERANCE * median)
+    slow = floor_p99 > 0 and p99 > SLOW_AGAINST_FLOOR * floor_p99
+    if flat and slow:
+        return (
+            f"THROTTLED: the driver's API requests ran flat at ~{median:g}/s for {len(inner)} s while prepares "
+            f"waited (p99 {p99 / floor_p99:.1f}x the API floor): its API client's rate limiter is the likely cause "
+            f"(client-go's default is QPS {CLIENT_GO_DEFAULT_QPS}, burst {CLIENT_GO_DEFAULT_BURST}); raise the "
+            "driver's QPS/burst"
+        )
+    if flat:
+        return f"request rate flat at ~{median:g}/s, but prepares kept within {SLOW_AGAINST_FLOOR:g}x the API floor"
+    return f"no sign of a client-side rate limit: {min(inner)}-{max(inner)} requests per second (median {median:g})"
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f} ms"
 
@@ -496,6 +541,22 @@ def print_profile(report: ProfileReport, claims: int, pool_devices: int) -> None
                 f"  {'API floor: GET alone per claim, same concurrency':<58} p50 {ms(reads.percentile(0.5))}"
                 f"  p99 {ms(reads.percentile(0.99))}"
             )
+        if latency.latencies:
+            slowest = latency.percentile(0.99)
+            within = "within it" if slowest < KUBELET_CALL_DEADLINE else "prepares this slow would FAIL on a real node"
+            print(
+                f"  {'kubelet gRPC deadline per NodePrepareResources call':<58} {KUBELET_CALL_DEADLINE:g} s; "
+                f"p99 {ms(slowest)}: {within}"
+            )
+        if latency.driver_requests:
+            per_second = " ".join(str(count) for count in latency.driver_requests)
+            print(
+                f"  {'driver API requests per second during the prepares':<58} {per_second}  "
+                f"({sum(latency.driver_requests)} by {latency.driver_user}, from the audit log)"
+            )
+            floor_p99 = latency.floor.percentile(0.99) if latency.floor and latency.floor.latencies else 0.0
+            slowest = latency.percentile(0.99) if latency.latencies else 0.0
+            print(f"  {'':<58} {throttling_diagnosis(latency.driver_requests, slowest, floor_p99)}")
     else:
         print(f"  {label:<58} FAILED: {report.latency_error}")
         for line in report.latency_log:

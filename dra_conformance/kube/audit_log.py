@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +47,28 @@ def status_writes(audit_log: Path, namespace: str, claim: str, user: str) -> lis
             code = (event.get("responseStatus") or {}).get("code", "?")
             attempts.append(f"{event['verb']} -> {code}")
     return attempts
+
+
+def _received(event: dict[str, Any]) -> float | None:
+    stamp = event.get("requestReceivedTimestamp")
+    if not isinstance(stamp, str):
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def requests_per_second(audit_log: Path, user: str, since: float, until: float) -> list[int]:
+    """How many requests `user` made in each whole second from `since` to `until` (Unix times), by arrival.
+
+    Each request counts once (its ResponseComplete event); the last bucket is the partial second before `until`.
+    """
+    buckets = [0] * max(1, math.ceil(until - since))
+    for event in events(audit_log, containing=f'"username":"{user}"'):
+        if event.get("stage") != "ResponseComplete" or (event.get("user") or {}).get("username") != user:
+            continue
+        received = _received(event)
+        if received is not None and since <= received < until:
+            buckets[min(len(buckets) - 1, int(received - since))] += 1
+    return buckets
