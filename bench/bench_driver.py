@@ -493,7 +493,10 @@ def throttling_diagnosis(requests: list[int], p99: float, floor_p99: float) -> s
     """
     inner = requests[1:-1]
     if len(inner) < 2:
-        return f"the prepares took {len(requests)} s of requests: too short to judge the driver's request rate"
+        return (
+            f"no sign of a client-side rate limit: {sum(requests)} requests within {len(requests)} s (a limiter "
+            "shows as the same count second after second while prepares wait)"
+        )
     median = statistics.median(inner)
     spread = max(inner) - min(inner)
     flat = median > 0 and spread <= max(1.0, FLAT_RATE_TOLERANCE * median)

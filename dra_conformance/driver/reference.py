@@ -111,6 +111,8 @@ BEHAVIOUR_OPTIONS = (
     "--keep-status-after-unprepare",
     "--unknown-claim-answer",
     "--broken-mode",
+    "--api-qps",
+    "--api-burst",
 )
 
 

@@ -20,6 +20,7 @@ from fake_dra.config import HEALTH_SERVICES, PROFILES, DriverConfig
 from fake_dra.core import DriverCore
 from fake_dra.faults import FaultSet
 from fake_dra.kube import PUBLISH_WORKERS, DriverAPI, api_client, denial
+from fake_dra.rate_limit import TokenBucket
 from fake_dra.recorder import CallLog
 from fake_dra.state import PreparedClaims
 
@@ -80,7 +81,16 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         help="refuse a claim this node cannot prepare (missing, not allocated here) with a per-claim error, or fail "
         "the whole NodePrepareResources call as the upstream kubeletplugin helper does (default per-claim)",
     )
+    parser.add_argument(
+        "--api-qps",
+        type=float,
+        default=0.0,
+        help="limit its API requests to this many per second after a burst, as client-go does (default 0: no limit)",
+    )
+    parser.add_argument("--api-burst", type=int, default=10, help="requests allowed at once under --api-qps")
     args = parser.parse_args(argv)
+    if args.api_qps < 0 or args.api_burst < 1:
+        parser.error(f"--api-qps must be 0 or more and --api-burst at least 1, got {args.api_qps} and {args.api_burst}")
     if args.devices is None:
         from_env = environ.get(DEVICES_ENV, "4")
         if not from_env.isdigit():
@@ -106,6 +116,8 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         ready_condition=args.status_conditions == "ready",
         keep_status_after_unprepare=args.keep_status_after_unprepare,
         whole_call_refusal=args.unknown_claim_answer == "whole-call",
+        api_qps=args.api_qps,
+        api_burst=args.api_burst,
     )
 
 
@@ -120,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     try:
         connections = server.WORKERS + PUBLISH_WORKERS  # every gRPC worker, or every slice writer, at once
-        api = DriverAPI(api_client(config.kubeconfig, connections), config.driver_name)
+        limit = TokenBucket(config.api_qps, config.api_burst) if config.api_qps > 0 else None
+        api = DriverAPI(api_client(config.kubeconfig, connections), config.driver_name, limit)
         core = DriverCore(
             config,
             api,

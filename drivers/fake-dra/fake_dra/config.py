@@ -45,6 +45,10 @@ class DriverConfig:
     # The driver release this process plays: its devices' driverVersion attribute; from 2.0.0 on its devices also
     # carry a firmware attribute and its state file is written in format 2 (which 1.x reads too).
     driver_version: str = "1.0.0"
+    # A client-side limit on its API requests (token bucket: `api_qps` per second after a burst of `api_burst`), as
+    # client-go puts on Go drivers; 0: unlimited (--api-qps, --api-burst).
+    api_qps: float = 0.0
+    api_burst: int = 10
 
     # Variants: where the Kubernetes contract allows several behaviours, each is selectable at start, so the suite
     # can certify every one of them (the defaults are the behaviour users like best, not the only correct one).

@@ -10,6 +10,8 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from fake_dra.rate_limit import TokenBucket
+
 Manifest = dict[str, Any]
 API_VERSION = "resource.k8s.io/v1"
 # One call to the API server from a driver; a slow server should fail the prepare, not hang it.
@@ -56,13 +58,19 @@ def denial(error: ApiException) -> str:
 class DriverAPI:
     """Thin wrapper over the resource.k8s.io/v1 calls the driver makes, with JSON dicts in and out."""
 
-    def __init__(self, api: client.ApiClient, driver_name: str) -> None:
-        """Call the API server through `api`; status writes use `driver_name` as field manager."""
+    def __init__(self, api: client.ApiClient, driver_name: str, limit: TokenBucket | None = None) -> None:
+        """Call the API server through `api`, within `limit` if given; status writes use `driver_name` as manager."""
         self.resource = client.ResourceV1Api(api)
         self.driver_name = driver_name
+        self.limit = limit
+
+    def _admit(self) -> None:
+        if self.limit is not None:
+            self.limit.admit()
 
     def get_claim(self, namespace: str, name: str) -> Manifest:
         """The claim as a dict."""
+        self._admit()
         response = self.resource.read_namespaced_resource_claim(
             name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
         )
@@ -82,6 +90,7 @@ class DriverAPI:
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
             "status": {"devices": entries},
         }
+        self._admit()
         response = self.resource.patch_namespaced_resource_claim_status(
             meta["name"],
             meta["namespace"],
@@ -96,6 +105,7 @@ class DriverAPI:
 
     def list_slices(self, node: str) -> list[Manifest]:
         """Every ResourceSlice of this driver bound to `node` (its pool, plus any left over from earlier runs)."""
+        self._admit()
         response = self.resource.list_resource_slice(
             field_selector=f"spec.driver={self.driver_name},spec.nodeName={node}",
             _preload_content=False,
@@ -126,6 +136,7 @@ class DriverAPI:
         # The response (the whole slice) is not needed: skipping its conversion into model objects saves most of
         # the client-side time of a 128-device write.
         if current is None:
+            self._admit()
             response = self.resource.create_resource_slice(
                 manifest, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             )
@@ -133,6 +144,7 @@ class DriverAPI:
             name = manifest["metadata"]["name"]
             version = current["metadata"]["resourceVersion"]
             replacement = {**manifest, "metadata": {**manifest["metadata"], "resourceVersion": version}}
+            self._admit()
             response = self.resource.replace_resource_slice(
                 name, replacement, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
             )
@@ -146,6 +158,7 @@ class DriverAPI:
     def delete_slice(self, name: str) -> None:
         """Delete the slice; already gone is fine."""
         try:
+            self._admit()
             self.resource.delete_resource_slice(name, _request_timeout=REQUEST_TIMEOUT)
         except ApiException as error:
             if error.status != 404:
