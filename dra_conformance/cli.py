@@ -208,7 +208,7 @@ PYTEST_VALUE_OPTIONS = frozenset(
 # `--dra-reports-dir DIR`, DIR is a value, not a test path.
 PLUGIN_PATH_OPTIONS = frozenset(
     {"--dra-kubeconfig", "--dra-cluster-state-dir", "--dra-profile", "--dra-catalog", "--dra-audit-log"}
-    | {"--dra-reports-dir", "--dra-rbac-matrix", "--dra-rollback-state"}
+    | {"--dra-reports-dir", "--dra-rbac-matrix", "--dra-rollback-state", "--dra-phases-file"}
 )
 
 

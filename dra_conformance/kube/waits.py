@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -15,6 +17,9 @@ T = TypeVar("T")
 # condition does not flood the API server.
 POLL_MIN_INTERVAL = 0.05
 POLL_MAX_INTERVAL = 1.0
+# Every wait is logged here at DEBUG when it ends, with `wait_what`, `wait_seconds`, `wait_deadline` and
+# `wait_met` on the record: what `--dra-phases-file` (and so `bench/suites --profile-phases`) reads.
+LOG = logging.getLogger(__name__)
 
 
 def until(
@@ -50,9 +55,11 @@ def until(
         wait=wait_exponential(multiplier=POLL_MIN_INTERVAL, min=POLL_MIN_INTERVAL, max=max_interval),
         retry=retry_if_result(lambda outcome: not outcome[0]),
     )
+    started = time.monotonic()
     try:
         done, value = retrying(attempt)
     except RetryError:
+        _log_wait(what, time.monotonic() - started, timeout, met=False)
         error = last.get("error")
         raise WaitTimeout(
             what,
@@ -60,5 +67,13 @@ def until(
             last_observed=last.get("observed"),
             last_error=error if isinstance(error, BaseException) else None,
         ) from None
+    _log_wait(what, time.monotonic() - started, timeout, met=True)
     assert done
     return value  # type: ignore[return-value]
+
+
+def _log_wait(what: str, seconds: float, deadline: float, *, met: bool) -> None:
+    if LOG.isEnabledFor(logging.DEBUG):
+        fields = {"wait_what": what, "wait_seconds": seconds, "wait_deadline": deadline, "wait_met": met}
+        ending = "met" if met else "timed out"
+        LOG.debug("waited %.3f s of %g s for %s (%s)", seconds, deadline, what, ending, extra=fields)

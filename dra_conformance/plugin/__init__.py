@@ -16,4 +16,5 @@ pytest_plugins = [
     "dra_conformance.plugin.rollback_fixtures",
     "dra_conformance.plugin.certification_hooks",
     "dra_conformance.plugin.masking_hooks",
+    "dra_conformance.plugin.phases",
 ]

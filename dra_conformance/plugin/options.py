@@ -102,6 +102,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--dra-audit-log", type=Path, default=None, help="kube-apiserver audit log of an existing cluster")
     group.addoption("--dra-reports-dir", type=Path, default=None, help="report root (default <rootdir>/reports)")
+    group.addoption(
+        "--dra-phases-file",
+        type=Path,
+        default=None,
+        help="append per test phase its duration and every wait (what, seconds, deadline) as JSON lines",
+    )
     for name in Timeouts.names():
         group.addoption(
             timeout_option(name),
