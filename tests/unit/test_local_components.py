@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,13 @@ def test_controller_manager_signs_with_the_cluster_ca_and_is_not_paced_by_the_de
     pki = context.layout.pki
     assert flags["cluster-signing-cert-file"] == str(pki / "ca.crt"), flags
     assert (flags["kube-api-qps"], flags["kube-api-burst"], flags["controllers"]) == ("100", "200", "*"), flags
+
+
+def test_scheduler_keeps_its_default_client_limit_unless_a_bench_lifts_it(context: ControlPlaneContext) -> None:
+    flags = _flags(KubeScheduler().command(context)[0].argv)
+    assert "kube-api-qps" not in flags and "kube-api-burst" not in flags, flags
+    lifted = _flags(KubeScheduler().command(dataclasses.replace(context, scheduler_qps=5000))[0].argv)
+    assert (lifted["kube-api-qps"], lifted["kube-api-burst"]) == ("5000", "5000"), lifted
 
 
 def test_kwok_manages_only_annotated_nodes_on_its_port(context: ControlPlaneContext) -> None:

@@ -93,6 +93,9 @@ class LocalClusterConfig:
     profile: Path = field(default_factory=paths.reference_driver_profile)
     # Add a real node: a kubelet on containerd and runc on this machine (root only), for kubelet-mode checks.
     real_node: bool = False
+    # The scheduler's client QPS and burst (bench/scheduling --scheduler-qps, as upstream's scheduler_perf lifts
+    # them); None leaves the scheduler's defaults, as on a default cluster.
+    scheduler_qps: int | None = None
 
 
 class LocalBackend:
@@ -226,6 +229,7 @@ class LocalBackend:
             stop_timeout=self.config.timeouts.process_stop,
             owner_pid=self.config.owner_pid,
             cleanup_paths=[drivers.runtime_dir(self.layout)],
+            scheduler_qps=self.config.scheduler_qps,
         )
         plan.write(self.layout.plan)
         Owners().joined(self.config.owner_pid).write(self.layout.owners)

@@ -124,6 +124,7 @@ def render(
     stop_timeout: float,
     owner_pid: int | None,
     cleanup_paths: list[Path] | None = None,
+    scheduler_qps: int | None = None,
 ) -> Plan:
     """Write PKI, kubeconfigs and configs under `layout`, and return the process plan."""
     for directory in (layout.pki, layout.config, layout.logs, layout.etcd_data):
@@ -131,7 +132,7 @@ def render(
     cluster_ca = _write_pki(layout)
     kubeconfigs = _write_kubeconfigs(layout, cluster_ca, server_url(ports))
     _write_configs(layout, kwok_stages)
-    context = ControlPlaneContext(layout, binaries, ports, versions.feature_gate_flag(), kubeconfigs)
+    context = ControlPlaneContext(layout, binaries, ports, versions.feature_gate_flag(), kubeconfigs, scheduler_qps)
     processes: list[ProcessSpec] = [spec for component in COMPONENTS for spec in component.command(context)]
     return Plan(
         processes=processes,

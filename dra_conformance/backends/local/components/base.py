@@ -59,6 +59,8 @@ class ControlPlaneContext:
     feature_gates: str
     # Component (controller-manager, scheduler, kwok) -> the kubeconfig of its identity.
     kubeconfigs: dict[str, Path]
+    # The scheduler's client QPS and burst; None keeps its defaults (50, 100), as a default cluster runs it.
+    scheduler_qps: int | None = None
 
     @property
     def server(self) -> str:

@@ -34,6 +34,9 @@ class KubeScheduler:
             "--profiling=false",
             "--v=1",
         ]
+        if context.scheduler_qps is not None:
+            # Deprecated flags, still honoured while no --config file is given (cmd/kube-scheduler options).
+            argv += [f"--kube-api-qps={context.scheduler_qps}", f"--kube-api-burst={context.scheduler_qps}"]
         log = str(context.layout.component_log(self.name))
         return [ProcessSpec(self.name, argv, log, wait_for=KubeApiserver.ready_url(context))]
 
