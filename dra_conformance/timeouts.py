@@ -45,6 +45,9 @@ class Timeouts:
     pod_running: float = 60.0
     # A Job's one pod runs and exits on a real kubelet, then the job controller syncs within a second.
     job_complete: float = 90.0
+    # The kubelet copies a device's health into the pod's status (allocatedResourcesStatus) on the pod's next status
+    # sync, which a health change from the driver's stream triggers; 60 s covers a kubelet busy on 2 cores.
+    pod_health: float = 60.0
     # A leased node is held for one check: the longest, a driver restart behind a faulty API, takes about a minute.
     node_lease: float = 180.0
     # The csrsigning controller signs an approved CSR within one sync, well under a second; 60 s covers a
