@@ -23,7 +23,7 @@ Each kwokctl cluster is deleted (`kwokctl delete cluster`) right after its figur
 no DRA driver and no metrics adapter; ours does both, so the targets are: our whole warm start (drivers included)
 no slower than kwokctl's api_and_nodes, and our API-and-nodes figure ahead of it.
 
-    python bench/cluster_up [--runs 5] [--nodes 2] [--skip-cold] [--real-node]
+    python bench/cluster_up [--runs 5] [--nodes 2] [--skip-cold] [--real-node] [--json [PATH]]
 
 With --real-node the clusters also start the real node (kubelet, containerd, runc; root), and the extra start
 time it costs is printed: the backend's phases from the fake drivers ready until the real node is Ready
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -52,7 +53,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import bench_record
 import yaml
+from bench_record import Figure, lower
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -102,20 +105,24 @@ class BenchError(Exception):
     """A part of the benchmark could not measure; the message is one line."""
 
 
-def cold_build(assets: Path) -> None:
+def cold_build(assets: Path) -> dict[str, float]:
+    """Build every component with an empty Go build cache; its seconds per component."""
     with tempfile.TemporaryDirectory(prefix="dra-bench-cold-") as scratch:
         root = Path(scratch)
         builder = Builder(
             assets, root / "cache", timeout=3600, echo=lambda _m: None, go_env={"GOCACHE": str(root / "gocache")}
         )
         total = 0.0
+        built: dict[str, float] = {}
         for component in COMPONENTS:
             started = time.monotonic()
             builder.ensure(component)
             seconds = time.monotonic() - started
             total += seconds
+            built[component.name] = seconds
             print(f"cold build {component.name:<5} {component.version:<8} {seconds:7.1f} s", flush=True)
         print(f"cold build total               {total:7.1f} s  (empty GOCACHE, warm module cache)")
+        return built
 
 
 # --- kwokctl ------------------------------------------------------------------------------------------------------
@@ -402,6 +409,37 @@ def report(ours: list[WarmStart], theirs: list[KwokctlStart], nodes: int, real_n
     print(f"  ratio ours whole warm start / kwokctl API alone: {ratio(median, api)}")
 
 
+def figures(ours: list[WarmStart], theirs: list[KwokctlStart], cold: dict[str, float], real_node: bool) -> list[Figure]:
+    """The record of what `report` prints (medians; `--json`), and the cold build's seconds when it ran."""
+    median = statistics.median(run.total for run in ours)
+    api_and_nodes = statistics.median(run.api_and_nodes for run in ours)
+    found = [
+        lower("warm_start_s", median, "s"),
+        lower("api_and_nodes_s", api_and_nodes, "s"),
+        lower("stop_s", statistics.median(run.stop for run in ours), "s"),
+        *(
+            lower(f"phase_{phase}_s", statistics.median(r.phases.get(phase, 0.0) for r in ours), "s")
+            for phase in ours[0].phases
+        ),
+    ]
+    if real_node:
+        extra = statistics.median(sum(run.phases[phase] for phase in REAL_NODE_PHASES) for run in ours)
+        found.append(lower("real_node_extra_s", extra, "s"))
+    if cold:
+        found += [lower(f"cold_build_{name}_s", seconds, "s") for name, seconds in cold.items()]
+        found.append(lower("cold_build_total_s", sum(cold.values()), "s"))
+    if theirs:
+        full = statistics.median(run.api_and_nodes for run in theirs)
+        found += [
+            lower("kwokctl_api_s", statistics.median(run.api for run in theirs), "s"),
+            lower("kwokctl_api_and_nodes_s", full, "s"),
+            lower("kwokctl_command_s", statistics.median(run.command for run in theirs), "s"),
+            lower("api_and_nodes_over_kwokctl", api_and_nodes / full if full > 0 else math.inf, "x"),
+            lower("warm_start_over_kwokctl", median / full if full > 0 else math.inf, "x"),
+        ]
+    return found
+
+
 def interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C: clusters stopped and deleted, temporary files removed
 
@@ -412,14 +450,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=2)
     parser.add_argument("--skip-cold", action="store_true", help="skip the cold build (it takes minutes)")
     parser.add_argument("--real-node", action="store_true", help="also start the real node and print what it adds")
+    bench_record.add_option(parser)
     args = parser.parse_args()
     if args.runs < 1 or args.nodes < 1:
         parser.error("--runs and --nodes must be at least 1")
     signal.signal(signal.SIGTERM, interrupt)
     assets = LocalClusterConfig().assets
+    cold: dict[str, float] = {}
     try:
         if not args.skip_cold:
-            cold_build(assets)
+            cold = cold_build(assets)
         # Warm runs need the cached binaries; this is a no-op when they exist.
         builder = Builder(assets, LocalClusterConfig().cache_dir, timeout=3600, echo=print)
         binaries = builder.ensure_all()
@@ -440,6 +480,7 @@ def main() -> None:
     except (BenchError, ConformanceError) as error:
         sys.exit(f"bench/cluster_up: {type(error).__name__}: {error}")
     report(ours, theirs, args.nodes, args.real_node)
+    bench_record.save(args.json, "cluster_up", figures(ours, theirs, cold, args.real_node))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ For each driver profile, on a private one-node local cluster (temporary state di
    completeness, not for the device count. It is printed next to the measured figure for comparison; both include
    the driver's own start-up (Python imports or Go runtime start, API client set-up, the first slice write).
 
-    python bench/driver [--profiles P ...] [--claims 100] [--pool-devices 1000]
+    python bench/driver [--profiles P ...] [--claims 100] [--pool-devices 1000] [--json [PATH]]
 
 A profile says where its driver's device count is set with the `{devices}` placeholder (in `run.args`, e.g.
 `--num-devices={devices}`, or in `run.env`, e.g. `NUM_DEVICES: "{devices}"`); the benchmark's copy of the profile
@@ -52,8 +52,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import bench_record
 import grpc
 import yaml
+from bench_record import Figure, lower
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -600,6 +602,37 @@ def print_targets(reports: list[ProfileReport]) -> None:
         print(f"  {report.path.name:<{width}}  {prepare:<34}  {pool}")
 
 
+def figures(reports: list[ProfileReport], wall_seconds: float) -> list[Figure]:
+    """The record of the printed figures (`--json`), each named after its profile's file: `<stem>.<figure>`."""
+    found = [lower("wall_s", wall_seconds, "s")]
+    for report in reports:
+        prefix = report.path.stem
+        latency = report.latency
+        if latency is not None:
+            found += [
+                lower(f"{prefix}.prepare_errors", len(latency.errors), "count"),
+                lower(f"{prefix}.unprepare_errors", latency.unprepare_errors, "count"),
+                lower(f"{prefix}.allocate_s", latency.setup_seconds, "s"),
+            ]
+            if latency.latencies:
+                found += [
+                    lower(f"{prefix}.prepare_p50_ms", latency.percentile(0.5) * 1000, "ms"),
+                    lower(f"{prefix}.prepare_p99_ms", latency.percentile(0.99) * 1000, "ms"),
+                    lower(f"{prefix}.prepare_max_ms", max(latency.latencies) * 1000, "ms"),
+                ]
+            for name, floor in (("floor", latency.floor), ("read_floor", latency.read_floor)):
+                if floor is not None and floor.latencies:
+                    found.append(lower(f"{prefix}.{name}_p50_ms", floor.percentile(0.5) * 1000, "ms"))
+                    found.append(lower(f"{prefix}.{name}_p99_ms", floor.percentile(0.99) * 1000, "ms"))
+            if latency.latencies and latency.floor is not None and latency.floor.latencies:
+                ratio = latency.percentile(0.99) / latency.floor.percentile(0.99)
+                found.append(lower(f"{prefix}.prepare_p99_over_floor", ratio, "x"))
+        if report.pool is not None:
+            found.append(lower(f"{prefix}.pool_publish_s", report.pool.publish_seconds, "s"))
+            found.append(lower(f"{prefix}.drivers_ready_s", report.pool.drivers_ready, "s"))
+    return found
+
+
 def measure(path: Path, claims: int, pool_devices: int) -> ProfileReport:
     report = ProfileReport(path, load_profile(path).driver)
     with tempfile.TemporaryDirectory(prefix="dra-bench-driver-") as scratch:
@@ -630,6 +663,7 @@ def main() -> None:
     )
     parser.add_argument("--claims", type=int, default=100, help="concurrent claims to prepare (default 100)")
     parser.add_argument("--pool-devices", type=int, default=1000, help="devices in the published pool (default 1000)")
+    bench_record.add_option(parser)
     args = parser.parse_args()
     if args.claims < 1 or args.pool_devices < 1:
         parser.error("--claims and --pool-devices must be at least 1")
@@ -648,7 +682,9 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit("bench/driver: interrupted; clusters stopped, temporary directories removed")
     print_targets(reports)
-    print(f"total wall time {time.monotonic() - started:.0f} s")
+    wall = time.monotonic() - started
+    print(f"total wall time {wall:.0f} s")
+    bench_record.save(args.json, "driver", figures(reports, wall))
     if any(report.latency is None or report.pool is None or report.latency.errors for report in reports):
         sys.exit(1)
 

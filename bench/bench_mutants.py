@@ -5,7 +5,7 @@ Each mutant (a realistic vendor bug: a `--broken-mode` of the reference driver, 
 the driver under test on a private local cluster, one after the other (tests/mutants/harness.py, the same code the
 tests/mutants tests use).
 
-    python bench/mutants [--mutant NAME ...] [--all-checks [--workdir DIR]]
+    python bench/mutants [--mutant NAME ...] [--all-checks [--workdir DIR]] [--json [PATH]]
 
 By default each mutant runs only its named check (about a minute each): prints the table mutant -> failing tests
 (the check named for it marked `*`) and the score killed/total. A mutant is killed when its named check fails. Exit
@@ -28,6 +28,9 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
+
+import bench_record
+from bench_record import Figure, higher, lower
 
 from dra_conformance import paths
 from dra_conformance.model.obligations import Basis, Registry
@@ -57,7 +60,19 @@ def failing(run: MutantRun) -> str:
     return ", ".join(names) or "(none)"
 
 
-def named_checks(chosen: list[Mutant]) -> int:
+def named_figures(runs: list[MutantRun]) -> list[Figure]:
+    """The record of the default mode (`--json`): the score, and per mutant whether it was killed and how fast."""
+    killed = sum(run.killed for run in runs)
+    return [
+        higher("score_pct", 100 * killed / len(runs), "%"),
+        lower("not_killed", len(runs) - killed, "count"),
+        lower("seconds_total", sum(run.seconds for run in runs), "s"),
+        *(higher(f"{run.mutant.name}.killed", run.killed, "bool") for run in runs),
+        *(lower(f"{run.mutant.name}.seconds", run.seconds, "s") for run in runs),
+    ]
+
+
+def named_checks(chosen: list[Mutant], record: str | None) -> int:
     """The default mode: each mutant against its named check only."""
     runs = []
     with tempfile.TemporaryDirectory(prefix="dra-bench-mutants-") as scratch:
@@ -75,6 +90,7 @@ def named_checks(chosen: list[Mutant]) -> int:
         print(f"{'':<{width}}  {'':<8}  {NAMED_MARK} {run.mutant.killed_by}: {why}")
     killed = sum(run.killed for run in runs)
     print(f"\nmutation score: {killed}/{len(runs)} killed ({100 * killed / len(runs):.0f}%)")
+    bench_record.save(record, "mutants", named_figures(runs))
     return 0 if killed == len(runs) else 1
 
 
@@ -110,7 +126,28 @@ def counts(run: AllChecksRun) -> str:
     return f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} errors of {collected} checks"
 
 
-def whole_suite(chosen: list[Mutant], workdir: Path | None) -> int:
+def whole_suite_figures(done: list[MutantVerdicts]) -> list[Figure]:
+    """The record of --all-checks (`--json`): the refusals by basis, and per mutant whether it was refused."""
+    refused = [v for v in done if not v.result.fails_the_bench]
+
+    def seconds(verdicts: MutantVerdicts) -> float:
+        return sum(run.seconds for run in (verdicts.contract, verdicts.strict) if run is not None)
+
+    return [
+        higher("refused_pct", 100 * len(refused) / len(done), "%"),
+        lower("not_refused", len(done) - len(refused), "count"),
+        *(
+            higher(f"{basis}_refused", sum(v.basis == basis for v in refused), "count")
+            for basis in (Basis.CONTRACT, Basis.DEFENSIVE)
+        ),
+        higher("named_obligation_refusals", sum(v.named_its_obligation for v in refused), "count"),
+        lower("seconds_total", sum(seconds(v) for v in done), "s"),
+        *(higher(f"{v.mutant.name}.refused", not v.result.fails_the_bench, "bool") for v in done),
+        *(lower(f"{v.mutant.name}.seconds", seconds(v), "s") for v in done),
+    ]
+
+
+def whole_suite(chosen: list[Mutant], workdir: Path | None, record: str | None) -> int:
     """--all-checks: each mutant against the whole default suite, refused under the strictness its bug calls for."""
     registry = Registry.load()
     done: list[MutantVerdicts] = []
@@ -150,6 +187,7 @@ def whole_suite(chosen: list[Mutant], workdir: Path | None) -> int:
         f"verdict named the broken obligation in {len(refused) - len(named)}/{len(refused)} refusals"
         + (f"; refused by other obligations: {', '.join(named)}" if named else "")
     )
+    bench_record.save(record, "mutants_all_checks", whole_suite_figures(done))
     failing = [f"{v.mutant.name} ({v.result})" for v in done if v.result.fails_the_bench]
     if failing:
         print(f"FAILED: {', '.join(failing)}")
@@ -173,6 +211,7 @@ def main() -> int:
         help="with --all-checks: keep each run's profile, cluster state and reports under DIR/<mutant> "
         "(default: a temporary directory, removed)",
     )
+    bench_record.add_option(parser)
     args = parser.parse_args()
     chosen = [mutant(name) for name in args.mutant] if args.mutant else list(MUTANTS)
     reused = [
@@ -180,7 +219,7 @@ def main() -> int:
     ]
     if reused:
         parser.error(f"--workdir: earlier runs' reports in {', '.join(reused)} (one run per directory)")
-    return whole_suite(chosen, args.workdir) if args.all_checks else named_checks(chosen)
+    return whole_suite(chosen, args.workdir, args.json) if args.all_checks else named_checks(chosen, args.json)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ What a platform team's CI does when matrix jobs share one host. It checks that e
 got the same loopback port (ports.py reserves each one machine-wide), and that `cluster down` leaves no process
 behind; and it measures what N clusters cost (start-up time, resident memory, the lowest MemAvailable seen).
 
-    python bench/parallel_clusters [--clusters 20] [--nodes 2] [--startup-deadline 300] [--workdir DIR]
+    python bench/parallel_clusters [--clusters 20] [--nodes 2] [--startup-deadline 300] [--workdir DIR] [--json [PATH]]
 
 The start-up deadlines (etcd, API server, driver readiness) are passed to every `cluster up` as
 `--dra-timeout-<name>`: their defaults are sized for one or two clusters per host, while N clusters starting on a
@@ -35,7 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import bench_record
 import yaml
+from bench_record import Figure, higher, lower
 
 # How often MemAvailable is sampled while the clusters start (a measurement, not a synchronization).
 MEMORY_SAMPLE_INTERVAL = 1.0
@@ -109,6 +111,28 @@ def leftovers(workdir: Path) -> list[str]:
     return [line for line in found.stdout.splitlines() if "parallel_clusters" not in line and "pgrep" not in line]
 
 
+def figures(clusters: list[Cluster], shared: int, in_use: int, left: int, resident: int, lowest: int) -> list[Figure]:
+    """The record of the printed figures (`--json`); memory in KiB as read from /proc, recorded in GiB."""
+    up = [c for c in clusters if c.code == 0]
+    times = sorted(c.seconds for c in up)
+    found = [
+        higher("clusters_up", len(up), "count"),
+        lower("clusters_failed", len(clusters) - len(up), "count"),
+        lower("ports_shared", shared, "count"),
+        lower("address_in_use_clusters", in_use, "count"),
+        lower("left_running", left, "count"),
+        lower("resident_gib", resident / 1024**2, "GiB"),
+        higher("mem_available_lowest_gib", lowest / 1024**2, "GiB"),
+    ]
+    if times:
+        found += [
+            lower("startup_first_s", times[0], "s"),
+            lower("startup_median_s", times[len(times) // 2], "s"),
+            lower("startup_last_s", times[-1], "s"),
+        ]
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--clusters", type=int, default=20)
@@ -120,6 +144,7 @@ def main() -> int:
         default=300.0,
         help="seconds for each of etcd, API server and driver readiness per cluster (default 300)",
     )
+    bench_record.add_option(parser)
     args = parser.parse_args()
     workdir = (args.workdir or Path(tempfile.mkdtemp(prefix="dra-parallel-"))).resolve()
     clusters = [Cluster(index, workdir / f"cluster-{index:02d}") for index in range(args.clusters)]
@@ -196,6 +221,8 @@ def main() -> int:
         f" GiB before, lowest {min(lowest) / 1024**2:.1f} GiB while starting"
     )
     print(f"left running after cluster down: {left or 'nothing'}")
+    found = figures(clusters, len(shared), len(in_use_errors), len(left), resident, min(lowest))
+    bench_record.save(args.json, "parallel_clusters", found)
     if args.workdir is None and not left:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0 if len(up) == len(clusters) and not shared and not in_use_errors and not left else 1

@@ -35,13 +35,14 @@ upstream's SchedulingWithResourceClaimTemplate):
 Nothing is deleted object by object: the whole cluster, etcd data included, goes with the temporary directory.
 
     python bench/scheduling [--nodes 100] [--claims 1000] [--devices 10] [--driver-nodes 2] [--mode direct]
-                            [--scheduler-qps 5000]
+                            [--scheduler-qps 5000] [--json [PATH]]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import signal
@@ -59,8 +60,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import bench_record
 import urllib3
 import yaml
+from bench_record import Figure, higher, lower
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -124,6 +127,8 @@ REQUESTS_METRIC = "rest_client_requests_total"
 MAX_NODES = 240
 # Extrapolation of the per-driver cost: how many driver processes the comparison is made for.
 DRIVERS_FOR_ALL = 100
+# The latency percentiles the report prints, by the name of their figure in the record (`--json`).
+PERCENTILES = (("p50", 0.5), ("p95", 0.95))
 
 
 class BenchError(Exception):
@@ -650,10 +655,44 @@ def report(setup: Setup, observed: Observed, creation: Creation, limits: list[Cl
     return rate
 
 
+def figures(setup: Setup, observed: Observed, creation: Creation, limits: list[ClientLimits]) -> list[Figure]:
+    """The record of what `report` prints (`--json`); the ratio is to upstream's floor of our pinned release."""
+    first_pod = min(observed.pod_seen.values())
+    bound = sorted(observed.pod_bound.values())
+    window = bound[-1] - first_pod
+    rate = len(bound) / window if window > 0 else math.inf
+    bins = per_second(first_pod, bound)
+    allocations = [observed.claim_allocated[uid] - observed.claim_seen[uid] for uid in observed.claim_allocated]
+    pod_latencies = [observed.pod_bound[name] - observed.pod_seen[name] for name in observed.pod_bound]
+    created = creation.finished - creation.started
+    found = [
+        higher("pods_per_second", rate, "pods/s"),
+        higher("pods_per_second_median_bin", statistics.median(bins), "pods/s"),
+        higher("pods_per_second_peak_bin", max(bins), "pods/s"),
+        higher("pods_per_second_over_upstream_floor", rate / UPSTREAM_FLOORS[1][0], "x"),
+        higher("creation_pods_per_second", setup.claims / created if created > 0 else math.inf, "pods/s"),
+        lower("last_binding_after_creation_s", bound[-1] - creation.finished, "s"),
+        lower("setup_s", setup.setup_seconds, "s"),
+        *(lower(f"allocation_{q}_ms", percentile(allocations, f) * 1000, "ms") for q, f in PERCENTILES),
+        lower("allocation_max_ms", max(allocations) * 1000, "ms"),
+        *(lower(f"pod_latency_{q}_ms", percentile(pod_latencies, f) * 1000, "ms") for q, f in PERCENTILES),
+        lower("pod_latency_max_ms", max(pod_latencies) * 1000, "ms"),
+    ]
+    if setup.costs:
+        found.append(lower("driver_rss_mib", statistics.median(cost.rss_mib for cost in setup.costs), "MiB"))
+        found.append(lower("driver_cpu_s", statistics.median(cost.cpu_seconds for cost in setup.costs), "s"))
+    found += [
+        lower(f"{limit.component}.rate_limiter_wait_s", limit.waited_seconds, "s")
+        for limit in limits
+        if limit.waited_seconds is not None
+    ]
+    return found
+
+
 # --- main ---------------------------------------------------------------------------------------------------------
 
 
-def measure(args: argparse.Namespace, scratch: Path) -> None:
+def measure(args: argparse.Namespace, scratch: Path) -> list[Figure]:
     started = time.monotonic()
     profile = sized_profile(args.devices, scratch)
     backend = LocalBackend(
@@ -715,6 +754,7 @@ def measure(args: argparse.Namespace, scratch: Path) -> None:
             components = ["kube-scheduler"] + (["kube-controller-manager"] if args.mode == "template" else [])
             limits = [client_limits(backend.layout, info.details, component) for component in components]
         report(setup, observed, creation, limits)
+        return figures(setup, observed, creation, limits)
     finally:
         backend.stop()
 
@@ -748,6 +788,7 @@ def main() -> None:
         help="lift the scheduler's client QPS and burst to this, as upstream's scheduler_perf does (it uses "
         f"{UPSTREAM_SCHEDULER_QPS}); default: the scheduler's own (50, 100), as on a default cluster",
     )
+    bench_record.add_option(parser)
     args = parser.parse_args()
     if not 1 <= args.driver_nodes <= args.nodes <= MAX_NODES:
         parser.error(f"need 1 <= --driver-nodes <= --nodes <= {MAX_NODES}")
@@ -761,12 +802,13 @@ def main() -> None:
     print(f"machine: {machine()}", flush=True)
     try:
         with tempfile.TemporaryDirectory(prefix="dra-bench-scheduling-") as scratch:
-            measure(args, Path(scratch))
+            found = measure(args, Path(scratch))
     except KeyboardInterrupt:
         sys.exit("bench/scheduling: interrupted; cluster stopped, temporary directory removed")
     except (BenchError, ConformanceError, ApiException, HTTPError) as error:
         message = " ".join(str(error).split())
         sys.exit(f"bench/scheduling: {type(error).__name__}: {message}")
+    bench_record.save(args.json, "scheduling", found)
 
 
 if __name__ == "__main__":

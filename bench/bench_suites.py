@@ -14,7 +14,7 @@ awaited until gone, and the namespace's deletion is requested (as the suite's te
 namespaces once per session, so the floor awaits them once after the last cycle). The per-test overhead is the
 suite's median per test that ran at -n 1 minus the floor's median per cycle.
 
-    python bench/suites [--suites suites/allocation suites/status] [--runs 1] [--floor-runs 10]
+    python bench/suites [--suites suites/allocation suites/status] [--runs 1] [--floor-runs 10] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import bench_record
+from bench_record import Figure, higher, lower
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
@@ -137,6 +139,25 @@ def api_floor(info: ClusterInfo, runs: int, scratch: Path) -> tuple[list[float],
     return cycles, time.monotonic() - started, endpoint.node
 
 
+def figures(
+    cycles: list[float], namespaces_gone: float, walls: dict[int, list[float]], ran_one: list[float]
+) -> list[Figure]:
+    """The record of the printed figures (`--json`): the floor, the wall times, the speed-up and the overhead."""
+    one, two = statistics.median(walls[1]), statistics.median(walls[2])
+    suite, floor = statistics.median(ran_one), statistics.median(cycles)
+    return [
+        lower("floor_median_s", floor, "s"),
+        lower("floor_p95_s", percentile(cycles, 0.95), "s"),
+        lower("floor_namespaces_gone_s", namespaces_gone, "s"),
+        lower("wall_n1_s", one, "s"),
+        lower("wall_n2_s", two, "s"),
+        higher("speedup_n2", one / two, "x"),
+        lower("test_median_n1_s", suite, "s"),
+        lower("overhead_per_test_s", suite - floor, "s"),
+        lower("suite_over_floor", suite / floor, "x"),
+    ]
+
+
 def interrupt(_signum: int, _frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # SIGTERM cleans up like Ctrl-C: the cluster stopped, its directory removed
 
@@ -146,6 +167,7 @@ def main() -> None:
     parser.add_argument("--suites", nargs="+", default=["suites/allocation", "suites/status"])
     parser.add_argument("--runs", type=int, default=1, help="repetitions per worker count (medians are reported)")
     parser.add_argument("--floor-runs", type=int, default=10, help="API floor cycles (default 10)")
+    bench_record.add_option(parser)
     args = parser.parse_args()
     if args.runs < 1 or args.floor_runs < 1:
         parser.error("--runs and --floor-runs must be at least 1")
@@ -187,6 +209,7 @@ def main() -> None:
         f"suite median {suite:.2f} s - floor median {floor:.2f} s = {suite - floor:.2f} s; "
         f"suite/floor {suite / floor:.2f}x"
     )
+    bench_record.save(args.json, "suites", figures(cycles, namespaces_gone, walls, ran_one))
 
 
 if __name__ == "__main__":
