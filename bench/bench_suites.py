@@ -15,6 +15,11 @@ namespaces once per session, so the floor awaits them once after the last cycle)
 suite's median per test that ran at -n 1 minus the floor's median per cycle.
 
     python bench/suites [--suites suites/allocation suites/status] [--runs 1] [--floor-runs 10] [--json [PATH]]
+                        [--profile-phases]
+
+`--profile-phases` records the -n 2 run with `--dra-phases-file` and prints where its time went
+(bench/phases_report.py): setup, API work, waits (by deadline) and teardown, the longest tests and the ten largest
+waits with what each waited for. `--suites suites` profiles the whole default run.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from types import FrameType
 from typing import Any
 
 import bench_record
+import phases_report
 from bench_record import Figure, higher, lower
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
@@ -58,8 +64,13 @@ DELETE_DEADLINE = Timeouts().delete
 FLOOR_RUN_ID = "bench-suites-floor"
 
 
-def run(workers: int, suites: list[str], junit: Path, state_dir: Path) -> tuple[float, list[float], list[float], str]:
-    """Run the suites once; return the wall time, every test's duration, those of the tests that ran, the summary."""
+def run(
+    workers: int, suites: list[str], junit: Path, state_dir: Path, phases: Path | None = None
+) -> tuple[float, list[float], list[float], str]:
+    """Run the suites once; return the wall time, every test's duration, those of the tests that ran, the summary.
+
+    With `phases`, the run writes its per-phase record there (`--dra-phases-file`).
+    """
     started = time.monotonic()
     result = subprocess.run(
         [
@@ -73,6 +84,7 @@ def run(workers: int, suites: list[str], junit: Path, state_dir: Path) -> tuple[
             str(workers),
             f"--dra-cluster-state-dir={state_dir}",
             f"--junitxml={junit}",
+            *([f"--dra-phases-file={phases}"] if phases else []),
             *suites,
         ],
         cwd=paths.CHECKOUT,
@@ -167,6 +179,12 @@ def main() -> None:
     parser.add_argument("--suites", nargs="+", default=["suites/allocation", "suites/status"])
     parser.add_argument("--runs", type=int, default=1, help="repetitions per worker count (medians are reported)")
     parser.add_argument("--floor-runs", type=int, default=10, help="API floor cycles (default 10)")
+    parser.add_argument(
+        "--profile-phases",
+        action="store_true",
+        help="break the -n 2 run into setup, API work, waits (by deadline) and teardown per test, and print the "
+        "ten largest waits with what they waited for",
+    )
     bench_record.add_option(parser)
     args = parser.parse_args()
     if args.runs < 1 or args.floor_runs < 1:
@@ -190,7 +208,8 @@ def main() -> None:
             for workers in (1, 2):
                 for attempt in range(args.runs):
                     junit = scratch / f"n{workers}-{attempt}.xml"
-                    wall, durations, ran, summary = run(workers, args.suites, junit, state_dir)
+                    phases = scratch / "phases-n2.jsonl" if args.profile_phases and workers == 2 else None
+                    wall, durations, ran, summary = run(workers, args.suites, junit, state_dir, phases)
                     walls.setdefault(workers, []).append(wall)
                     if workers == 1:
                         ran_one += ran
@@ -199,6 +218,8 @@ def main() -> None:
                         f"max {max(durations):.2f} s, total wall {wall:.1f} s  ({summary})",
                         flush=True,
                     )
+            if args.profile_phases:
+                print("\n".join(phases_report.render(phases_report.read(scratch / "phases-n2.jsonl"))), flush=True)
         finally:
             backend.stop()
     one, two = statistics.median(walls[1]), statistics.median(walls[2])
