@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import allure
 import pytest
 from kubernetes import client
 
@@ -60,8 +61,8 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
         pytest.skip(f"not applicable: {Capability.HEALTH_STREAM} not declared")
     pod = running_pod(tracker, api_client, build, real_node, timeouts)
     name = pod.metadata.name
-    use = pod.spec.containers[0].resources.claims[0].name
-    claim = pod.status.resource_claim_statuses[0].resource_claim_name
+    use = pod.spec.resource_claims[0].name  # the container's claim: the kubelet names its entry after it
+    claim = pod.spec.resource_claims[0].resource_claim_name
     devices = _allocated(tracker, namespace, claim, driver_profile.driver)
     entry = CLAIM_ENTRY.format(claim=use)
     where = f"pod {name} on {real_node.name}, claim {claim} ({[d['device'] for d in devices]})"
@@ -87,6 +88,7 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
             f"not applicable: the kubelet on {real_node.name} reports no allocatedResourcesStatus for pod {name} "
             "(its ResourceHealthStatus feature gate is off): the driver's health cannot be read from pod status there"
         )
+    allure.attach(str(seen), "allocatedResourcesStatus, device healthy", allure.attachment_type.TEXT)
     obligations.check(
         "kubelet.pod-status-reports-streamed-health",
         settled(seen) and set(seen[entry]) == {"Healthy"},
@@ -115,6 +117,8 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
     finally:
         undo()
     after = health_becomes("Healthy")
+    seen_text = f"during: {during}\nafter: {after}"
+    allure.attach(seen_text, "allocatedResourcesStatus, fault and back", allure.attachment_type.TEXT)
     obligations.check(
         "kubelet.pod-status-follows-health-change",
         during.get(entry) == ["Unhealthy"] * len(devices) and after.get(entry) == ["Healthy"] * len(devices),
