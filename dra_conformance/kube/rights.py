@@ -210,6 +210,13 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights(TRACKED, "pods"),
         *_rights(TRACKED + " patch", "devicetaintrules", RESOURCE, namespaced=False),
     ),
+    # Consumable capacity on one shareable device: a DeviceClass selecting it, claims for its shares and their pods;
+    # the target's pools read. Private gpu-shared instances of the reference driver: local backend only.
+    "capacity": (
+        *_rights(TRACKED, "deviceclasses", RESOURCE, namespaced=False),
+        *_rights(TRACKED, "resourceclaims", RESOURCE),
+        *_rights(TRACKED, "pods"),
+    ),
 }
 
 # What the roles a suite creates grant: the reference driver's ClusterRole (drivers/fake-dra/deploy/rbac.yaml) and

@@ -192,6 +192,14 @@ MUTANTS: tuple[Mutant, ...] = (
         modes=(BrokenMode.NETWORK_DATA_MISMATCH,),
         args=("--profile=nic",),
     ),
+    # A shared-device driver's bug: the capacity checks start private instances of the gpu-shared device profile,
+    # which carry the profile's --broken-mode like every private instance of the driver under test.
+    Mutant(
+        str(BrokenMode.PREPARE_IGNORES_SHARE_ID),
+        "test_each_share_is_prepared_with_its_share_id_and_unprepared_alone",
+        "capacity.unprepare-of-one-share-keeps-the-others",
+        modes=(BrokenMode.PREPARE_IGNORES_SHARE_ID,),
+    ),
     # The RBAC the driver ships.
     Mutant(
         "rbac-arbitrary-node",

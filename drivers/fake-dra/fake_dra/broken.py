@@ -80,6 +80,11 @@ class BrokenMode(StrEnum):
     # Numbers interfaces from 1 in networkData while its slice numbers them from 0: a NIC's status.devices entry
     # names the interface and MAC of the next NIC.
     NETWORK_DATA_MISMATCH = "network-data-mismatch"
+    # Consumable capacity (issue 22, gpu-shared device profile): sets up a shared device by its name alone, ignoring
+    # the share ID of the allocation: every share of a device gets the same CDI device and spec file (a second share
+    # overwrites the first's), unprepare of one share removes the spec the others still use, and the answer carries
+    # no share ID.
+    PREPARE_IGNORES_SHARE_ID = "prepare-ignores-share-id"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).

@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from fake_dra import cdi, devices
+from fake_dra import cdi, devices, shared
 from fake_dra.broken import BrokenMode, legacy_node_name, next_device, product_vendor_id, rotated
 from fake_dra.config import DriverConfig
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
@@ -210,15 +210,19 @@ class DriverCore:
             set_up = names
             if self.config.is_broken(BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE):
                 set_up = [next_device(name, self.config.devices) for name in names]  # the bug: edits off by one
-            cdi_ids = cdi.write_spec(
-                self.config.cdi_dir,
-                self.config.driver_name,
-                self.config.profile,
-                ref.uid,
-                names,
-                edits=edits,
-                set_up=set_up,
-            )
+            if self.config.profile == shared.PROFILE:  # one spec per share of a shared device
+                ignore_share_id = self.config.is_broken(BrokenMode.PREPARE_IGNORES_SHARE_ID)
+                cdi_ids = shared.write_share_specs(self.config, ref.uid, mine, ignore_share_id=ignore_share_id)
+            else:
+                cdi_ids = cdi.write_spec(
+                    self.config.cdi_dir,
+                    self.config.driver_name,
+                    self.config.profile,
+                    ref.uid,
+                    names,
+                    edits=edits,
+                    set_up=set_up,
+                )
             if self.config.is_broken(BrokenMode.CDI_ID_UNRESOLVABLE):
                 cdi_ids = [product_vendor_id(cdi_id) for cdi_id in cdi_ids]  # the bug: no spec defines these
             prepared = [
@@ -227,21 +231,35 @@ class DriverCore:
                     "poolName": result["pool"],
                     "deviceName": name,
                     "cdiDeviceIDs": [cdi_id],
+                    **self._share_id(result),
                 }
                 for result, name, cdi_id in zip(mine, names, cdi_ids, strict=True)
             ]
             if self.faults.find("status-write-failure", claim=ref.uid, devices=names) is not None:
-                cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+                self._remove_specs(ref.uid, prepared)
                 return PrepareResult(error="write status.devices: failed (injected status-write failure)")
             try:
                 if not self.config.is_broken(BrokenMode.OMITS_DECLARED_STATUS):  # the bug: no status write at all
                     self.api.apply_device_status(claim, [self._status_entry(result, cdi_ids) for result in mine])
             except ApiException as error:
                 if not self.config.is_broken(BrokenMode.IGNORES_STATUS_WRITE_FAILURE):
-                    cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+                    self._remove_specs(ref.uid, prepared)
                     return PrepareResult(error=f"write status.devices: {denial(error)}")
             self.prepared.put(ref.uid, {"namespace": ref.namespace, "name": ref.name, "devices": prepared})
             return PrepareResult(devices=prepared)
+
+    def _share_id(self, result: dict[str, Any]) -> dict[str, str]:
+        """The answer's share ID for a result that is a share of a device (the share ID mutant leaves it out)."""
+        if not result.get("shareID") or self.config.is_broken(BrokenMode.PREPARE_IGNORES_SHARE_ID):
+            return {}
+        return {"shareID": str(result["shareID"])}
+
+    def _remove_specs(self, uid: str, prepared: list[dict[str, Any]]) -> None:
+        """Delete the CDI specs of one claim: its own file, or with shared devices the files of its shares."""
+        if self.config.profile == shared.PROFILE:
+            shared.remove_share_specs(self.config, prepared)
+        else:
+            cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, uid)
 
     def _device_to_set_up(self, allocated: str) -> str:
         """The allocated device; the PREPARES_WRONG_DEVICE mutant takes the next one in its pool instead."""
@@ -305,6 +323,8 @@ class DriverCore:
             "driver": self.config.driver_name,
             "pool": result["pool"],
             "device": result["device"],
+            # status.devices is keyed by driver, pool, device and share: a share's entry must name its share.
+            **({"shareID": result["shareID"]} if result.get("shareID") else {}),
             "data": {"profile": self.config.profile, "node": self.config.node_name, "cdiDeviceIDs": cdi_ids},
         }
         if self.config.ready_condition:
@@ -346,7 +366,8 @@ class DriverCore:
             injected = self.faults.find("unprepare-error", claim=ref.uid)
             if injected is not None:
                 return f"unprepare failed (injected): {injected.message}"
-            if self.prepared.get(ref.uid) is None:
+            record = self.prepared.get(ref.uid)
+            if record is None:
                 if self.config.is_broken(BrokenMode.UNPREPARE_UNKNOWN_FAILS):
                     return f"claim {ref.uid} is not prepared here"
                 return ""  # never prepared here, or already unprepared: idempotent
@@ -357,7 +378,7 @@ class DriverCore:
             if self.config.is_broken(BrokenMode.UNPREPARE_REMOVES_OTHER_CLAIMS_CDI):
                 cdi.remove_driver_specs(self.config.cdi_dir, self.config.driver_name)  # the bug: every claim's spec
             elif not self.config.is_broken(BrokenMode.UNPREPARE_LEAVES_CDI_SPECS):
-                cdi.remove_spec(self.config.cdi_dir, self.config.driver_name, ref.uid)
+                self._remove_specs(ref.uid, record["devices"])
             self.prepared.remove(ref.uid)
             self._unprepared.add(ref.uid)
             return ""

@@ -47,6 +47,10 @@ def supported_versions(config: DriverConfig) -> list[str]:
     return [*DRA_SERVICES, *(f"{version}.DRAResourceHealth" for version in config.health_services)]
 
 
+def _has_share_id(messages: ModuleType) -> bool:
+    return "share_id" in messages.Device.DESCRIPTOR.fields_by_name
+
+
 def _claims(request: Any) -> list[ClaimRef]:
     return [ClaimRef(namespace=c.namespace, uid=c.uid, name=c.name) for c in request.claims]
 
@@ -71,6 +75,8 @@ def dra_servicer(core: DriverCore, messages: ModuleType, services: ModuleType) -
                         pool_name=device["poolName"],
                         device_name=device["deviceName"],
                         cdi_device_ids=device["cdiDeviceIDs"],
+                        # v1beta1's Device has no share_id.
+                        **({"share_id": device["shareID"]} if "shareID" in device and _has_share_id(messages) else {}),
                     )
             return response
 
