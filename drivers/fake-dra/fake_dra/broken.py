@@ -80,6 +80,11 @@ class BrokenMode(StrEnum):
     # Numbers interfaces from 1 in networkData while its slice numbers them from 0: a NIC's status.devices entry
     # names the interface and MAC of the next NIC.
     NETWORK_DATA_MISMATCH = "network-data-mismatch"
+    # Partitionable devices (issue 22; the gpu-partitions device profile): publishes each GPU's counter set with the
+    # memory left after a reservation of its own, while its partitions consume their nominal sizes. The counters
+    # oversubscribe the device: its whole-device entry consumes more memory than the set holds (the scheduler can
+    # never allocate it), and its four quarters together no longer fit.
+    PARTITIONS_OVERSUBSCRIBE_COUNTERS = "partitions-oversubscribe-counters"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).

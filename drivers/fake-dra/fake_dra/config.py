@@ -7,7 +7,9 @@ from pathlib import Path
 
 from fake_dra.broken import BrokenMode
 
-PROFILES = ("gpu", "nic")
+# The `gpu-partitions` profile publishes each GPU as partitions consuming shared counters (fake_dra/partitions.py).
+PARTITIONS_PROFILE = "gpu-partitions"
+PROFILES = ("gpu", "nic", PARTITIONS_PROFILE)
 # --health-service: which DRAResourceHealth versions the driver serves and advertises. The kubelet 1.37 picks the
 # first of v1, v1alpha1 that GetInfo lists, and watches no health at all when it lists none (the service is optional).
 HEALTH_SERVICES: dict[str, tuple[str, ...]] = {
@@ -32,7 +34,8 @@ class DriverConfig:
     cdi_dir: Path
     # Prepared claims and the pool generation survive restarts here.
     state_dir: Path
-    # Device profile: "gpu" (model, memory, index) or "nic" (interface, IPs, MAC in networkData).
+    # Device profile: "gpu" (model, memory, index), "nic" (interface, IPs, MAC in networkData) or "gpu-partitions"
+    # (each GPU as a whole-device entry, halves and quarters that consume its shared counters).
     profile: str = "gpu"
     # Devices published in this node's pool.
     devices: int = 4
