@@ -217,6 +217,14 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights(TRACKED, "resourceclaims", RESOURCE),
         *_rights(TRACKED, "pods"),
     ),
+    # Partitionable devices on a pool no other test allocates from: a DeviceClass, claims and pods that hold,
+    # wait for and free partitions; the driver's slices (counter slices too) read. Private instances of the
+    # reference driver: local backend only.
+    "partitions": (
+        *_rights(TRACKED, "deviceclasses", RESOURCE, namespaced=False),
+        *_rights(TRACKED, "resourceclaims", RESOURCE),
+        *_rights(TRACKED, "pods"),
+    ),
 }
 
 # What the roles a suite creates grant: the reference driver's ClusterRole (drivers/fake-dra/deploy/rbac.yaml) and

@@ -200,6 +200,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "capacity.unprepare-of-one-share-keeps-the-others",
         modes=(BrokenMode.PREPARE_IGNORES_SHARE_ID,),
     ),
+    # Partitionable devices: the check starts the reference driver's gpu-partitions device profile itself, and the
+    # instance inherits the profile's --broken-mode (the run's own gpu devices have no counters for it to break).
+    _driver_mutant(
+        BrokenMode.PARTITIONS_OVERSUBSCRIBE_COUNTERS,
+        "test_every_counter_consumption_resolves_within_its_pool_and_fits_its_counter_set",
+        "partitions.device-consumption-within-its-counter-set",
+    ),
     # The RBAC the driver ships.
     Mutant(
         "rbac-arbitrary-node",

@@ -85,6 +85,11 @@ class BrokenMode(StrEnum):
     # overwrites the first's), unprepare of one share removes the spec the others still use, and the answer carries
     # no share ID.
     PREPARE_IGNORES_SHARE_ID = "prepare-ignores-share-id"
+    # Partitionable devices (issue 22; the gpu-partitions device profile): publishes each GPU's counter set with the
+    # memory left after a reservation of its own, while its partitions consume their nominal sizes. The counters
+    # oversubscribe the device: its whole-device entry consumes more memory than the set holds (the scheduler can
+    # never allocate it), and its four quarters together no longer fit.
+    PARTITIONS_OVERSUBSCRIBE_COUNTERS = "partitions-oversubscribe-counters"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).

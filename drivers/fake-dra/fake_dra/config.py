@@ -7,7 +7,11 @@ from pathlib import Path
 
 from fake_dra.broken import BrokenMode
 
-PROFILES = ("gpu", "nic", "gpu-shared")  # gpu-shared: fake_dra/shared.py
+# Device profiles beyond gpu and nic: `gpu-partitions` publishes each GPU as partitions consuming shared counters
+# (fake_dra/partitions.py); `gpu-shared` publishes GPUs that allow multiple allocations, with consumable capacity
+# (fake_dra/shared.py).
+PARTITIONS_PROFILE = "gpu-partitions"
+PROFILES = ("gpu", "nic", PARTITIONS_PROFILE, "gpu-shared")
 # --health-service: which DRAResourceHealth versions the driver serves and advertises. The kubelet 1.37 picks the
 # first of v1, v1alpha1 that GetInfo lists, and watches no health at all when it lists none (the service is optional).
 HEALTH_SERVICES: dict[str, tuple[str, ...]] = {
@@ -32,7 +36,8 @@ class DriverConfig:
     cdi_dir: Path
     # Prepared claims and the pool generation survive restarts here.
     state_dir: Path
-    # Device profile: "gpu" (model, memory, index), "nic" (interface, IPs, MAC in networkData) or "gpu-shared" (GPUs
+    # Device profile: "gpu" (model, memory, index), "nic" (interface, IPs, MAC in networkData), "gpu-partitions"
+    # (each GPU as a whole-device entry, halves and quarters that consume its shared counters) or "gpu-shared" (GPUs
     # that allow multiple allocations, with consumable capacity: shared.py).
     profile: str = "gpu"
     # Devices published in this node's pool.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fake_dra import shared
-from fake_dra.config import DriverConfig
+from fake_dra.config import PARTITIONS_PROFILE, DriverConfig
 
 Manifest = dict[str, Any]
 UNAVAILABLE_TAINT_KEY = "fake-dra.example.com/unavailable"
@@ -20,6 +20,10 @@ MAX_TAINTED_DEVICES_PER_SLICE = 64
 
 def device_names(config: DriverConfig) -> list[str]:
     """Names of every device this driver has on its node, in index order."""
+    if config.profile == PARTITIONS_PROFILE:
+        from fake_dra import partitions  # which imports this module
+
+        return partitions.device_names(config)
     return [f"{config.profile}-{index}" for index in range(config.devices)]
 
 
@@ -80,14 +84,16 @@ def resource_slices(
     Every slice carries the same pool name, generation and resourceSliceCount, so the pool is complete once all of
     them are written. A pool without devices is still one (empty) slice.
     """
+    if config.profile == PARTITIONS_PROFILE:
+        from fake_dra import partitions  # which imports this module
+
+        return partitions.resource_slices(
+            config, generation, unavailable=unavailable, published=published, informational=informational
+        )
     listed = []
     for index in range(max(0, min(published, config.devices))):
         device = _device(config, index)
-        taints = []
-        if device["name"] in unavailable:
-            taints.append({"key": UNAVAILABLE_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
-        if device["name"] in informational:
-            taints.append({"key": INFORMATIONAL_TAINT_KEY, "value": "true", "effect": "None"})
+        taints = taints_for(device["name"], unavailable, informational)
         if taints:
             device["taints"] = taints
         listed.append(device)
@@ -107,6 +113,16 @@ def resource_slices(
         }
         for index, chunk in enumerate(chunks)
     ]
+
+
+def taints_for(device: str, unavailable: set[str], informational: frozenset[str] | set[str]) -> list[Manifest]:
+    """The taints of `device` in its slice: NoSchedule while unavailable, effect None while informational."""
+    taints = []
+    if device in unavailable:
+        taints.append({"key": UNAVAILABLE_TAINT_KEY, "value": "true", "effect": "NoSchedule"})
+    if device in informational:
+        taints.append({"key": INFORMATIONAL_TAINT_KEY, "value": "true", "effect": "None"})
+    return taints
 
 
 def resource_slice(
