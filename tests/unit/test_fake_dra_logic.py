@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -510,3 +511,31 @@ def test_network_data_names_the_devices_interface_unless_numbered_from_one(
     slice_device = devices.resource_slice(core.config, 1, unavailable=set(), published=3)["spec"]["devices"][index]
     assert network["interfaceName"] == slice_device["attributes"]["interfaceName"]["string"]
     assert network["hardwareAddress"] == slice_device["attributes"]["mac"]["string"]
+
+
+@pytest.mark.parametrize(("delete_first", "order"), [(False, ["replace"]), (True, ["delete", "create"])])
+def test_a_republish_replaces_the_slice_in_place_unless_the_mutant_deletes_the_pool_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delete_first: bool, order: list[str]
+) -> None:
+    slices = _FakeSlices()
+    api = _fake_api(slices)
+    config = _config(tmp_path)
+    api.publish_pool("node-a", devices.resource_slices(config, 1, unavailable=set(), published=2))
+    calls: list[str] = []
+
+    def recorded(verb: str) -> Callable[..., Any]:
+        method = getattr(slices, f"{verb}_resource_slice")
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(verb)
+            return method(*args, **kwargs)
+
+        return call
+
+    for verb in ("create", "replace", "delete"):
+        monkeypatch.setattr(slices, f"{verb}_resource_slice", recorded(verb))
+    api.publish_pool(
+        "node-a", devices.resource_slices(config, 2, unavailable=set(), published=2), delete_first=delete_first
+    )
+    assert calls == order
+    assert [s["spec"]["pool"]["generation"] for s in slices.stored.values()] == [2]
