@@ -20,6 +20,8 @@ WATCH_SECONDS = 120
 
 # (event type, slice): "LISTED" for the slices listed at the start, then the watch's ADDED, MODIFIED, DELETED.
 SliceVersion = tuple[str, dict[str, Any]]
+# The watch events that carry a slice.
+WATCH_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 
 
 class SliceHistory:
@@ -58,8 +60,12 @@ class SliceHistory:
                 resource_version=resource_version,
                 timeout_seconds=WATCH_SECONDS,
             ):
+                kind = str(event["type"])
+                if kind not in WATCH_EVENTS:  # an ERROR (e.g. the resourceVersion expired) ends what was seen
+                    self.error = f"{kind}: {event['object']}"
+                    return
                 with self._lock:
-                    self.versions.append((str(event["type"]), event["object"]))
+                    self.versions.append((kind, event["object"]))
         except Exception as error:  # a broken watch is reported: the check then saw too little
             self.error = f"{type(error).__name__}: {error}"
 
