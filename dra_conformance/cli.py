@@ -20,7 +20,7 @@ from dra_conformance.backends.registry import BACKENDS, build_local_binaries, ma
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
-from dra_conformance.model.obligations import Registry
+from dra_conformance.model.obligations import Registry, RegistryError
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
@@ -135,7 +135,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _obligations(args: argparse.Namespace) -> int:
-    document = render_obligations(Registry.load())
+    try:
+        registry = Registry.load()
+    except RegistryError as error:
+        print(f"dra-conformance: obligations registry: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    document = render_obligations(registry)
     if args.output:
         args.output.write_text(document)
     else:

@@ -202,6 +202,10 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_METRICS_ROLLBACK_RIGHTS,
         *_rights("list", "apiservices", APIREGISTRATION, namespaced=False),
     ),
+    # Slice hygiene: the driver's slices listed (COMMON_RIGHTS) and watched through a republish, the Nodes that own
+    # node-local slices listed (COMMON_RIGHTS). The republish rests on the reference driver's fault switches: local
+    # backend only.
+    "slices": (*_rights("watch", "resourceslices", RESOURCE, namespaced=False),),
     # Device taints on devices no other test uses: DeviceTaintRules created, their effect changed (patch) and
     # their condition read; a DeviceClass, claims and pods to allocate, evict or keep; the target's pools read.
     "taints": (
@@ -241,6 +245,8 @@ GRANTED_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights("patch update", "resourceclaims", RESOURCE, subresource="binding"),
         *_rights("associated-node:patch arbitrary-node:patch", "resourceclaims", RESOURCE, subresource="driver"),
         *_rights("get list watch create update delete", "resourceslices", RESOURCE, namespaced=False),
+        # The reference driver reads its Node to name it as its slices' owner.
+        *_rights("get", "nodes", namespaced=False),
     ),
 }
 

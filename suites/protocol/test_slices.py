@@ -9,15 +9,15 @@ generation changes too: consumers keep only the slices of a pool's highest gener
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.driver.slice_history import SliceHistory, SliceVersion
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
@@ -51,10 +51,6 @@ def test_driver_binds_its_slices_only_to_nodes_that_exist(
     )
 
 
-# How long one watch request of the generation check lasts on the server: longer than the check itself.
-WATCH_SECONDS = 120
-
-
 def _content(item: dict[str, Any]) -> str:
     """What a slice publishes: its devices (attributes, capacity, taints) and shared counters, as comparable text.
 
@@ -68,66 +64,7 @@ def _content(item: dict[str, Any]) -> str:
     return json.dumps({"devices": devices, "sharedCounters": spec.get("sharedCounters")}, sort_keys=True)
 
 
-class SliceHistory:
-    """Every version of a driver's slices on one node: those listed at the start, then each one the watch delivers."""
-
-    def __init__(self, api_client: client.ApiClient, driver: str, node: str) -> None:
-        """Watch the slices of `driver` bound to `node` once started."""
-        self.custom = client.CustomObjectsApi(api_client)
-        self.selector = f"spec.driver={driver},spec.nodeName={node}"
-        self.versions: list[tuple[str, dict[str, Any]]] = []
-        self.error = ""
-        self._lock = threading.Lock()
-        self._watch = watch.Watch()
-
-    def start(self) -> SliceHistory:
-        """List the slices, then watch from the list's resourceVersion in a daemon thread."""
-        group, version = RESOURCE_API.split("/")
-        listed = self.custom.list_cluster_custom_object(
-            group, version, "resourceslices", field_selector=self.selector, _request_timeout=LIST_TIMEOUT
-        )
-        self.versions = [("LISTED", item) for item in listed["items"]]
-        threading.Thread(
-            target=self._run, args=(listed["metadata"]["resourceVersion"],), name="slice-watch", daemon=True
-        ).start()
-        return self
-
-    def _run(self, resource_version: str) -> None:
-        group, version = RESOURCE_API.split("/")
-        try:
-            for event in self._watch.stream(
-                self.custom.list_cluster_custom_object,
-                group,
-                version,
-                "resourceslices",
-                field_selector=self.selector,
-                resource_version=resource_version,
-                timeout_seconds=WATCH_SECONDS,
-            ):
-                with self._lock:
-                    self.versions.append((str(event["type"]), event["object"]))
-        except Exception as error:  # a broken watch is reported: the check then saw too little
-            self.error = f"{type(error).__name__}: {error}"
-
-    def stop(self) -> None:
-        """End the watch."""
-        self._watch.stop()
-
-    def snapshot(self) -> list[tuple[str, dict[str, Any]]]:
-        """The versions seen so far, oldest first."""
-        with self._lock:
-            return list(self.versions)
-
-    def taints_of(self, device: str) -> list[dict[str, Any]] | None:
-        """The taints `device` has in the latest version of the slice listing it (None: no slice lists it)."""
-        for kind, item in reversed(self.snapshot()):
-            for listed in item["spec"].get("devices") or []:
-                if listed["name"] == device and kind != "DELETED":
-                    return list(listed.get("taints") or [])
-        return None
-
-
-def content_changes(versions: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, int, int]]:
+def content_changes(versions: list[SliceVersion]) -> list[tuple[str, int, int]]:
     """(slice, generation before, generation after) for every version of a slice that publishes other content.
 
     A deleted slice is remembered, so that one written again under its name is compared with what it replaced.

@@ -151,6 +151,17 @@ MUTANTS: tuple[Mutant, ...] = (
     _driver_mutant(
         BrokenMode.DROPS_POOL_AFTER_DOWNGRADE, DOWNGRADE_CHECK, "rollback.build-comes-up-with-a-complete-pool"
     ),
+    # Slice hygiene (suites/slices).
+    _driver_mutant(
+        BrokenMode.REPUBLISH_LEAVES_INCOMPLETE_POOL,
+        "test_pool_stays_complete_and_drops_older_generations_while_the_driver_republishes",
+        "slices.pool-stays-complete-during-republish",
+    ),
+    _driver_mutant(
+        BrokenMode.DUPLICATE_DEVICE_NAMES,
+        "test_device_names_are_unique_within_each_pool_across_its_slices",
+        "slices.device-names-unique-in-pool",
+    ),
     # Health stream.
     _driver_mutant(
         BrokenMode.HEALTH_WRONG_POOL,

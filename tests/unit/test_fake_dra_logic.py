@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -176,9 +177,17 @@ class _FakeSlices:
         del self.stored[name]
 
 
+class _FakeNodes:
+    """read_node of CoreV1Api: every node exists, with a UID derived from its name."""
+
+    def read_node(self, name: str, **_: object) -> SimpleNamespace:
+        return SimpleNamespace(metadata=SimpleNamespace(uid=f"uid-{name}"))
+
+
 def _fake_api(slices: _FakeSlices) -> DriverAPI:
     api = DriverAPI(ApiClient(), "gpu.example.com")
     api.resource = slices
+    api.core = _FakeNodes()
     return api
 
 
@@ -198,6 +207,15 @@ def test_republish_writes_every_slice_at_the_new_generation_and_deletes_the_rest
     assert slices.stored[node_a[0]]["spec"]["pool"] == {"name": "node-a", "generation": 3, "resourceSliceCount": 1}
     api.delete_pool("node-a")
     assert sorted(slices.stored) == ["node-b-gpu.example.com-0"], "delete_pool must leave other nodes alone"
+
+
+def test_published_slices_are_owned_by_their_node(tmp_path: Path) -> None:
+    slices = _FakeSlices()
+    _fake_api(slices).publish_pool(
+        "node-a", devices.resource_slices(_config(tmp_path), 1, unavailable=set(), published=2)
+    )
+    owners = [s["metadata"]["ownerReferences"] for s in slices.stored.values()]
+    assert owners == [[{"apiVersion": "v1", "kind": "Node", "name": "node-a", "uid": "uid-node-a", "controller": True}]]
 
 
 def test_restart_generation_is_newer_than_every_slice_of_the_pool(tmp_path: Path) -> None:
@@ -362,7 +380,7 @@ class _Claims(DriverAPI):
     def list_slices(self, node: str) -> list[dict[str, Any]]:
         return []
 
-    def publish_pool(self, node: str, manifests: list[dict[str, Any]]) -> None:
+    def publish_pool(self, node: str, manifests: list[dict[str, Any]], *, delete_first: bool = False) -> None:
         self.pools.append(manifests)
 
 
@@ -493,3 +511,31 @@ def test_network_data_names_the_devices_interface_unless_numbered_from_one(
     slice_device = devices.resource_slice(core.config, 1, unavailable=set(), published=3)["spec"]["devices"][index]
     assert network["interfaceName"] == slice_device["attributes"]["interfaceName"]["string"]
     assert network["hardwareAddress"] == slice_device["attributes"]["mac"]["string"]
+
+
+@pytest.mark.parametrize(("delete_first", "order"), [(False, ["replace"]), (True, ["delete", "create"])])
+def test_a_republish_replaces_the_slice_in_place_unless_the_mutant_deletes_the_pool_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, delete_first: bool, order: list[str]
+) -> None:
+    slices = _FakeSlices()
+    api = _fake_api(slices)
+    config = _config(tmp_path)
+    api.publish_pool("node-a", devices.resource_slices(config, 1, unavailable=set(), published=2))
+    calls: list[str] = []
+
+    def recorded(verb: str) -> Callable[..., Any]:
+        method = getattr(slices, f"{verb}_resource_slice")
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls.append(verb)
+            return method(*args, **kwargs)
+
+        return call
+
+    for verb in ("create", "replace", "delete"):
+        monkeypatch.setattr(slices, f"{verb}_resource_slice", recorded(verb))
+    api.publish_pool(
+        "node-a", devices.resource_slices(config, 2, unavailable=set(), published=2), delete_first=delete_first
+    )
+    assert calls == order
+    assert [s["spec"]["pool"]["generation"] for s in slices.stored.values()] == [2]

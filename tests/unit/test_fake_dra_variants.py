@@ -88,7 +88,7 @@ class _FakeAPI(DriverAPI):
     def list_slices(self, node: str) -> list[Manifest]:
         return []
 
-    def publish_pool(self, node: str, manifests: list[Manifest]) -> None:
+    def publish_pool(self, node: str, manifests: list[Manifest], *, delete_first: bool = False) -> None:
         return None
 
 

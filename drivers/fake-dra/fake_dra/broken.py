@@ -8,7 +8,7 @@ start (`--broken-mode`), so a driver profile can run the broken driver like any 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -90,6 +90,12 @@ class BrokenMode(StrEnum):
     # oversubscribe the device: its whole-device entry consumes more memory than the set holds (the scheduler can
     # never allocate it), and its four quarters together no longer fit.
     PARTITIONS_OVERSUBSCRIBE_COUNTERS = "partitions-oversubscribe-counters"
+    # Slice hygiene (issue 22): a republish deletes the pool's slices before writing the new generation, so a consumer
+    # watching the pool sees it gone until the new slices land.
+    REPUBLISH_LEAVES_INCOMPLETE_POOL = "republish-leaves-incomplete-pool"
+    # Slice hygiene (issue 22): publishes its pool as two slices (resourceSliceCount 2), the second repeating the
+    # first device of the first: a pool the scheduler finds invalid.
+    DUPLICATE_DEVICE_NAMES = "duplicate-device-names"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).
@@ -122,3 +128,24 @@ def next_device(device: str, count: int) -> str:
     """The device after `device` (`<profile>-<index>`) in a pool of `count` devices, wrapping around."""
     profile, index = device.rsplit("-", 1)
     return f"{profile}-{(int(index) + 1) % count}"
+
+
+def split_with_repeated_device(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The DUPLICATE_DEVICE_NAMES mutant's pool: one slice's devices halved over two, the second repeating a name.
+
+    The second slice ends with the first slice's first device again; resourceSliceCount says 2, so the pool is
+    complete. Other shapes (several slices, fewer than two devices) are left as they are.
+    """
+    if len(slices) != 1 or len(slices[0]["spec"]["devices"]) < 2:
+        return slices
+    only = slices[0]
+    devices = only["spec"]["devices"]
+    half = len(devices) // 2
+    pool = {**only["spec"]["pool"], "resourceSliceCount": 2}
+    first = {**only, "spec": {**only["spec"], "pool": pool, "devices": devices[:half]}}
+    second = {
+        **only,
+        "metadata": {**only["metadata"], "name": f"{only['metadata']['name']}-repeat"},
+        "spec": {**only["spec"], "pool": pool, "devices": [*devices[half:], devices[0]]},
+    }
+    return [first, second]

@@ -14,7 +14,14 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from fake_dra import cdi, devices, shared
-from fake_dra.broken import BrokenMode, legacy_node_name, next_device, product_vendor_id, rotated
+from fake_dra.broken import (
+    BrokenMode,
+    legacy_node_name,
+    next_device,
+    product_vendor_id,
+    rotated,
+    split_with_repeated_device,
+)
 from fake_dra.config import DriverConfig
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
 from fake_dra.kube import DriverAPI, denial
@@ -84,7 +91,11 @@ class DriverCore:
 
     def publish(self) -> None:
         """Publish the node's pool as the active faults say it should look: every slice at the current generation."""
-        self.api.publish_pool(self.config.node_name, self._pool(self.config))
+        pool = self._pool(self.config)
+        if self.config.is_broken(BrokenMode.DUPLICATE_DEVICE_NAMES):
+            pool = split_with_repeated_device(pool)
+        delete_first = self.config.is_broken(BrokenMode.REPUBLISH_LEAVES_INCOMPLETE_POOL)
+        self.api.publish_pool(self.config.node_name, pool, delete_first=delete_first)
         if self.config.is_broken(BrokenMode.PUBLISHES_FOR_WRONG_NODE):
             legacy = dataclasses.replace(self.config, node_name=legacy_node_name(self.config.node_name))
             self.api.publish_pool(legacy.node_name, self._pool(legacy))

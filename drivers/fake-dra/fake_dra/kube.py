@@ -61,8 +61,11 @@ class DriverAPI:
     def __init__(self, api: client.ApiClient, driver_name: str, limit: TokenBucket | None = None) -> None:
         """Call the API server through `api`, within `limit` if given; status writes use `driver_name` as manager."""
         self.resource = client.ResourceV1Api(api)
+        self.core = client.CoreV1Api(api)
         self.driver_name = driver_name
         self.limit = limit
+        # Owner reference per node name, read once: a Node's UID does not change while the driver runs.
+        self._node_owners: dict[str, Manifest | None] = {}
 
     def _admit(self) -> None:
         if self.limit is not None:
@@ -113,13 +116,19 @@ class DriverAPI:
         )
         return list(json.loads(drain(response))["items"])
 
-    def publish_pool(self, node: str, manifests: list[Manifest]) -> None:
-        """Make `manifests` the node's slices: create or replace each, then delete the node's other slices.
+    def publish_pool(self, node: str, manifests: list[Manifest], *, delete_first: bool = False) -> None:
+        """Make `manifests` the node's slices, owned by its Node: create or replace each, then delete the others.
 
         Deleting only after every new slice is written keeps the pool complete at its highest generation as soon as
         the last write lands; slices left over (fewer devices now, or an older naming) are at a lower generation,
-        which consumers ignore until they are gone.
+        which consumers ignore until they are gone. `delete_first` (the REPUBLISH_LEAVES_INCOMPLETE_POOL mutant)
+        deletes every slice of the node before writing, so the pool is gone in between.
         """
+        if delete_first:
+            self.delete_pool(node)
+        owner = self._node_owner(node)
+        if owner is not None:
+            manifests = [{**m, "metadata": {**m["metadata"], "ownerReferences": [owner]}} for m in manifests]
         existing = {item["metadata"]["name"]: item for item in self.list_slices(node)}
         current = {name: existing.pop(name, None) for name in (m["metadata"]["name"] for m in manifests)}
         with ThreadPoolExecutor(max_workers=min(len(manifests), PUBLISH_WORKERS) or 1) as writers:
@@ -131,6 +140,24 @@ class DriverAPI:
             )
         for name in existing:
             self.delete_slice(name)
+
+    def _node_owner(self, node: str) -> Manifest | None:
+        """The owner reference a slice of `node` carries; None when no such Node exists.
+
+        The upstream kubeletplugin helper names the Node as owner too, so that garbage collection removes the slices
+        with the Node.
+        """
+        if node not in self._node_owners:
+            try:
+                self._admit()
+                uid = self.core.read_node(node, _request_timeout=REQUEST_TIMEOUT).metadata.uid
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                uid = None
+            owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": True}
+            self._node_owners[node] = owner if uid else None
+        return self._node_owners[node]
 
     def _write_slice(self, manifest: Manifest, current: Manifest | None) -> None:
         # The response (the whole slice) is not needed: skipping its conversion into model objects saves most of

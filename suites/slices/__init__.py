@@ -1,0 +1,1 @@
+"""Slice hygiene: what any driver's ResourceSlices look like to the scheduler and other consumers."""
