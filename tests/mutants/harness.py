@@ -192,6 +192,13 @@ MUTANTS: tuple[Mutant, ...] = (
         modes=(BrokenMode.NETWORK_DATA_MISMATCH,),
         args=("--profile=nic",),
     ),
+    # binding (issue 22): the attach controller of the gpu-fabric profile (which the binding checks start) announces
+    # the device attached before its attach step ran.
+    _driver_mutant(
+        BrokenMode.BINDING_CONDITIONS_BEFORE_ATTACH,
+        "test_pod_is_bound_only_after_every_binding_condition_is_true_as_written_by_the_named_identity",
+        "binding.conditions-true-only-after-attach",
+    ),
     # The RBAC the driver ships.
     Mutant(
         "rbac-arbitrary-node",

@@ -16,6 +16,7 @@ from fake_dra import control, server
 from fake_dra.broken import BrokenMode
 from fake_dra.config import HEALTH_SERVICES, PROFILES, DriverConfig
 from fake_dra.core import DriverCore
+from fake_dra.fabric import CONTROLLER_CONNECTIONS, AttachController
 from fake_dra.faults import FaultSet
 from fake_dra.kube import PUBLISH_WORKERS, DriverAPI, api_client, denial
 from fake_dra.recorder import CallLog
@@ -72,7 +73,21 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
         help="refuse a claim this node cannot prepare (missing, not allocated here) with a per-claim error, or fail "
         "the whole NodePrepareResources call as the upstream kubeletplugin helper does (default per-claim)",
     )
+    parser.add_argument(
+        "--controller-kubeconfig",
+        type=Path,
+        default=None,
+        help="gpu-fabric: run the attach controller with this identity (its own ServiceAccount, not the plugin's)",
+    )
+    parser.add_argument(
+        "--attach-delay",
+        type=float,
+        default=1.0,
+        help="gpu-fabric: seconds one attach takes before the binding condition is written (default 1)",
+    )
     args = parser.parse_args(argv)
+    if args.attach_delay < 0:
+        parser.error(f"--attach-delay must not be negative, got {args.attach_delay}")
     if args.devices < 1:
         parser.error(f"--devices must be at least 1, got {args.devices}")
     if not re.fullmatch(r"[12]\.\d+\.\d+", args.driver_version):
@@ -93,6 +108,8 @@ def parse_args(argv: list[str] | None = None) -> DriverConfig:
         ready_condition=args.status_conditions == "ready",
         keep_status_after_unprepare=args.keep_status_after_unprepare,
         whole_call_refusal=args.unknown_claim_answer == "whole-call",
+        controller_kubeconfig=args.controller_kubeconfig,
+        attach_delay=args.attach_delay,
     )
 
 
@@ -124,10 +141,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     grpc_servers = server.start(core, load())
     control_server = control.serve(core, config.control_socket)
+    controller = None
+    if config.controller_kubeconfig is not None:
+        controller = AttachController(
+            config, api_client(config.controller_kubeconfig, CONTROLLER_CONNECTIONS), core.faults, core.attachments
+        )
+        controller.start()
     print(
         f"fake-dra {config.driver_name} serving node {config.node_name}, pool generation {core.generation}", flush=True
     )
     stop.wait()
+    if controller is not None:
+        controller.stop()
     control_server.shutdown()
     for grpc_server in grpc_servers:
         grpc_server.stop(SHUTDOWN_GRACE).wait()

@@ -80,6 +80,9 @@ class BrokenMode(StrEnum):
     # Numbers interfaces from 1 in networkData while its slice numbers them from 0: a NIC's status.devices entry
     # names the interface and MAC of the next NIC.
     NETWORK_DATA_MISMATCH = "network-data-mismatch"
+    # binding (issue 22): its attach controller writes the binding condition `attached=True` as soon as it sees the
+    # allocation, before its attach step ran: the scheduler binds the pod to a node the device is not attached to.
+    BINDING_CONDITIONS_BEFORE_ATTACH = "binding-conditions-before-attach"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fake_dra.broken import BrokenMode
 
-PROFILES = ("gpu", "nic")
+PROFILES = ("gpu", "nic", "gpu-fabric")  # gpu-fabric: devices with binding conditions (fabric.py)
 # --health-service: which DRAResourceHealth versions the driver serves and advertises. The kubelet 1.37 picks the
 # first of v1, v1alpha1 that GetInfo lists, and watches no health at all when it lists none (the service is optional).
 HEALTH_SERVICES: dict[str, tuple[str, ...]] = {
@@ -62,6 +62,11 @@ class DriverConfig:
     # whole NodePrepareResources call before any claim of it is prepared, as the upstream kubeletplugin helper answers
     # a missing, replaced or unallocated claim, instead of failing only its own entry (--unknown-claim-answer).
     whole_call_refusal: bool = False
+    # gpu-fabric: the kubeconfig of the attach controller's own identity (not the plugin's node-bound one); None: no
+    # controller runs, and no device ever gets attached (--controller-kubeconfig).
+    controller_kubeconfig: Path | None = None
+    # gpu-fabric: how long one attach takes before the controller writes the binding condition (--attach-delay).
+    attach_delay: float = 1.0
 
     @property
     def major(self) -> int:

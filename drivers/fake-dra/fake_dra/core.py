@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from fake_dra import cdi, devices
 from fake_dra.broken import BrokenMode, legacy_node_name, next_device, product_vendor_id, rotated
 from fake_dra.config import DriverConfig
+from fake_dra.fabric import AttachLog
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
 from fake_dra.kube import DriverAPI, denial
 from fake_dra.recorder import CallLog
@@ -67,6 +68,8 @@ class DriverCore:
         self._health_version = 0
         # Claims unprepared by this process (only the prepare-after-unprepare-fails mutant looks at them).
         self._unprepared: set[str] = set()
+        # Attaches of the gpu-fabric profile's controller (fabric.py), shown on the control socket.
+        self.attachments = AttachLog()
         self.generation = self._next_generation()
 
     # --- pool and health ----------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fake_dra import fabric
 from fake_dra.config import DriverConfig
 
 Manifest = dict[str, Any]
@@ -23,6 +24,8 @@ def device_names(config: DriverConfig) -> list[str]:
 
 
 def _device(config: DriverConfig, index: int) -> Manifest:
+    if config.profile == fabric.PROFILE:
+        return fabric.device(config, index)
     if config.profile == "gpu":
         return {
             "name": f"gpu-{index}",
