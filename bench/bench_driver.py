@@ -134,6 +134,9 @@ def sized_copy(profile_path: Path, devices: int, directory: Path) -> Path:
     raw["run"]["args"] = [f"{flag}{devices}" if str(arg).startswith(flag) else arg for arg in raw["run"]["args"]]
     identity = raw["identity"]
     identity["rbac"] = [str((profile_path.parent / p).resolve()) for p in identity.get("rbac", [])]
+    controller = identity.get("controller") or {}
+    if "rbac" in controller:
+        controller["rbac"] = [str((profile_path.parent / p).resolve()) for p in controller["rbac"]]
     raw["devices"]["perNode"] = devices
     directory.mkdir(parents=True, exist_ok=True)
     copy = directory / f"{profile_path.stem}-{devices}-devices.yaml"

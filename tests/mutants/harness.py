@@ -225,6 +225,9 @@ def mutant_profile(chosen: Mutant, directory: Path) -> Path:
     if chosen.rbac is not None:
         rbac = [chosen.rbac(path, directory) for path in rbac]
     profile["identity"]["rbac"] = [str(path) for path in rbac]
+    controller = profile["identity"].get("controller") or {}
+    if "rbac" in controller:
+        controller["rbac"] = [str((source.parent / path).resolve()) for path in controller["rbac"]]
     path = directory / f"{chosen.name}.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     return path
