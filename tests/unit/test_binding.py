@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
 from dra_conformance import paths
 from dra_conformance.driver.binding import controller_cluster_role, device_bindings, named_writer, parse_time
@@ -14,6 +16,7 @@ from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import ProfileError
 from fake_dra import devices, fabric
 from fake_dra.config import DriverConfig
+from fake_dra.faults import FaultSet
 
 DRIVER = "gpu-x.fake-dra.example.com"
 
@@ -154,3 +157,41 @@ def test_a_missing_controller_rbac_file_is_one_line_naming_its_key(tmp_path: Pat
         load_profile(path)
     assert "identity.controller.rbac[0]: file not found" in str(raised.value), raised.value
     assert ":8:" in str(raised.value), raised.value
+
+
+def test_controller_attaches_each_allocation_once_and_again_after_a_deallocation(tmp_path: Path) -> None:
+    controller = fabric.AttachController(_config(tmp_path), client.ApiClient(), FaultSet(), fabric.AttachLog())
+    started: list[str] = []
+    controller._attach = lambda claim, result: started.append(result["device"])  # type: ignore[method-assign]
+    allocated = _claim()
+    allocated["status"]["allocation"]["allocationTimestamp"] = "2026-12-02T03:00:00Z"
+    controller.observe(allocated)
+    controller.observe(allocated)  # the claim changed again before the condition landed
+    controller.observe({"metadata": allocated["metadata"], "status": {}})  # deallocated
+    controller.observe(allocated)  # allocated again within the same second
+    for thread in threading.enumerate():
+        if thread.name.startswith("attach-"):
+            thread.join()
+    assert started == ["gpu-fabric-0", "gpu-fabric-0"]
+
+
+def test_each_status_apply_carries_every_entry_the_controller_wrote_for_the_current_allocation(tmp_path: Path) -> None:
+    # Server-side apply takes a manager's fields away when its next apply leaves them out: an apply naming only the
+    # second device would delete the first device's entry (seen on a claim of eight devices).
+    controller = fabric.AttachController(_config(tmp_path), client.ApiClient(), FaultSet(), fabric.AttachLog())
+    applied: list[list[str]] = []
+
+    def apply(meta: dict[str, Any], entries: list[dict[str, Any]], what: str) -> float:
+        applied.append([entry["device"] for entry in entries])
+        return 1.0
+
+    controller._apply = apply  # type: ignore[method-assign]
+    claim = _claim()
+    claim["status"]["allocation"]["allocationTimestamp"] = "2026-12-02T03:00:00Z"
+    first = {"driver": DRIVER, "pool": "node-a", "device": "gpu-fabric-0"}
+    second = {**first, "device": "gpu-fabric-1"}
+    controller._write(claim, first, fabric.condition("attached", "Attached", "m"))
+    controller._write(claim, second, fabric.condition("attached", "Attached", "m"))
+    claim["status"]["allocation"]["allocationTimestamp"] = "2026-12-02T03:00:09Z"  # allocated again
+    controller._write(claim, second, fabric.condition("attached", "Attached", "m"))
+    assert applied == [["gpu-fabric-0"], ["gpu-fabric-0", "gpu-fabric-1"], ["gpu-fabric-1"]]

@@ -152,6 +152,10 @@ class AttachController:
         # (claim uid, device) -> allocation timestamp of the attach in flight or done, so an allocation is attached
         # once even though its claim changes several times before the condition lands.
         self._handled: dict[tuple[str, str], str] = {}
+        # Per claim UID: the allocation (timestamp) and the status.devices entries this controller wrote for it, by
+        # (pool, device); and the lock that keeps the claim's applies in order.
+        self._entries: dict[str, tuple[str, dict[tuple[str, str], Manifest]]] = {}
+        self._claim_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
 
@@ -203,6 +207,12 @@ class AttachController:
         """Start an attach for every device of the claim still waiting for one."""
         meta = claim["metadata"]
         allocation = (claim.get("status") or {}).get("allocation") or {}
+        if not allocation:
+            # Deallocated (a failed binding, a deleted pod): a later allocation is attached anew, even within the
+            # same second as this one (allocation timestamps have whole seconds).
+            with self._lock:
+                self._handled = {key: value for key, value in self._handled.items() if key[0] != meta["uid"]}
+            return
         stamp = str(allocation.get("allocationTimestamp") or meta.get("resourceVersion"))
         for result in pending_devices(claim, self.config.driver_name):
             key = (meta["uid"], result["device"])
@@ -246,22 +256,36 @@ class AttachController:
         )
 
     def _write(self, claim: Manifest, result: dict[str, Any], written: dict[str, str]) -> float:
-        """Server-side apply of one condition into the device's status entry; when it landed (0 if refused)."""
+        """Server-side apply of one device's condition; when it landed (0 if refused).
+
+        An apply states every field its manager owns: one that named only this device would take the manager's
+        other entries of the claim away (the API server deletes them). So each apply carries every entry this
+        controller wrote for the claim's current allocation, and applies of one claim go one at a time, so that an
+        older, shorter one cannot land last.
+        """
         meta = claim["metadata"]
+        with self._lock:
+            claim_lock = self._claim_locks.setdefault(meta["uid"], threading.Lock())
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        stamp = str(allocation.get("allocationTimestamp") or meta.get("resourceVersion"))
+        with claim_lock:
+            if self._entries.get(meta["uid"], (None, {}))[0] != stamp:
+                self._entries[meta["uid"]] = (stamp, {})  # a new allocation: the old entries went with the old one
+            entries = self._entries[meta["uid"]][1]
+            entries[(result["pool"], result["device"])] = {
+                "driver": result["driver"],
+                "pool": result["pool"],
+                "device": result["device"],
+                "conditions": [written],
+            }
+            return self._apply(meta, list(entries.values()), written["type"])
+
+    def _apply(self, meta: Manifest, entries: list[Manifest], what: str) -> float:
         body = {
             "apiVersion": API_VERSION,
             "kind": "ResourceClaim",
             "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
-            "status": {
-                "devices": [
-                    {
-                        "driver": result["driver"],
-                        "pool": result["pool"],
-                        "device": result["device"],
-                        "conditions": [written],
-                    }
-                ]
-            },
+            "status": {"devices": entries},
         }
         try:
             response = self.resource.patch_namespaced_resource_claim_status(
@@ -277,6 +301,6 @@ class AttachController:
             drain(response)
         except ApiException as error:
             # A claim deallocated or deleted meanwhile: nothing left to attach for.
-            print(f"fake-dra attach controller: write {written['type']} for {meta['name']}: {error.status}", flush=True)
+            print(f"fake-dra attach controller: write {what} for {meta['name']}: {error.status}", flush=True)
             return 0.0
         return time.time()
