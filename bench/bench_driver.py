@@ -140,6 +140,9 @@ def sized_copy(profile_path: Path, devices: int, directory: Path) -> Path:
     raw: dict[str, Any] = yaml.safe_load(profile_path.read_text())
     identity = raw["identity"]
     identity["rbac"] = [str((profile_path.parent / p).resolve()) for p in identity.get("rbac", [])]
+    controller = identity.get("controller") or {}
+    if "rbac" in controller:
+        controller["rbac"] = [str((profile_path.parent / p).resolve()) for p in controller["rbac"]]
     raw["devices"]["perNode"] = devices
     directory.mkdir(parents=True, exist_ok=True)
     copy = directory / f"{profile_path.stem}-{devices}-devices.yaml"

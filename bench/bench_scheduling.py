@@ -176,6 +176,9 @@ def sized_profile(devices: int, directory: Path) -> Path:
     raw["run"]["args"] = [f"--devices={devices}" if str(arg).startswith("--devices=") else arg for arg in args]
     raw["devices"]["perNode"] = devices
     raw["identity"]["rbac"] = [str((source.parent / p).resolve()) for p in raw["identity"].get("rbac", [])]
+    controller = raw["identity"].get("controller") or {}
+    if "rbac" in controller:
+        controller["rbac"] = [str((source.parent / p).resolve()) for p in controller["rbac"]]
     copy = directory / f"reference-driver-{devices}-devices.yaml"
     copy.write_text(yaml.safe_dump(raw, sort_keys=False))
     return copy

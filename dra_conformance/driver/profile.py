@@ -187,6 +187,15 @@ class ServiceAccountRef:
 
 
 @dataclass(frozen=True)
+class ControllerIdentity:
+    """The identity of the driver's controller side (e.g. what writes binding conditions), not the kubelet plugin's."""
+
+    service_account: ServiceAccountRef
+    # Its RBAC manifests, resolved against the profile's directory.
+    rbac: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
 class Identity:
     """Who the driver is in the cluster."""
 
@@ -195,6 +204,8 @@ class Identity:
     rbac: tuple[Path, ...] = ()
     # The token is bound to a pod on the node (carries the node-name claim), as a DaemonSet pod's is.
     node_bound_token: bool = True
+    # The controller side's own identity, where the driver has one.
+    controller: ControllerIdentity | None = None
 
 
 @dataclass(frozen=True)
@@ -381,6 +392,9 @@ def _reference_problems(data: Mapping[str, Any], directory: Path) -> Iterator[tu
     for index, relative in enumerate(data["identity"].get("rbac", [])):
         if not (directory / relative).is_file():
             yield ["identity", "rbac", index], f"file not found: {directory / relative}"
+    for index, relative in enumerate(data["identity"].get("controller", {}).get("rbac", [])):
+        if not (directory / relative).is_file():
+            yield ["identity", "controller", "rbac", index], f"file not found: {directory / relative}"
     names: set[str] = set()
     for index, device_class in enumerate(data["deviceClasses"]):
         if "selectors" in device_class and not device_class["create"]:
@@ -427,12 +441,22 @@ def _run(raw: Mapping[str, Any] | None) -> RunSpec | None:
     )
 
 
+def _account(raw: Mapping[str, Any]) -> ServiceAccountRef:
+    return ServiceAccountRef(namespace=raw["namespace"], name=raw["name"])
+
+
 def _identity(raw: Mapping[str, Any], directory: Path) -> Identity:
-    account = raw["serviceAccount"]
+    controller = raw.get("controller")
     return Identity(
-        service_account=ServiceAccountRef(namespace=account["namespace"], name=account["name"]),
+        service_account=_account(raw["serviceAccount"]),
         rbac=tuple((directory / relative).resolve() for relative in raw.get("rbac", ())),
         node_bound_token=raw.get("nodeBoundToken", True),
+        controller=None
+        if controller is None
+        else ControllerIdentity(
+            _account(controller["serviceAccount"]),
+            tuple((directory / relative).resolve() for relative in controller.get("rbac", ())),
+        ),
     )
 
 

@@ -72,6 +72,10 @@ class FakeDriverControl:
         """Prepared claims by UID."""
         return dict(self._request("GET", "/prepared")["claims"])
 
+    def attachments(self) -> list[dict[str, Any]]:
+        """The gpu-fabric profile's attaches (claim UID, device, outcome, startedAt/finishedAt), oldest first."""
+        return list(self._request("GET", "/attachments")["attachments"])
+
 
 def driver_argv(
     endpoint: DriverEndpoint,

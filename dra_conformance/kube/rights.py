@@ -229,6 +229,14 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights(TRACKED, "resourceclaims", RESOURCE),
         *_rights(TRACKED, "pods"),
     ),
+    # Binding conditions on devices no other test uses: a DeviceClass, a claim and a pod; the claim's changes
+    # watched (the scheduler clears and allocates again within milliseconds); the target's pools read. The
+    # reference driver's private instance and its controller identity: local backend only.
+    "binding": (
+        *_rights(TRACKED, "deviceclasses", RESOURCE, namespaced=False),
+        *_rights(TRACKED + " watch", "resourceclaims", RESOURCE),
+        *_rights(TRACKED, "pods"),
+    ),
 }
 
 # What the roles a suite creates grant: the reference driver's ClusterRole (drivers/fake-dra/deploy/rbac.yaml) and

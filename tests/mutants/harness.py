@@ -218,6 +218,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_every_counter_consumption_resolves_within_its_pool_and_fits_its_counter_set",
         "partitions.device-consumption-within-its-counter-set",
     ),
+    # binding (issue 22): the attach controller of the gpu-fabric profile (which the binding checks start) announces
+    # the device attached before its attach step ran.
+    _driver_mutant(
+        BrokenMode.BINDING_CONDITIONS_BEFORE_ATTACH,
+        "test_pod_is_bound_only_after_every_binding_condition_is_true_as_written_by_the_named_identity",
+        "binding.conditions-true-only-after-attach",
+    ),
     # The RBAC the driver ships.
     Mutant(
         "rbac-arbitrary-node",
@@ -244,6 +251,9 @@ def mutant_profile(chosen: Mutant, directory: Path) -> Path:
     if chosen.rbac is not None:
         rbac = [chosen.rbac(path, directory) for path in rbac]
     profile["identity"]["rbac"] = [str(path) for path in rbac]
+    controller = profile["identity"].get("controller") or {}
+    if "rbac" in controller:
+        controller["rbac"] = [str((source.parent / path).resolve()) for path in controller["rbac"]]
     path = directory / f"{chosen.name}.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     return path

@@ -18,6 +18,7 @@ from fake_dra import control, server
 from fake_dra.broken import BrokenMode
 from fake_dra.config import HEALTH_SERVICES, PROFILES, DriverConfig
 from fake_dra.core import DriverCore
+from fake_dra.fabric import CONTROLLER_CONNECTIONS, AttachController
 from fake_dra.faults import FaultSet
 from fake_dra.kube import PUBLISH_WORKERS, DriverAPI, api_client, denial
 from fake_dra.rate_limit import TokenBucket
@@ -88,6 +89,18 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         help="limit its API requests to this many per second after a burst, as client-go does (default 0: no limit)",
     )
     parser.add_argument("--api-burst", type=int, default=10, help="requests allowed at once under --api-qps")
+    parser.add_argument(
+        "--controller-kubeconfig",
+        type=Path,
+        default=None,
+        help="gpu-fabric: run the attach controller with this identity (its own ServiceAccount, not the plugin's)",
+    )
+    parser.add_argument(
+        "--attach-delay",
+        type=float,
+        default=1.0,
+        help="gpu-fabric: seconds one attach takes before the binding condition is written (default 1)",
+    )
     args = parser.parse_args(argv)
     if args.api_qps < 0 or args.api_burst < 1:
         parser.error(f"--api-qps must be 0 or more and --api-burst at least 1, got {args.api_qps} and {args.api_burst}")
@@ -96,6 +109,8 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         if not from_env.isdigit():
             parser.error(f"{DEVICES_ENV} must be a whole number, got {from_env!r}")
         args.devices = int(from_env)
+    if args.attach_delay < 0:
+        parser.error(f"--attach-delay must not be negative, got {args.attach_delay}")
     if args.devices < 1:
         parser.error(f"--devices must be at least 1, got {args.devices}")
     if not re.fullmatch(r"[12]\.\d+\.\d+", args.driver_version):
@@ -118,6 +133,8 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         whole_call_refusal=args.unknown_claim_answer == "whole-call",
         api_qps=args.api_qps,
         api_burst=args.api_burst,
+        controller_kubeconfig=args.controller_kubeconfig,
+        attach_delay=args.attach_delay,
     )
 
 
@@ -150,10 +167,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     grpc_servers = server.start(core, load())
     control_server = control.serve(core, config.control_socket)
+    controller = None
+    if config.controller_kubeconfig is not None:
+        controller = AttachController(
+            config, api_client(config.controller_kubeconfig, CONTROLLER_CONNECTIONS), core.faults, core.attachments
+        )
+        controller.start()
     print(
         f"fake-dra {config.driver_name} serving node {config.node_name}, pool generation {core.generation}", flush=True
     )
     stop.wait()
+    if controller is not None:
+        controller.stop()
     control_server.shutdown()
     for grpc_server in grpc_servers:
         grpc_server.stop(SHUTDOWN_GRACE).wait()

@@ -96,6 +96,9 @@ class BrokenMode(StrEnum):
     # Slice hygiene (issue 22): publishes its pool as two slices (resourceSliceCount 2), the second repeating the
     # first device of the first: a pool the scheduler finds invalid.
     DUPLICATE_DEVICE_NAMES = "duplicate-device-names"
+    # binding (issue 22): its attach controller writes the binding condition `attached=True` as soon as it sees the
+    # allocation, before its attach step ran: the scheduler binds the pod to a node the device is not attached to.
+    BINDING_CONDITIONS_BEFORE_ATTACH = "binding-conditions-before-attach"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).

@@ -9,9 +9,9 @@ from fake_dra.broken import BrokenMode
 
 # Device profiles beyond gpu and nic: `gpu-partitions` publishes each GPU as partitions consuming shared counters
 # (fake_dra/partitions.py); `gpu-shared` publishes GPUs that allow multiple allocations, with consumable capacity
-# (fake_dra/shared.py).
+# (fake_dra/shared.py); `gpu-fabric` publishes devices with binding conditions (fake_dra/fabric.py).
 PARTITIONS_PROFILE = "gpu-partitions"
-PROFILES = ("gpu", "nic", PARTITIONS_PROFILE, "gpu-shared")
+PROFILES = ("gpu", "nic", PARTITIONS_PROFILE, "gpu-shared", "gpu-fabric")
 # --health-service: which DRAResourceHealth versions the driver serves and advertises. The kubelet 1.37 picks the
 # first of v1, v1alpha1 that GetInfo lists, and watches no health at all when it lists none (the service is optional).
 HEALTH_SERVICES: dict[str, tuple[str, ...]] = {
@@ -72,6 +72,11 @@ class DriverConfig:
     # whole NodePrepareResources call before any claim of it is prepared, as the upstream kubeletplugin helper answers
     # a missing, replaced or unallocated claim, instead of failing only its own entry (--unknown-claim-answer).
     whole_call_refusal: bool = False
+    # gpu-fabric: the kubeconfig of the attach controller's own identity (not the plugin's node-bound one); None: no
+    # controller runs, and no device ever gets attached (--controller-kubeconfig).
+    controller_kubeconfig: Path | None = None
+    # gpu-fabric: how long one attach takes before the controller writes the binding condition (--attach-delay).
+    attach_delay: float = 1.0
 
     @property
     def major(self) -> int:

@@ -6,6 +6,7 @@
                                         after the slice and health stream reflect the change
     GET  /calls      {"calls": [...]}   every gRPC call served, oldest first
     GET  /prepared   {"claims": {...}}  prepared claims by UID
+    GET  /attachments {"attachments": [...]} gpu-fabric: every attach of the controller, oldest first
 
 A local socket (not a ConfigMap) so a change takes effect before the request returns: tests never race it.
 """
@@ -39,6 +40,8 @@ def serve(core: DriverCore, path: Path) -> socketserver.BaseServer:
                 self.reply(HTTPStatus.OK, {"calls": core.calls.calls()})
             elif self.path == "/prepared":
                 self.reply(HTTPStatus.OK, {"claims": core.prepared.all()})
+            elif self.path == "/attachments":
+                self.reply(HTTPStatus.OK, {"attachments": core.attachments.to_json()})
             else:
                 self.reply(HTTPStatus.NOT_FOUND, {"error": f"no such endpoint {self.path}"})
 

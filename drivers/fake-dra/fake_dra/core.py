@@ -23,6 +23,7 @@ from fake_dra.broken import (
     split_with_repeated_device,
 )
 from fake_dra.config import DriverConfig
+from fake_dra.fabric import AttachLog
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
 from fake_dra.kube import DriverAPI, denial
 from fake_dra.recorder import CallLog
@@ -74,6 +75,8 @@ class DriverCore:
         self._health_version = 0
         # Claims unprepared by this process (only the prepare-after-unprepare-fails mutant looks at them).
         self._unprepared: set[str] = set()
+        # Attaches of the gpu-fabric profile's controller (fabric.py), shown on the control socket.
+        self.attachments = AttachLog()
         self.generation = self._next_generation()
 
     # --- pool and health ----------------------------------------------------------------------------------------

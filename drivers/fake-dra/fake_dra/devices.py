@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_dra import shared
+from fake_dra import fabric, shared
 from fake_dra.config import PARTITIONS_PROFILE, DriverConfig
 
 Manifest = dict[str, Any]
@@ -30,6 +30,8 @@ def device_names(config: DriverConfig) -> list[str]:
 def _device(config: DriverConfig, index: int) -> Manifest:
     if config.profile == shared.PROFILE:
         return shared.shared_device(config, index)
+    if config.profile == fabric.PROFILE:
+        return fabric.device(config, index)
     if config.profile == "gpu":
         return {
             "name": f"gpu-{index}",

@@ -29,6 +29,7 @@ MODES = {
     "cdi-without-edits": "prepare succeeds and reports Ready, but the claim's CDI spec leaves out the device",
     "registration-failure": "Registration/GetInfo fails",
     "crash": "the process exits at once (exit code 3)",
+    "attach-failure": "gpu-fabric: the attach controller writes the binding failure condition instead of attaching",
 }
 # Faults that change what the slice or the health stream says, so setting them republishes.
 SLICE_MODES = {"unavailable", "informational-taint", "reduced-capacity"}
