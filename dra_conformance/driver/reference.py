@@ -27,6 +27,10 @@ from dra_wire.unix_http import unix_json_request
 
 # Control requests are local; a fault change republishes a slice, one API round trip.
 CONTROL_TIMEOUT = 15.0
+# A private driver is polled on its local control socket while it starts (~1 s): a probe costs a connect() that
+# fails at once, so a short cap notices it up within 50 ms, where the default backoff cap (1 s) lost up to a second
+# per start, and scenario checks start dozens of private drivers.
+CONTROL_POLL_CAP = 0.05
 
 
 class FakeDriverControl:
@@ -171,6 +175,7 @@ class FakeDriverProcess:
             timeout=timeout,
             what=f"fake driver {self.endpoint.driver} on {self.endpoint.node} answering",
             describe=lambda _reply: self.log_tail(5),
+            max_interval=CONTROL_POLL_CAP,
         )
 
     def stop(self, timeout: float) -> int | None:
