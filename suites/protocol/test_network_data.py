@@ -8,6 +8,7 @@ for another device of the pool, and not for this one (an index or a lookup gone 
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from collections.abc import Callable
 from typing import Any
@@ -16,12 +17,14 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API
+from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.allocation import allocate
 from dra_conformance.kubelet.obligations import allocated_devices, check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.findings import Obligations
@@ -70,8 +73,10 @@ def mismatches(network: dict[str, Any], device: str, pool: dict[str, dict[str, A
 
 @pytest.mark.capability("statusDevices", "networkData")
 def test_declared_network_data_names_what_the_slice_publishes_for_the_device(
+    private_driver: Callable[..., PrivateDriver],
     tracker: ResourceTracker,
     api_client: client.ApiClient,
+    build: Builder,
     timeouts: Timeouts,
     claims_on_one_node: Callable[..., ClaimsOnOneNode],
     driver_under_test: DriverUnderTest,
@@ -82,9 +87,22 @@ def test_declared_network_data_names_what_the_slice_publishes_for_the_device(
     missing = [c.value for c in (Capability.STATUS_DEVICES, Capability.NETWORK_DATA) if not profile.declares(c)]
     if missing:
         pytest.skip(f"not applicable: {profile.source} does not declare {', '.join(missing)}")
-    allocated = claims_on_one_node(1, minimum=1, devices=CLAIM_DEVICES)
-    node, endpoint, claim = allocated.node, allocated.endpoint, allocated.claims[0]
-    driver = driver_under_test.name
+    if profile.declares(Capability.REFERENCE_FAULTS):
+        # The reference driver writes networkData for the devices of its nic device profile only: a private
+        # instance of that profile (with the driver under test's behaviour options) is checked.
+        nic = private_driver(profile="nic", devices=CLAIM_DEVICES)
+        node, process = next(iter(nic.processes.items()))
+        # The test's builder, for the private driver: its name counter is shared, so names stay unique in the namespace.
+        nic_build = dataclasses.replace(build, driver=nic.name)
+        device_class = tracker.create(nic_build.device_class())["metadata"]["name"]
+        claim = allocate(
+            tracker, nic_build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node, count=CLAIM_DEVICES
+        )
+        endpoint, driver = process.endpoint, nic.name
+    else:
+        allocated = claims_on_one_node(1, minimum=1, devices=CLAIM_DEVICES)
+        node, endpoint, claim = allocated.node, allocated.endpoint, allocated.claims[0]
+        driver = driver_under_test.name
     check_prepare_answer(obligations, claim, driver, kubelet.prepare_outcome(endpoint, [claim.ref]), "prepare")
     meta = claim.claim["metadata"]
     expected = allocated_devices(claim, driver)
