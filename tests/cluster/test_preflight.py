@@ -19,7 +19,14 @@ from kubernetes import client
 from dra_conformance.kube import builders, kubeconfig, waits
 from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.preflight import check_cluster, check_rights
-from dra_conformance.kube.rights import RESOURCE, Right, cluster_role_rules, needed_rights
+from dra_conformance.kube.rights import (
+    RESOURCE,
+    SUITE_RIGHTS,
+    Right,
+    cluster_role_rules,
+    needed_rights,
+    suites_phrase,
+)
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.plugin.exits import EXIT_CANNOT_RUN
@@ -162,6 +169,14 @@ def identity_without_class_creation(
     return f"system:serviceaccount:{namespace}:ci", _kubeconfig(api_client, tmp_path / "ci.kubeconfig", token=token)
 
 
+CREATE_CLASSES = Right("create", "deviceclasses", RESOURCE, namespaced=False)
+
+
+def _class_creators() -> list[str]:
+    """The suites that create DeviceClasses, as rights.py says (every suite with devices of its own)."""
+    return sorted(suite for suite, rights in SUITE_RIGHTS.items() if CREATE_CLASSES in rights)
+
+
 def test_identity_lacking_a_right_a_suite_needs_stops_the_run_in_one_line(
     identity_without_class_creation: tuple[str, Path], tmp_path: Path
 ) -> None:
@@ -169,8 +184,8 @@ def test_identity_lacking_a_right_a_suite_needs_stops_the_run_in_one_line(
     _assert_one_line_exit(
         _run("cli", path, tmp_path),
         tmp_path,
-        f"the suite's identity {user} lacks: create deviceclasses.resource.k8s.io (allocation, kubelet, protocol, "
-        "rbac, rollback, status, taints); grant the ClusterRole in ",
+        f"the suite's identity {user} lacks: {CREATE_CLASSES} ({suites_phrase(_class_creators())}); grant the "
+        "ClusterRole in ",
         "ci-clusterrole.yaml or pass --allow-partial",
     )
 
