@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.driver.identity import DriverIdentity
+from dra_conformance.driver.launcher import DriverChild, DriverLauncher, launches_driver
 from dra_conformance.errors import DriverError
 from dra_conformance.kube import kinds, waits
 from dra_conformance.kube.builders import RESOURCE_API
@@ -130,15 +132,22 @@ def behaviour_args(args: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class FakeDriverProcess:
-    """One fake driver process owned by the caller (a test); it dies with its parent (PR_SET_PDEATHSIG)."""
+    """One fake driver process owned by the caller (a test); it dies with its parent (PR_SET_PDEATHSIG).
 
-    def __init__(self, endpoint: DriverEndpoint, argv: list[str], log: Path) -> None:
+    With a `launcher`, an instance of the reference driver is forked from it instead of started as a new
+    interpreter (the same program and options, a second less of start-up).
+    """
+
+    def __init__(
+        self, endpoint: DriverEndpoint, argv: list[str], log: Path, launcher: DriverLauncher | None = None
+    ) -> None:
         """Run `argv` for `endpoint`, logging to `log`."""
         self.endpoint = endpoint
         self.argv = argv
         self.log = log
+        self.launcher = launcher
         self.control = FakeDriverControl(endpoint)
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: DriverChild | None = None
 
     @property
     def exit_code(self) -> int | None:
@@ -151,13 +160,18 @@ class FakeDriverProcess:
             return "(no log)"
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
+    def _spawn(self) -> DriverChild:
+        if self.launcher is not None and launches_driver(self.argv):
+            return self.launcher.launch(self.argv[3:], self.log)
+        with self.log.open("ab") as log:
+            return subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+            )
+
     def start(self, timeout: float) -> None:
         """Start the process and wait until its control socket answers."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("ab") as log:
-            self._process = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
-            )
+        self._process = self._spawn()
 
         def answer() -> dict[str, Any] | None:
             if self.exit_code is not None:
@@ -183,13 +197,12 @@ class FakeDriverProcess:
         if self._process is None:
             return None
         if self._process.poll() is None:
-            self._process.terminate()
+            self._process.send_signal(signal.SIGTERM)
             try:
-                self._process.wait(timeout)
+                return self._process.wait(timeout)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        return self._process.returncode
+                self._process.send_signal(signal.SIGKILL)
+        return self._process.wait()
 
     def wait_exit(self, timeout: float) -> int:
         """Wait for the process to exit on its own (e.g. after a crash fault) and return its exit code."""
@@ -225,13 +238,15 @@ class PrivateDrivers:
         default_nodes: tuple[str, ...],
         timeouts: Timeouts,
         behaviour: tuple[str, ...] = (),
+        launcher: DriverLauncher | None = None,
     ) -> None:
         """Create identities through `tracker` in `namespace`; start on `default_nodes` unless told otherwise.
 
         `behaviour`: the driver under test's behaviour options (`behaviour_args`), which every instance gets, so
-        the checks that run on private instances judge the driver as its profile runs it.
+        the checks that run on private instances judge the driver as its profile runs it. `launcher`: where
+        instances are forked from (else each is a new interpreter).
         """
-        self.behaviour = behaviour
+        self.behaviour, self.launcher = behaviour, launcher
         self.dynamic_client, self.api_client, self.tracker = dynamic_client, api_client, tracker
         self.namespace, self.default_nodes, self.timeouts = namespace, default_nodes, timeouts
         # Socket paths are limited to 107 bytes, so the kubelet roots live in a short temp directory.
@@ -265,7 +280,7 @@ class PrivateDrivers:
                 delete_slices_on_exit=True,
                 behaviour=(*self.behaviour, *args),
             )
-            process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log")
+            process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log", self.launcher)
             self.started.append(process)
             process.start(self.timeouts.driver_ready)
             processes[node] = process
@@ -275,15 +290,22 @@ class PrivateDrivers:
         """Stop every instance; return claims still prepared, CDI specs and slices they left behind."""
         leaks = []
         slices = kinds.resource(self.dynamic_client, RESOURCE_API, "ResourceSlice")
+        stopped: dict[str, list[str]] = {}
         for process in self.started:
             if process.exit_code is None:
                 leaks += driver_leftovers(process.control.prepared(), self.scratch / process.endpoint.node / "cdi")
-                process.stop(self.timeouts.process_stop)
+                code = process.stop(self.timeouts.process_stop)
+                if code != 0:
+                    stopped.setdefault(process.endpoint.driver, []).append(
+                        f"on {process.endpoint.node} it stopped with code {code}: {process.log_tail(5)}"
+                    )
             else:
                 # A driver that died (crash fault) cannot remove its slice; the kubelet would, once it unregistered.
                 node = process.endpoint.node
                 slices.delete(field_selector=f"spec.driver={process.endpoint.driver},spec.nodeName={node}")
         for driver in {process.endpoint.driver for process in self.started}:
-            leaks += slice_leftovers(self.dynamic_client, driver)
+            left = slice_leftovers(self.dynamic_client, driver)
+            # Slices outlive a driver that was killed before it could delete them: say so next to them.
+            leaks += [*left, *stopped.get(driver, [])] if left else []
         shutil.rmtree(self.scratch, ignore_errors=True)
         return leaks

@@ -19,6 +19,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.driver.disruption import Disruption
+from dra_conformance.driver.launcher import DriverLauncher
 from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
 from dra_conformance.driver.real_node import (
@@ -248,8 +249,39 @@ def kubelet(
     assert not failures, f"claims left prepared after the test could not be unprepared: {failures}"
 
 
+def require_fault_switches(profile: DriverProfile, purpose: str) -> None:
+    """Skip as not applicable unless the driver under test is the reference driver, whose fault switches are needed.
+
+    What such a check shows is the reference driver's own behaviour, nothing about another driver.
+    """
+    if not profile.declares(Capability.REFERENCE_FAULTS):
+        pytest.skip(
+            f"not applicable: {purpose} needs the reference driver's fault switches; the driver under test is "
+            f"{profile.driver} ({profile.source} declares no {Capability.REFERENCE_FAULTS})"
+        )
+
+
+@pytest.fixture(scope="session")
+def driver_launcher(cluster: ClusterInfo, driver_profile: DriverProfile) -> Iterator[DriverLauncher | None]:
+    """The launcher private reference driver instances are forked from, where they can run; None elsewhere.
+
+    Started at once, so that it imports the driver while the first tests set up.
+    """
+    if not driver_profile.declares(Capability.REFERENCE_FAULTS):
+        yield None
+        return
+    if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
+        yield None
+        return
+    launcher = DriverLauncher()
+    launcher.start()
+    yield launcher
+    launcher.close()
+
+
 @pytest.fixture
 def private_driver(
+    driver_launcher: DriverLauncher | None,
     dynamic_client: DynamicClient,
     cluster: ClusterInfo,
     tracker: ResourceTracker,
@@ -266,16 +298,14 @@ def private_driver(
     then run while the driver is still there) and decide at run time whether it needs one.
     """
     behaviour = behaviour_args(driver_profile.run.process.args) if driver_profile.run else ()
-    drivers = PrivateDrivers(dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts, behaviour)
+    drivers = PrivateDrivers(
+        dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts, behaviour, driver_launcher
+    )
 
     def start(
         nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2, args: tuple[str, ...] = ()
     ) -> PrivateDriver:
-        if not driver_profile.declares(Capability.REFERENCE_FAULTS):
-            pytest.skip(
-                f"not applicable: needs the reference driver's fault switches and process control; the driver "
-                f"under test is {driver_profile.driver} ({driver_profile.source})"
-            )
+        require_fault_switches(driver_profile, "a private driver instance (process control included)")
         if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
             pytest.skip(f"not applicable: backend {cluster.backend} cannot run private reference driver instances")
         return drivers.start(nodes, profile=profile, devices=devices, args=args)

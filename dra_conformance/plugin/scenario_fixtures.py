@@ -133,23 +133,56 @@ def shared_target(
 
 
 @pytest.fixture
-def scenario_run(
-    request: pytest.FixtureRequest,
+def device_target(
     scenario_node: Callable[[str, tuple[str, ...]], str],
     private_driver: Callable[..., PrivateDriver],
+    cluster: ClusterInfo,
+    api_client: client.ApiClient,
+    driver_profile: DriverProfile,
+    driver_under_test: DriverUnderTest,
+) -> Callable[..., ScenarioTarget]:
+    """Returns, on each call, devices of the driver under test on one node that only this test uses.
+
+    The reference driver: a private instance of device profile `profile` with `devices` devices and extra `args`.
+    Any other driver: a leased node of it (`purpose` names the checks in a failure; `needs_prepare` asks for a
+    node whose kubelet-plugin sockets this machine reaches). A test asks for this before `kubelet`, so the
+    kubelet's leftover unprepares run while a private driver is still there.
+    """
+
+    def target(
+        purpose: str, *, devices: int, profile: str = "gpu", args: tuple[str, ...] = (), needs_prepare: bool = False
+    ) -> ScenarioTarget:
+        if driver_profile.declares(Capability.REFERENCE_FAULTS):
+            driver = private_driver(profile=profile, devices=devices, args=args)
+            node, process = next(iter(driver.processes.items()))
+            return ScenarioTarget(driver.name, node, devices, process.endpoint, process.control)
+        return shared_target(
+            purpose,
+            needs_prepare=needs_prepare,
+            cluster=cluster,
+            driver=driver_under_test,
+            api_client=api_client,
+            lease=scenario_node,
+        )
+
+    return target
+
+
+@pytest.fixture
+def scenario_run(
+    request: pytest.FixtureRequest,
+    device_target: Callable[..., ScenarioTarget],
     kubelet: KubeletRole,
     tracker: ResourceTracker,
     api_client: client.ApiClient,
     namespace: str,
     timeouts: Timeouts,
-    cluster: ClusterInfo,
     driver_profile: DriverProfile,
-    driver_under_test: DriverUnderTest,
 ) -> Iterator[Callable[[Scenario], ScenarioRun]]:
     """Deploys a scenario; afterwards attaches its correlation record to Allure and the JUnit properties.
 
-    It asks for `private_driver` before `kubelet`, so the kubelet's leftover unprepares run while the driver is
-    still there.
+    It asks for `device_target` (so `private_driver`) before `kubelet`, so the kubelet's leftover unprepares run
+    while the driver is still there.
     """
     runs: list[ScenarioRun] = []
     marker = request.node.get_closest_marker("scenarios")
@@ -159,19 +192,9 @@ def scenario_run(
         reason = scenario.not_applicable(driver_profile)
         if reason:
             pytest.skip(f"not applicable: {reason}")
-        if driver_profile.declares(Capability.REFERENCE_FAULTS):
-            driver = private_driver(profile=scenario.profile, devices=scenario.devices)
-            node, process = next(iter(driver.processes.items()))
-            target = ScenarioTarget(driver.name, node, scenario.devices, process.endpoint, process.control)
-        else:
-            target = shared_target(
-                f"scenario {scenario.id}",
-                needs_prepare=needs_prepare,
-                cluster=cluster,
-                driver=driver_under_test,
-                api_client=api_client,
-                lease=scenario_node,
-            )
+        target = device_target(
+            f"scenario {scenario.id}", devices=scenario.devices, profile=scenario.profile, needs_prepare=needs_prepare
+        )
         run = ScenarioRun(
             scenario, target=target, tracker=tracker, api_client=api_client, namespace=namespace, timeouts=timeouts
         )

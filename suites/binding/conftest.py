@@ -17,12 +17,9 @@ from kubernetes import client
 from dra_conformance.driver.binding import BindingTarget, ControllerIdentity, named_writer
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.reference import PrivateDriver
-from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.model.cluster import ClusterInfo
-from dra_conformance.plugin.scenario_fixtures import shared_target
+from dra_conformance.scenarios.runner import ScenarioTarget
 
 # The reference driver's device profile with binding conditions, and the devices one check needs of it.
 FABRIC_PROFILE = "gpu-fabric"
@@ -36,14 +33,11 @@ def _require_capability(profile: DriverProfile) -> None:
 
 @pytest.fixture
 def binding_target(
-    scenario_node: Callable[[str, tuple[str, ...]], str],
-    private_driver: Callable[..., PrivateDriver],
+    device_target: Callable[..., ScenarioTarget],
     tracker: ResourceTracker,
     namespace: str,
-    cluster: ClusterInfo,
     api_client: client.ApiClient,
     driver_profile: DriverProfile,
-    driver_under_test: DriverUnderTest,
     tmp_path: Path,
 ) -> Callable[..., BindingTarget]:
     """Starts (reference driver) or leases (any other) the devices with binding conditions of one check.
@@ -55,46 +49,34 @@ def binding_target(
         _require_capability(driver_profile)
         if driver_profile.declares(Capability.REFERENCE_FAULTS):
             identity = ControllerIdentity(tracker, api_client, namespace)
-            driver = private_driver(
-                profile=FABRIC_PROFILE,
+            found = device_target(
+                "binding conditions",
                 devices=FABRIC_DEVICES,
+                profile=FABRIC_PROFILE,
                 args=(f"--controller-kubeconfig={identity.kubeconfig(tmp_path)}", f"--attach-delay={attach_delay:g}"),
             )
             # The controller acts only on allocations, which need the class the test creates next: granting its
             # RBAC now, once the driver's name is known, is in time.
-            identity.grant(driver_profile, driver.name)
-            node, process = next(iter(driver.processes.items()))
-            return BindingTarget(
-                driver.name,
-                node,
-                Builder(namespace=namespace, driver=driver.name),
-                identity.username,
-                control=process.control,
-            )
-        shared = shared_target(
-            "binding conditions",
-            needs_prepare=False,
-            cluster=cluster,
-            driver=driver_under_test,
-            api_client=api_client,
-            lease=scenario_node,
-        )
-        pools = node_pools(api_client, shared.driver, shared.node)
+            identity.grant(driver_profile, found.driver)
+            build = Builder(namespace=namespace, driver=found.driver)
+            return BindingTarget(found.driver, found.node, build, identity.username, control=found.control)
+        found = device_target("binding conditions", devices=FABRIC_DEVICES)
+        pools = node_pools(api_client, found.driver, found.node)
         binding = [
             name for pool in pools.values() for name, spec in pool.device_specs.items() if spec.get("bindingConditions")
         ]
         if not binding:
             pytest.fail(
                 f"{driver_profile.source.name} declares {Capability.BINDING_CONDITIONS}, but no device of "
-                f"{shared.driver} on {shared.node} has bindingConditions: {[p.describe() for p in pools.values()]}",
+                f"{found.driver} on {found.node} has bindingConditions: {[p.describe() for p in pools.values()]}",
                 pytrace=False,
             )
         return BindingTarget(
-            shared.driver,
-            shared.node,
-            Builder(namespace=namespace, driver=shared.driver),
+            found.driver,
+            found.node,
+            Builder(namespace=namespace, driver=found.driver),
             named_writer(driver_profile),
-            tolerations=shared.tolerations,
+            tolerations=found.tolerations,
             all_devices=True,
         )
 

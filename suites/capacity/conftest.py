@@ -17,14 +17,11 @@ from kubernetes import client
 
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.driver.shared_capacity import SharePlan, device_selector, plan_shares, shareable
-from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import Builder, Manifest
-from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
-from dra_conformance.plugin.scenario_fixtures import shared_target
+from dra_conformance.scenarios.runner import ScenarioTarget
 
 # The reference driver's device profile with shareable devices (drivers/fake-dra/fake_dra/shared.py).
 REFERENCE_PROFILE = "gpu-shared"
@@ -49,34 +46,17 @@ class SharedDevice:
 
 @pytest.fixture
 def shared_device(
-    scenario_node: Callable[[str, tuple[str, ...]], str],
-    private_driver: Callable[..., PrivateDriver],
+    device_target: Callable[..., ScenarioTarget],
     namespace: str,
-    cluster: ClusterInfo,
     api_client: client.ApiClient,
     driver_profile: DriverProfile,
-    driver_under_test: DriverUnderTest,
     obligations: Obligations,
 ) -> SharedDevice:
     """A shareable device of the driver under test that only this test allocates."""
     if not driver_profile.declares(Capability.CONSUMABLE_CAPACITY):
         pytest.skip("not applicable: consumableCapacity not declared")
-    endpoint: DriverEndpoint | None
-    tolerations: tuple[Manifest, ...]
-    if driver_profile.declares(Capability.REFERENCE_FAULTS):
-        driver = private_driver(profile=REFERENCE_PROFILE, devices=1)
-        node, process = next(iter(driver.processes.items()))
-        name, endpoint, tolerations = driver.name, process.endpoint, ()
-    else:
-        target = shared_target(
-            "consumable capacity",
-            needs_prepare=False,
-            cluster=cluster,
-            driver=driver_under_test,
-            api_client=api_client,
-            lease=scenario_node,
-        )
-        name, node, endpoint, tolerations = target.driver, target.node, target.endpoint, target.tolerations
+    target = device_target("consumable capacity", devices=1, profile=REFERENCE_PROFILE)
+    name, node, endpoint, tolerations = target.driver, target.node, target.endpoint, target.tolerations
     pools = {pool: state for pool, state in node_pools(api_client, name, node).items() if state.complete}
     found = [(pool, device, spec) for pool, state in pools.items() for device, spec in state.device_specs.items()]
     candidates = [(pool, device, spec) for pool, device, spec in found if shareable(spec)]

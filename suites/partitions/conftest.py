@@ -10,14 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kubernetes import client
 
 from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.reference import PrivateDriver
-from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import Builder
-from dra_conformance.model.cluster import ClusterInfo
-from dra_conformance.plugin.scenario_fixtures import shared_target
+from dra_conformance.scenarios.runner import ScenarioTarget
 
 from .target import PartitionTarget
 
@@ -30,13 +26,7 @@ PHYSICAL_DEVICES = 1
 
 @pytest.fixture
 def partition_target(
-    scenario_node: Callable[[str, tuple[str, ...]], str],
-    private_driver: Callable[..., PrivateDriver],
-    namespace: str,
-    cluster: ClusterInfo,
-    api_client: client.ApiClient,
-    driver_profile: DriverProfile,
-    driver_under_test: DriverUnderTest,
+    device_target: Callable[..., ScenarioTarget], namespace: str, driver_profile: DriverProfile
 ) -> Callable[..., PartitionTarget]:
     """Returns the test's partitions on first call; `needs_prepare` asks for a node whose sockets this machine reaches.
 
@@ -47,24 +37,16 @@ def partition_target(
     def target(*, needs_prepare: bool = False) -> PartitionTarget:
         if not driver_profile.declares(Capability.PARTITIONABLE_DEVICES):
             pytest.skip(f"not applicable: {Capability.PARTITIONABLE_DEVICES} not declared")
-        if driver_profile.declares(Capability.REFERENCE_FAULTS):
-            # Started as a `gpu` instance whose last --profile wins: the instance's driver name (and so its socket
-            # paths) derives from the profile given here, and `gpu-partitions` makes its registration socket path
-            # longer than the 105 characters gRPC binds.
-            driver = private_driver(devices=PHYSICAL_DEVICES, args=(f"--profile={PARTITIONS_PROFILE}",))
-            node, process = next(iter(driver.processes.items()))
-            return PartitionTarget(
-                driver.name, node, Builder(namespace=namespace, driver=driver.name), (), process.endpoint
-            )
-        shared = shared_target(
+        # The reference driver starts as a `gpu` instance whose last --profile wins: the instance's driver name (and
+        # so its socket paths) derives from the profile given here, and `gpu-partitions` makes its registration
+        # socket path longer than the 105 characters gRPC binds.
+        found = device_target(
             "partitionable devices",
+            devices=PHYSICAL_DEVICES,
+            args=(f"--profile={PARTITIONS_PROFILE}",),
             needs_prepare=needs_prepare,
-            cluster=cluster,
-            driver=driver_under_test,
-            api_client=api_client,
-            lease=scenario_node,
         )
-        build = Builder(namespace=namespace, driver=shared.driver)
-        return PartitionTarget(shared.driver, shared.node, build, shared.tolerations, shared.endpoint)
+        build = Builder(namespace=namespace, driver=found.driver)
+        return PartitionTarget(found.driver, found.node, build, found.tolerations, found.endpoint)
 
     return target

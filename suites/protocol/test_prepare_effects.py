@@ -22,6 +22,7 @@ from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.findings import Obligations
+from dra_conformance.plugin.driver_fixtures import require_fault_switches
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
@@ -72,8 +73,7 @@ def test_a_failed_prepare_leaves_no_ready_status(
     profile = driver_under_test.profile
     if not profile.declares(Capability.STATUS_DEVICES):
         pytest.skip(f"not applicable: {profile.source} does not declare statusDevices")
-    if not profile.declares(Capability.REFERENCE_FAULTS):
-        pytest.skip("not applicable: making a valid claim's prepare fail needs the reference driver's fault switches")
+    require_fault_switches(profile, "making a valid claim's prepare fail")
     endpoint = driver_under_test.endpoints[allocated.node]
     control = FakeDriverControl(endpoint)
     undo = control.set_faults(

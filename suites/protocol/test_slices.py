@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.slice_history import SliceHistory, SliceVersion
 from dra_conformance.driver.under_test import DriverUnderTest
@@ -23,6 +21,7 @@ from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.model.findings import Obligations
+from dra_conformance.plugin.driver_fixtures import require_fault_switches
 from dra_conformance.timeouts import Timeouts
 
 # One LIST of slices or nodes the API server answers from its watch cache.
@@ -90,11 +89,7 @@ def test_every_change_of_a_pools_devices_comes_with_a_new_generation(
     timeouts: Timeouts,
 ) -> None:
     profile = driver_under_test.profile
-    if not profile.declares(Capability.REFERENCE_FAULTS):
-        pytest.skip(
-            "not applicable: changing what a pool publishes on request needs the reference driver's fault switches "
-            f"({profile.source} declares no referenceFaults)"
-        )
+    require_fault_switches(profile, "changing what a pool publishes on request")
     node = disruption.node
     where = f"slices of {driver_under_test.name} on {node}"
     history = SliceHistory(api_client, driver_under_test.name, node).start()

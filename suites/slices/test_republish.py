@@ -13,7 +13,6 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.slice_history import SliceHistory
 from dra_conformance.driver.slice_hygiene import PoolView, generation_of, incomplete_moments, pool_views, settled
@@ -21,6 +20,7 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.model.findings import Obligations
+from dra_conformance.plugin.driver_fixtures import require_fault_switches
 from dra_conformance.timeouts import Timeouts
 
 
@@ -58,11 +58,7 @@ def test_pool_stays_complete_and_drops_older_generations_while_the_driver_republ
     timeouts: Timeouts,
 ) -> None:
     profile = driver_under_test.profile
-    if not profile.declares(Capability.REFERENCE_FAULTS):
-        pytest.skip(
-            "not applicable: making the driver republish its pool on request needs the reference driver's fault "
-            f"switches ({profile.source} declares no referenceFaults)"
-        )
+    require_fault_switches(profile, "making the driver republish its pool on request")
     disruption: Disruption = request.getfixturevalue("disruption")
     node = disruption.node
     where = f"pool of {driver_under_test.name} on {node}"

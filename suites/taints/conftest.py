@@ -10,15 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from kubernetes import client
 
 from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.reference import PrivateDriver
 from dra_conformance.driver.taint_target import TaintTarget
-from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.builders import Builder
-from dra_conformance.model.cluster import ClusterInfo
-from dra_conformance.plugin.scenario_fixtures import shared_target
+from dra_conformance.scenarios.runner import ScenarioTarget
 
 # NoExecute checks need one device for a pod that is evicted and one for a pod that tolerates the taint.
 DEVICES_NEEDED = 2
@@ -26,33 +22,14 @@ DEVICES_NEEDED = 2
 
 @pytest.fixture
 def taint_target(
-    scenario_node: Callable[[str, tuple[str, ...]], str],
-    private_driver: Callable[..., PrivateDriver],
-    namespace: str,
-    cluster: ClusterInfo,
-    api_client: client.ApiClient,
-    driver_profile: DriverProfile,
-    driver_under_test: DriverUnderTest,
+    device_target: Callable[..., ScenarioTarget], namespace: str, driver_profile: DriverProfile
 ) -> TaintTarget:
     """Devices of the driver under test on one node that only this test uses."""
-    if driver_profile.declares(Capability.REFERENCE_FAULTS):
-        driver = private_driver(devices=DEVICES_NEEDED)
-        node, process = next(iter(driver.processes.items()))
-        return TaintTarget(driver.name, node, (), Builder(namespace=namespace, driver=driver.name), process.control)
-    per_node = driver_profile.devices.per_node
-    if per_node < DEVICES_NEEDED:
+    if not driver_profile.declares(Capability.REFERENCE_FAULTS) and driver_profile.devices.per_node < DEVICES_NEEDED:
         pytest.skip(
             f"not applicable: taint checks need {DEVICES_NEEDED} devices on one node; {driver_profile.source.name} "
-            f"declares {per_node}"
+            f"declares {driver_profile.devices.per_node}"
         )
-    target = shared_target(
-        "device taints",
-        needs_prepare=False,
-        cluster=cluster,
-        driver=driver_under_test,
-        api_client=api_client,
-        lease=scenario_node,
-    )
-    return TaintTarget(
-        target.driver, target.node, target.tolerations, Builder(namespace=namespace, driver=target.driver)
-    )
+    target = device_target("device taints", devices=DEVICES_NEEDED)
+    build = Builder(namespace=namespace, driver=target.driver)
+    return TaintTarget(target.driver, target.node, target.tolerations, build, target.control)
