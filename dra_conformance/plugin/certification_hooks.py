@@ -20,6 +20,9 @@ from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
+from dra_conformance.kubelet.dra_metrics import EXCLUDED_RECORDS, KubeletWindow
+from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
+from dra_conformance.kubelet.latency import latency_figures
 from dra_conformance.model.cluster import DriverProcesses
 from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed
 from dra_conformance.model.records import read_records
@@ -83,10 +86,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"pod-ready p95 in seconds when no baseline was measured (default {canary.READY_SLO:g})",
     )
     group.addoption(
+        "--dra-canary-prepare-slo",
+        type=float,
+        default=None,
+        help=f"the kubelet-observed prepare p95 in seconds the gate allows (default {canary.PREPARE_SLO:g})",
+    )
+    group.addoption(
         "--dra-canary-error-budget",
         type=int,
         default=None,
-        help="status-writer denials, status update errors and allocation timeouts the gate tolerates (default 0)",
+        help="status-writer denials, status update errors, allocation timeouts, and the kubelets' calls to the "
+        "driver that did not end OK, the gate tolerates (default 0)",
     )
 
 
@@ -178,6 +188,8 @@ class OutcomeCollector:
         self.events: canary.EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
         self.cluster_version: str | None = None
+        # The real nodes' kubelets, read at the start and the end of the run (the gate's kubelet rules).
+        self.kubelets: KubeletWindow | None = None
         # What the run set out to check (the controller collects; with xdist, the first worker's collection).
         self.collected: list[str] | None = None
         self.deselected = 0
@@ -212,6 +224,7 @@ class OutcomeCollector:
             self.watch.start()
             self.health = ClusterHealthWatch(api)
             self.health.start()
+            self.kubelets = KubeletWindow(api, tuple(cluster.real_nodes)).start()
         except Exception as error:  # the gate (and the cluster version) then say they have no data; the run goes on
             self.watch, self.events_missing = None, f"event watch did not start: {type(error).__name__}: {error}"
 
@@ -240,6 +253,8 @@ class OutcomeCollector:
             self.watch = None
         if self.health is not None:
             self.faults = self.health.stop()
+        if self.kubelets is not None:
+            self.kubelets.finish()
         # Before the run stops its cluster: the supervisor's record of exits goes with it.
         self.exits = self.driver_exits()
 
@@ -314,7 +329,7 @@ class OutcomeCollector:
             extra={"cluster_health_watch": self.health.error or "watched" if self.health else "not watched"},
         )
         run_dir = config.stash[stash.RUN_DIR]
-        gate = self.canary_gate(run_dir, profile.identity.service_account.username)
+        gate = self.canary_gate(run_dir, profile.identity.service_account.username, profile.driver)
         summary = summarize(
             results,
             facts,
@@ -348,7 +363,7 @@ class OutcomeCollector:
             return None
         return [{**asdict(e), "describe": e.describe()} for e in exits]
 
-    def canary_gate(self, run_dir: Path, driver_user: str) -> dict[str, Any]:
+    def canary_gate(self, run_dir: Path, driver_user: str, driver: str) -> dict[str, Any]:
         """Gather the canary gate's inputs and evaluate it."""
         config = self.config
         rollback, namespace = _rehearsal(run_dir, config.getoption("--dra-rollback-state"))
@@ -361,11 +376,28 @@ class OutcomeCollector:
             until=self.ended or datetime.now(UTC),
             provoked=canary.provocations(read_records(run_dir, canary.PROVOKED_RECORDS)),
         )
-        inputs = canary.Inputs(driver_user, rollback, audit, audit_missing, self.events, self.events_missing)
+        kubelet, kubelet_missing = (
+            self.kubelets.run(read_records(run_dir, EXCLUDED_RECORDS))
+            if self.kubelets is not None
+            else (None, f"the kubelets were not read at the start of the run ({self.events_missing})")
+        )
+        inputs = canary.Inputs(
+            driver_user,
+            rollback,
+            audit,
+            audit_missing,
+            self.events,
+            self.events_missing,
+            driver=driver,
+            kubelet=kubelet,
+            kubelet_missing=kubelet_missing,
+            client_latency=latency_figures(read_records(run_dir, LATENCY_RECORDS)),
+        )
         policy = canary.Policy(
             tolerance_ratio=option_or(config, "--dra-canary-tolerance", canary.TOLERANCE_RATIO),
             allocation_slo=option_or(config, "--dra-canary-allocation-slo", canary.ALLOCATION_SLO),
             ready_slo=option_or(config, "--dra-canary-ready-slo", canary.READY_SLO),
+            prepare_slo=option_or(config, "--dra-canary-prepare-slo", canary.PREPARE_SLO),
             error_budget=option_or(config, "--dra-canary-error-budget", canary.ERROR_BUDGET),
         )
         return canary.evaluate(inputs, policy)

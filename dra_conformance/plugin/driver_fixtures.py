@@ -40,6 +40,7 @@ from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
+from dra_conformance.kubelet.dra_metrics import EXCLUDED_RECORDS, KubeletWindow
 from dra_conformance.kubelet.interposer import KubeletInterposer
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.node_agent import NodeAgents
@@ -169,8 +170,19 @@ def real_node(
 
 
 @pytest.fixture
-def interposer(real_node: RealNodeTarget, kubelet_api: KubeletAPI, timeouts: Timeouts) -> Iterator[KubeletInterposer]:
-    """A kubelet-side fault interposer registered for the driver under test on the leased real node."""
+def interposer(
+    request: pytest.FixtureRequest,
+    real_node: RealNodeTarget,
+    kubelet_api: KubeletAPI,
+    timeouts: Timeouts,
+    api_client: client.ApiClient,
+    run_records: RunRecords,
+) -> Iterator[KubeletInterposer]:
+    """A kubelet-side fault interposer registered for the driver under test on the leased real node.
+
+    The node's kubelet is read before and after: what it measured meanwhile (calls slowed or failed on purpose) is
+    recorded to be taken out of the canary gate's kubelet figures.
+    """
     if real_node.endpoint is None:
         pytest.skip(
             f"not applicable: the driver's sockets on {real_node.name} are not reachable from this machine (the "
@@ -179,12 +191,17 @@ def interposer(real_node: RealNodeTarget, kubelet_api: KubeletAPI, timeouts: Tim
     # Unix socket paths are limited to 107 bytes: the interposer's socket goes in a short temporary directory.
     scratch = Path(tempfile.mkdtemp(prefix="dra-ip-"))
     interposer = KubeletInterposer(kubelet_api, real_node.endpoint, scratch)
+    window = KubeletWindow(api_client, (real_node.name,)).start()
     try:
         interposer.start(timeouts.driver_ready)
         yield interposer
     finally:
         interposer.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+        window.finish()
+        excluded = window.record(request.node.nodeid)
+        if excluded is not None:
+            run_records.add(EXCLUDED_RECORDS, excluded)
 
 
 @pytest.fixture

@@ -30,6 +30,15 @@
 3. **Job-start failures after successful allocation**, against the baseline: canary pods that were bound (allocated)
    but never got Ready, on the DRA path, no more than on the device-plugin path.
 4. **Rollback rehearsed**: yes with its date when the rehearsal recorded all its phases and rolled back cleanly.
+5. **Kubelet-observed prepare p95**: the kubelets of the real nodes measure every NodePrepareResources call they
+   make to the driver under test (`kubelet.dra_metrics`); its p95 over the run, against a fallback SLO of 2 s, is
+   printed next to the suite's own client-side p95 of the calls it made playing the kubelet on fake nodes. 2 s: a
+   pod's start has 5 s (the pod-ready SLO above), of which allocation takes up to 1 s, and the sandbox and
+   container start need the rest; the kubelet's histogram has a bucket bound at 1.995 s, so the figure is not a
+   bucket's rounding away from the threshold. Windows of checks that slow or fail calls on purpose (the kubelet-side
+   interposer) are taken out.
+6. **Kubelet gRPC errors**: the kubelet's calls to the driver under test that did not end OK, over the same window,
+   against the error budget.
 
 The gate passes only when every rule passes; a rule that holds holds the gate; a rule without data makes it
 incomplete (do not widen either), never a silent pass. The rules are pure functions of `Inputs`; the plugin
@@ -48,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance.kube import audit_log
+from dra_conformance.kubelet.dra_metrics import PREPARE, KubeletRun, describe_seconds, figures
 from dra_conformance.model.stats import percentile
 from dra_conformance.rollback.extended_resource import DEVICE_PLUGIN, DRA, baseline_prefix
 
@@ -59,6 +69,7 @@ TOLERANCE_SECONDS = 0.25
 # a fifth of it, since everything after binding (prepare, container start) also has to fit in the 5 s.
 ALLOCATION_SLO = 1.0
 READY_SLO = 5.0
+PREPARE_SLO = 2.0
 ERROR_BUDGET = 0
 
 # The rehearsal's canary pods, by the names it gives them (`<baseline prefix of the path>-<n>`), to their path.
@@ -101,6 +112,7 @@ class Policy:
     tolerance_seconds: float = TOLERANCE_SECONDS
     allocation_slo: float = ALLOCATION_SLO
     ready_slo: float = READY_SLO
+    prepare_slo: float = PREPARE_SLO
     error_budget: int = ERROR_BUDGET
 
     def limit(self, baseline: float) -> float:
@@ -169,6 +181,12 @@ class Inputs:
     audit_missing: str = ""
     events: EventFacts | None = None
     events_missing: str = ""
+    # The driver under test's name (the kubelet labels its calls with it), the kubelets' view of the run, and the
+    # suite's own client-side latencies per method (`kubelet.latency.latency_figures`).
+    driver: str = ""
+    kubelet: KubeletRun | None = None
+    kubelet_missing: str = "the kubelets were not read"
+    client_latency: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 # --- figures ----------------------------------------------------------------------------------------------------
@@ -453,6 +471,50 @@ def rehearsal_rule(inputs: Inputs) -> Rule:
     return Rule(name, figure, threshold, RuleResult.PASS if clean else RuleResult.HOLD)
 
 
+def _suite_prepare(inputs: Inputs) -> str:
+    measured = inputs.client_latency.get(PREPARE)
+    if not measured:
+        return "suite client-side: no prepare in this run"
+    return f"suite client-side p95 {measured['p95'] * 1000:.1f} ms (n={measured['count']:.0f}, fake nodes)"
+
+
+def _kubelet_excluded(run: KubeletRun) -> str:
+    return f"; excluded: {len(run.excluded)} faulted checks' windows" if run.excluded else ""
+
+
+def kubelet_prepare_rule(inputs: Inputs, policy: Policy) -> Rule:
+    """Rule 5: the kubelets' own p95 of NodePrepareResources to the driver under test, beside the suite's."""
+    name = "kubelet-observed prepare p95"
+    threshold = f"<= {policy.prepare_slo} s (configured SLO)"
+    suite = _suite_prepare(inputs)
+    run = inputs.kubelet
+    if run is None:
+        return Rule(name, f"no data; {suite}", threshold, RuleResult.NO_DATA, inputs.kubelet_missing)
+    found = figures(run.calls, inputs.driver).get(PREPARE)
+    if found is None or found.p95 is None:
+        why = f"the kubelets of {', '.join(run.nodes)} prepared no claim of {inputs.driver} in this run"
+        return Rule(name, f"no data; {suite}", threshold, RuleResult.NO_DATA, why)
+    figure = (
+        f"kubelet p95 {describe_seconds(found.p95)} (n={found.count} on {', '.join(run.nodes)}"
+        f"{_kubelet_excluded(run)}); {suite}"
+    )
+    return Rule(name, figure, threshold, RuleResult.PASS if found.p95 <= policy.prepare_slo else RuleResult.HOLD)
+
+
+def kubelet_error_rule(inputs: Inputs, policy: Policy) -> Rule:
+    """Rule 6: the kubelets' calls to the driver under test that did not end OK, against the error budget."""
+    name = "kubelet gRPC errors"
+    threshold = f"<= {policy.error_budget} (error budget)"
+    run = inputs.kubelet
+    if run is None:
+        return Rule(name, "no data", threshold, RuleResult.NO_DATA, inputs.kubelet_missing)
+    methods = figures(run.calls, inputs.driver)
+    errors = sum(m.errors for m in methods.values())
+    calls = "; ".join(f"{method}: {m.codes}" for method, m in methods.items()) or "no call"
+    figure = f"{errors} not OK of {sum(m.count for m in methods.values())} calls ({calls}{_kubelet_excluded(run)})"
+    return Rule(name, figure, threshold, RuleResult.PASS if errors <= policy.error_budget else RuleResult.HOLD)
+
+
 def evaluate(inputs: Inputs, policy: Policy) -> dict[str, Any]:
     """The gate as a document: verdict, reasons, every rule, the policy it was judged by."""
     rules = [
@@ -461,6 +523,8 @@ def evaluate(inputs: Inputs, policy: Policy) -> dict[str, Any]:
         error_rule(inputs, policy),
         job_start_rule(inputs),
         rehearsal_rule(inputs),
+        kubelet_prepare_rule(inputs, policy),
+        kubelet_error_rule(inputs, policy),
     ]
     holding = [r for r in rules if r.result == RuleResult.HOLD]
     lacking = [r for r in rules if r.result == RuleResult.NO_DATA]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,6 +11,7 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
+from dra_conformance.kubelet.dra_metrics import PREPARE, CallHistogram, KubeletDraCalls, KubeletRun
 from dra_conformance.report import canary
 from dra_conformance.report.canary import AuditFacts, EventFacts, GateVerdict, Inputs, Policy, RuleResult
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
@@ -79,12 +81,21 @@ def _audit_facts(dra: list[float], plugin: list[float], **changes: Any) -> Audit
     return facts
 
 
+# A real node's kubelet that prepared 8 claims of the driver, each within 0.1 s, all OK.
+KUBELET_DRIVER = "gpu.example.com"
+FAST_PREPARES = KubeletDraCalls(
+    {(KUBELET_DRIVER, PREPARE): CallHistogram({0.1: 8.0, math.inf: 8.0}, {"OK": 8.0})}, {KUBELET_DRIVER: 1.0}
+)
+
+
 def _inputs(**changes: Any) -> Inputs:
     found = Inputs(
         DRIVER,
         rollback=_rollback(),
         audit=_audit_facts([0.05] * 8, [0.04] * 8),
         events=EventFacts([]),
+        driver=KUBELET_DRIVER,
+        kubelet=KubeletRun(("node-a",), FAST_PREPARES),
     )
     for key, value in changes.items():
         setattr(found, key, value)
