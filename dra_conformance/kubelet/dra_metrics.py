@@ -130,7 +130,9 @@ def parse(text: str) -> KubeletDraCalls:
     for family in text_string_to_metric_families(text):
         if family.name == GRPC_DURATION:
             for sample in family.samples:
-                key = (sample.labels.get("driver_name", ""), sample.labels.get("method_name", ""))
+                # The kubelet labels the full gRPC path (/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/<Method>).
+                method = sample.labels.get("method_name", "").rsplit("/", 1)[-1]
+                key = (sample.labels.get("driver_name", ""), method)
                 if sample.name.endswith("_bucket"):
                     buckets[key][float(sample.labels["le"])] += sample.value
                 elif sample.name.endswith("_count"):

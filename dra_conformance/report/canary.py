@@ -564,7 +564,8 @@ def terminal_lines(gate: dict[str, Any]) -> list[str]:
     lines = [f"  canary gate: {gate['state']}"]
     for rule in gate.get("rules", []):
         if rule["result"] == RuleResult.NO_DATA:
-            lines.append(f"    {rule['rule']}: no data ({rule['why']}); threshold {rule['threshold']}")
+            # "no data", or a figure beside the missing one (the suite's own prepare latency).
+            lines.append(f"    {rule['rule']}: {rule['figure']} ({rule['why']}); threshold {rule['threshold']}")
         else:
             lines.append(f"    {rule['rule']}: {rule['result']}: {rule['figure']}; threshold {rule['threshold']}")
     return lines

@@ -19,8 +19,12 @@ DRIVER = "gpu.example.com"
 BOUNDS = ("0.1", "0.153", "0.235", "0.36", "0.553", "0.848", "1.3", "1.995", "3.06", "+Inf")
 
 
+# How the kubelet labels a call: the full gRPC path of the method.
+GRPC_SERVICE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+
+
 def _histogram(method: str, code: str, cumulative: tuple[int, ...], driver: str = DRIVER) -> str:
-    labels = f'driver_name="{driver}",grpc_status_code="{code}",method_name="{method}"'
+    labels = f'driver_name="{driver}",grpc_status_code="{code}",method_name="{GRPC_SERVICE}{method}"'
     lines = [
         f'dra_grpc_operations_duration_seconds_bucket{{{labels},le="{bound}"}} {count}'
         for bound, count in zip(BOUNDS, cumulative, strict=True)
