@@ -291,12 +291,15 @@ def _reports_root() -> Path:
     return Path.cwd() if paths.installed() else paths.CHECKOUT
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def _report(args: argparse.Namespace) -> int:
     if args.fleet:
         if args.run or args.serve:
             raise UsageError("report --fleet takes its runs as DIR_OR_TARBALL...; leave out RUN and --serve")
-        note = lambda line: print(line, file=sys.stderr)  # noqa: E731
-        fleet_command(args.fleet, args.stale_after, args.output, datetime.now(UTC), print, note)
+        fleet_command(args.fleet, args.stale_after, args.output, datetime.now(UTC), print, _to_stderr)
         return EXIT_OK
     if args.run is None:
         raise UsageError("report needs RUN (a run id under reports/, or a run's directory), or --fleet")
