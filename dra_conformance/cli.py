@@ -4,6 +4,7 @@ dra-conformance build [--cache-dir DIR]
 dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
 dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
 dra-conformance report RUN [--serve [--port N]]
+dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR]
 dra-conformance obligations [--output FILE]
 """
 
@@ -13,6 +14,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dra_conformance import paths
@@ -24,6 +26,9 @@ from dra_conformance.model.obligations import Registry, RegistryError
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
+from dra_conformance.report.fleet.command import fleet_command
+from dra_conformance.report.fleet.durations import parse_duration, spell_duration
+from dra_conformance.report.fleet.merge import DEFAULT_STALE_AFTER
 from dra_conformance.report.obligations_doc import render as render_obligations
 from dra_conformance.timeouts import Timeouts, timeout_option
 from dra_wire import kubelet_api
@@ -60,6 +65,13 @@ def _positive_seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected more than 0 seconds, got {value:g}")
     return value
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 # The deadlines of bringing a cluster up and down, which `cluster up` takes with the plugin's spelling; a host that
@@ -121,8 +133,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the suites N times on one cluster and report each test's pass rate (a failure in any run counts)",
     )
 
-    report = commands.add_parser("report", help="render a run's Allure results as HTML (Allure 3 on Node.js)")
-    report.add_argument("run", help="run id under reports/, or a run's directory")
+    report = commands.add_parser(
+        "report", help="render a run's Allure results as HTML (Allure 3 on Node.js), or many runs' fleet table"
+    )
+    report.add_argument("run", nargs="?", help="run id under reports/, or a run's directory")
+    report.add_argument(
+        "--fleet",
+        nargs="+",
+        type=Path,
+        metavar="DIR_OR_TARBALL",
+        help="instead: one table of the latest run of every cluster, from run directories, directories of runs "
+        "and tarballs (sonobuoy retrieve); Markdown on stdout",
+    )
+    report.add_argument(
+        "--stale-after",
+        type=_duration,
+        default=DEFAULT_STALE_AFTER,
+        metavar="DURATION",
+        help="with --fleet: a cluster whose last run is older than this (36h, 2d, 90m) is stale "
+        f"(default {spell_duration(DEFAULT_STALE_AFTER)})",
+    )
+    report.add_argument("--output", type=Path, help="with --fleet: also write fleet.md, fleet.json, fleet.html there")
     report.add_argument("--serve", action="store_true", help="then serve the HTML on 127.0.0.1 until Ctrl-C")
     report.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
     report.add_argument("--reports-dir", type=Path, help="where run ids are looked up (default ./reports)")
@@ -260,7 +291,18 @@ def _reports_root() -> Path:
     return Path.cwd() if paths.installed() else paths.CHECKOUT
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def _report(args: argparse.Namespace) -> int:
+    if args.fleet:
+        if args.run or args.serve:
+            raise UsageError("report --fleet takes its runs as DIR_OR_TARBALL...; leave out RUN and --serve")
+        fleet_command(args.fleet, args.stale_after, args.output, datetime.now(UTC), print, _to_stderr)
+        return EXIT_OK
+    if args.run is None:
+        raise UsageError("report needs RUN (a run id under reports/, or a run's directory), or --fleet")
     reports = args.reports_dir or _reports_root() / "reports"
     report_command(args.run, reports, args.cache_dir or default_cache_dir(), args.port if args.serve else None, print)
     return EXIT_OK

@@ -49,6 +49,7 @@ from dra_conformance.report.certification import (
     terminal_lines,
     write_summary,
 )
+from dra_conformance.report.fleet.identity import cluster_name
 from dra_conformance.rollback.report import REPORT_JSON
 from dra_conformance.rollback.report import summarize as summarize_rehearsal
 from dra_conformance.rollback.state import Phase, RehearsalState
@@ -97,6 +98,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="status-writer denials, status update errors, allocation timeouts, and the kubelets' calls to the "
         "driver that did not end OK, the gate tolerates (default 0)",
+    )
+    group.addoption(
+        "--dra-cluster-name",
+        default=None,
+        help="the cluster's name in summary.json and the fleet report (default: the kubeconfig context of an "
+        "existing cluster, else <backend>/<state dir name>, e.g. local/local)",
     )
 
 
@@ -327,6 +334,8 @@ class OutcomeCollector:
             driver_version=profile.version,
             declared=tuple(sorted(str(c) for c in profile.capabilities)),
             extra={"cluster_health_watch": self.health.error or "watched" if self.health else "not watched"},
+            cluster=self.cluster_name(),
+            finished_at=(self.ended or datetime.now(UTC)).isoformat(timespec="seconds"),
         )
         run_dir = config.stash[stash.RUN_DIR]
         gate = self.canary_gate(run_dir, profile.identity.service_account.username, profile.driver)
@@ -349,6 +358,15 @@ class OutcomeCollector:
         terminalreporter.section("certification summary")
         for line in terminal_lines(summary):
             terminalreporter.line(line, red=summary["verdict"] == "not certified")
+
+    def cluster_name(self) -> str | None:
+        """The run's cluster as the fleet report names it (None: no name given and no cluster attached)."""
+        given = self.config.getoption("--dra-cluster-name")
+        cluster = self.config.stash.get(stash.CLUSTER, None)
+        if cluster is None:
+            return given or None
+        context = self.config.stash[stash.SUITE_CONFIG].context
+        return cluster_name(given, cluster.backend, cluster.server, cluster.kubeconfig, context, cluster.details)
 
     def driver_exits(self) -> list[dict[str, Any]] | None:
         """Exits of the driver under test during the run, where the backend runs its processes (else None)."""

@@ -141,6 +141,10 @@ class RunFacts:
     # Capabilities no check certifies, because they are about the harness, not the driver.
     harness_capabilities: tuple[str, ...] = ("referenceFaults",)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Which cluster ran it (`--dra-cluster-name`, the kubeconfig context, the local cluster's name) and when it
+    # ended (ISO 8601 UTC): the fleet report's row and freshness. None in summaries written before them.
+    cluster: str | None = None
+    finished_at: str | None = None
 
 
 @dataclass
@@ -352,11 +356,19 @@ def summarize(
         "metrics_verdict": metrics if metrics is not None else {"state": "not run"},
         "rollback_rehearsal": (
             {k: rollback[k] for k in ("verdict", "failed_phase", "rollback_seconds")}
+            | {"rehearsed_at": _rehearsed_at(rollback)}
             if rollback is not None
             else {"state": "not run"}
         ),
         "flake_record": {"state": "one run", "why": "pass rates per test come from `dra-conformance run --repeat N`"},
     }
+
+
+def _rehearsed_at(rollback: dict[str, Any]) -> str | None:
+    """When the rehearsal checked the rolled-back state (its last phase's start), else when it began."""
+    phases = {p.get("phase"): p for p in rollback.get("phases", [])}
+    started = phases.get("after_rollback", {}).get("started") or phases.get("before", {}).get("started")
+    return str(started) if started else None
 
 
 def render_markdown(summary: dict[str, Any]) -> str:
