@@ -18,7 +18,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dra_conformance import paths
-from dra_conformance.backends.registry import BACKENDS, build_local_binaries, make_backend
+from dra_conformance.backends.registry import (
+    BACKENDS,
+    build_local_binaries,
+    install_real_node_packages,
+    make_backend,
+    real_node_blocker,
+)
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
@@ -45,6 +51,10 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # One line, non-zero exit: argparse's default prints the whole usage block first.
         self.exit(EXIT_USAGE, f"dra-conformance: error: {message} (see --help)\n")
+
+
+# `--real-node` of build and run: given alone it means yes; auto adds one where this machine can host it.
+REAL_NODE_CHOICES = ("yes", "auto")
 
 
 def _positive_int(text: str) -> int:
@@ -87,7 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="build the pinned upstream binaries of the local backend (cached)")
     build.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
     build.add_argument(
-        "--real-node", action="store_true", help="also the real node's binaries and Debian packages (root)"
+        "--real-node",
+        nargs="?",
+        const="yes",
+        choices=REAL_NODE_CHOICES,
+        help="also the real node's binaries and Debian packages (root); auto: where this machine can host it",
     )
 
     cluster = commands.add_parser("cluster", help="manage the embedded local cluster")
@@ -119,7 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig", type=Path)
     run.add_argument("--profile", type=Path, help="driver profile of the driver under test (default: reference driver)")
     run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
-    run.add_argument("--real-node", action="store_true", help="add a real node to the local cluster (root only)")
+    run.add_argument(
+        "--real-node",
+        nargs="?",
+        const="yes",
+        choices=REAL_NODE_CHOICES,
+        help="add a real node to the local cluster (root only) for the kubelet-mode checks; auto: where this "
+        "machine can host it (root, writable cgroups, its Debian packages installable), else the summary says why",
+    )
     run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
     run.add_argument(
         "--allow-partial",
@@ -179,8 +200,25 @@ def _obligations(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def real_node_wanted(choice: str | None, backend: str = "local") -> tuple[bool, str]:
+    """Whether to add a real node (`--real-node` yes, auto or not given), and why not where it is not added."""
+    if backend != "local":
+        if choice == "yes":
+            raise UsageError(f"--real-node adds a node to the local cluster; backend {backend} has its own nodes")
+        return False, ""  # the summary says whether the cluster has a node a real kubelet serves
+    if choice is None:
+        return False, "not asked for (--real-node)"
+    if choice == "yes":
+        return True, ""
+    blocker = real_node_blocker()
+    return not blocker, blocker
+
+
 def _build(args: argparse.Namespace) -> int:
-    for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir, real_node=args.real_node)).items():
+    real_node, why = real_node_wanted(args.real_node)
+    if args.real_node == "auto" and not real_node:
+        print(f"no real node: {why}", file=sys.stderr)
+    for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir, real_node=real_node)).items():
         print(f"{name}: {path}")
     print(f"kubelet plugin API bindings: {kubelet_api.bindings_dir()}")
     return EXIT_OK
@@ -377,8 +415,13 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     ]
     if args.kubeconfig:
         options.append(f"--dra-kubeconfig={args.kubeconfig}")
-    if args.real_node:
+    real_node, why = real_node_wanted(args.real_node, args.cluster)
+    if real_node:
+        if args.real_node == "auto":
+            install_real_node_packages()  # the machine allows it: what the node needs comes with the run
         options.append("--dra-real-node")
+    elif why:
+        options.append(f"--dra-real-node-absent={why}")
     if args.allow_partial:
         options.append("--dra-allow-partial")
     if args.profile:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from dra_conformance.backends.kind import KindBackend, KindClusterConfig
 from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.build import Builder, echo_stderr
+from dra_conformance.backends.local.real_node import CGROUP_ROOT
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
 
@@ -86,6 +89,28 @@ def build_local_binaries(config: SuiteConfig) -> dict[str, Path]:
     builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
     binaries = vars(builder.ensure_all())
     if config.real_node:
-        host_packages.install(local.assets / "real-node" / "debian-packages.txt", echo_stderr)
+        host_packages.install(real_node_packages(), echo_stderr)
         binaries |= vars(builder.ensure_real_node())
     return dict(sorted(binaries.items()))
+
+
+def real_node_packages() -> Path:
+    """The Debian packages the real node's build and its node need (one per line)."""
+    return LocalClusterConfig().assets / "real-node" / "debian-packages.txt"
+
+
+def real_node_blocker() -> str:
+    """Why this machine cannot host the local backend's real node, or "" when it can."""
+    if os.geteuid() != 0:
+        return "not root (the real node runs a kubelet, containerd and runc, which need root)"
+    if not os.access(CGROUP_ROOT, os.W_OK):
+        return f"{CGROUP_ROOT} is not writable (the kubelet makes a cgroup per pod)"
+    absent = host_packages.missing(host_packages.listed(real_node_packages()))
+    if absent and shutil.which("apt-get") is None:
+        return f"Debian packages {' '.join(absent)} are missing and there is no apt-get to install them"
+    return ""
+
+
+def install_real_node_packages() -> None:
+    """Install the real node's missing Debian packages (root), as `build --real-node` does."""
+    host_packages.install(real_node_packages(), echo_stderr)

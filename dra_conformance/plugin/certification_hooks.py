@@ -333,7 +333,10 @@ class OutcomeCollector:
             profile_digest=profile.digest,
             driver_version=profile.version,
             declared=tuple(sorted(str(c) for c in profile.capabilities)),
-            extra={"cluster_health_watch": self.health.error or "watched" if self.health else "not watched"},
+            extra={
+                "cluster_health_watch": self.health.error or "watched" if self.health else "not watched",
+                **({"real_node_absent": why} if (why := self.real_node_absent()) else {}),
+            },
             cluster=self.cluster_name(),
             finished_at=(self.ended or datetime.now(UTC)).isoformat(timespec="seconds"),
         )
@@ -367,6 +370,18 @@ class OutcomeCollector:
             return given or None
         context = self.config.stash[stash.SUITE_CONFIG].context
         return cluster_name(given, cluster.backend, cluster.server, cluster.kubeconfig, context, cluster.details)
+
+    def real_node_absent(self) -> str:
+        """Why no node of the run's cluster is served by a real kubelet ("" where one is)."""
+        cluster = self.config.stash.get(stash.CLUSTER, None)
+        if cluster is None or cluster.real_nodes:
+            return ""
+        given = self.config.getoption("--dra-real-node-absent")
+        if given:
+            return str(given)
+        if cluster.backend == "local":
+            return "not asked for (--real-node)"
+        return f"no node of this {cluster.backend} cluster is served by a real kubelet"
 
     def driver_exits(self) -> list[dict[str, Any]] | None:
         """Exits of the driver under test during the run, where the backend runs its processes (else None)."""

@@ -77,6 +77,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="add a real node to a local cluster (kubelet, containerd, runc; root) for the kubelet-mode checks",
     )
     group.addoption(
+        "--dra-real-node-absent",
+        default=None,
+        metavar="WHY",
+        help="why the run has no real node (`dra-conformance run --real-node auto` says it), for the summary",
+    )
+    group.addoption(
         "--dra-workload-image",
         default=None,
         help="image with a shell (busybox) that kubelet-mode pods run; the nodes must have it or be able to pull it "

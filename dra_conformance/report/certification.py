@@ -379,6 +379,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         *(f"- {reason}" for reason in summary["reasons"]),
         "",
+        *([f"- {line}", ""] if (line := real_node_line(summary)) else []),
         *_exit_lines(summary.get("driver_exits") or {}),
         *_advisory_lines(summary.get("advisories") or []),
         f"Suite dra-conformance {run['suite_version']}, backend {run['backend']} (Kubernetes "
@@ -468,8 +469,26 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     states = ", ".join(f"{c} {row['state']}" for c, row in summary["capabilities"].items())
     lines.append(f"  capabilities: {states or 'none declared'}")
     lines += canary_gate.terminal_lines(summary["canary_gate"])
+    real_node = real_node_line(summary)
+    lines += [f"  {real_node}"] if real_node else []
     lines.append("  details: summary.md and summary.json in the run's reports")
     return lines
+
+
+def real_node_line(summary: dict[str, Any]) -> str | None:
+    """Where the kubelet suite ran without a real node: one line with why, and what runs it."""
+    why = (summary["run"].get("extra") or {}).get("real_node_absent")
+    if not why or "kubelet" not in summary["suites"]:
+        return None
+    remedy = (
+        "dra-conformance run --real-node as root on a machine with writable cgroups"
+        if summary["run"]["backend"] == "local"
+        else "a node served by a real kubelet with the driver installed"
+    )
+    return (
+        f"real node: none ({why}); the kubelet-mode checks, the four-layer cross-check among them, were not "
+        f"applicable; to run them: {remedy}"
+    )
 
 
 def write_summary(summary: dict[str, Any], run_dir: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dra_conformance.model.records import RunRecords
+from dra_conformance.report import certification
 from dra_conformance.report.certification import (
     CLUSTER_FAULT,
     CheckResult,
@@ -211,3 +212,14 @@ def test_checks_the_suites_identity_could_not_run_make_the_run_incomplete(tmp_pa
 def test_the_check_a_crashed_worker_was_running_is_an_error_not_a_driver_failure() -> None:
     crashed = "worker 'gw0' crashed while running 'suites/protocol/test_p.py::t'"
     assert outcome_of("???", False, False, crashed) == (Outcome.ERROR, crashed)
+
+
+def test_a_kubelet_suite_without_a_real_node_gets_one_line_with_why_and_what_runs_it() -> None:
+    summary = {
+        "run": {"backend": "local", "extra": {"real_node_absent": "not root (the real node needs root)"}},
+        "suites": {"kubelet": {}},
+    }
+    line = certification.real_node_line(summary)
+    assert line is not None and "not root" in line and "dra-conformance run --real-node" in line, line
+    assert certification.real_node_line({**summary, "suites": {"protocol": {}}}) is None, "no kubelet suite ran"
+    assert certification.real_node_line({**summary, "run": {"backend": "local", "extra": {}}}) is None

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dra_conformance.backends.registry import real_node_blocker
 from dra_conformance.cli import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -15,7 +16,9 @@ from dra_conformance.cli import (
     chosen_targets,
     cluster_config,
     main,
+    real_node_wanted,
 )
+from dra_conformance.errors import UsageError
 from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, rollback_fixtures, scenario_fixtures
 from dra_conformance.timeouts import Timeouts
 
@@ -135,3 +138,16 @@ def test_every_former_option_name_is_a_plugin_option_with_the_prefix(pytester: p
     names = {name for option in group.options for name in option.names()}
     missing = [name for name in FORMER_PLUGIN_OPTIONS if f"--dra-{name}" not in names]
     assert not missing, f"not options of the plugin: {missing}"
+
+
+def test_real_node_auto_follows_what_the_machine_allows_and_says_why_not() -> None:
+    blocker = real_node_blocker()
+    assert real_node_wanted("auto") == (not blocker, blocker)
+    assert real_node_wanted(None) == (False, "not asked for (--real-node)")
+    assert real_node_wanted("yes") == (True, "")
+
+
+def test_real_node_on_another_backend_is_refused_when_asked_and_silent_on_auto() -> None:
+    with pytest.raises(UsageError, match="--real-node adds a node to the local cluster; backend existing"):
+        real_node_wanted("yes", "existing")
+    assert real_node_wanted("auto", "existing") == (False, "")
