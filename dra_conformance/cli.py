@@ -53,10 +53,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"dra-conformance: error: {message} (see --help)\n")
 
 
-# `--real-node` of build and run: given alone it means yes; auto adds one where this machine can host it.
-REAL_NODE_CHOICES = ("yes", "auto")
-
-
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -97,11 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="build the pinned upstream binaries of the local backend (cached)")
     build.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
     build.add_argument(
-        "--real-node",
-        nargs="?",
-        const="yes",
-        choices=REAL_NODE_CHOICES,
-        help="also the real node's binaries and Debian packages (root); auto: where this machine can host it",
+        "--real-node", action="store_true", help="also the real node's binaries and Debian packages (root)"
+    )
+    build.add_argument(
+        "--real-node-auto", action="store_true", help="--real-node where this machine can host a real node"
     )
 
     cluster = commands.add_parser("cluster", help="manage the embedded local cluster")
@@ -135,11 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
     run.add_argument(
         "--real-node",
-        nargs="?",
-        const="yes",
-        choices=REAL_NODE_CHOICES,
-        help="add a real node to the local cluster (root only) for the kubelet-mode checks; auto: where this "
-        "machine can host it (root, writable cgroups, its Debian packages installable), else the summary says why",
+        action="store_true",
+        help="add a real node to the local cluster (root only), for the kubelet-mode checks",
+    )
+    run.add_argument(
+        "--real-node-auto",
+        action="store_true",
+        help="--real-node where this machine can host a real node (root, writable cgroups, its Debian packages "
+        "installable); elsewhere the summary says why not",
     )
     run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
     run.add_argument(
@@ -200,8 +198,13 @@ def _obligations(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def real_node_choice(args: argparse.Namespace) -> str | None:
+    """`--real-node` (yes), `--real-node-auto` (auto) or neither (None)."""
+    return "yes" if args.real_node else "auto" if args.real_node_auto else None
+
+
 def real_node_wanted(choice: str | None, backend: str = "local") -> tuple[bool, str]:
-    """Whether to add a real node (`--real-node` yes, auto or not given), and why not where it is not added."""
+    """Whether to add a real node (choice yes, auto or None), and why not where it is not added."""
     if backend != "local":
         if choice == "yes":
             raise UsageError(f"--real-node adds a node to the local cluster; backend {backend} has its own nodes")
@@ -215,8 +218,8 @@ def real_node_wanted(choice: str | None, backend: str = "local") -> tuple[bool, 
 
 
 def _build(args: argparse.Namespace) -> int:
-    real_node, why = real_node_wanted(args.real_node)
-    if args.real_node == "auto" and not real_node:
+    real_node, why = real_node_wanted(real_node_choice(args))
+    if args.real_node_auto and not real_node:
         print(f"no real node: {why}", file=sys.stderr)
     for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir, real_node=real_node)).items():
         print(f"{name}: {path}")
@@ -415,9 +418,9 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     ]
     if args.kubeconfig:
         options.append(f"--dra-kubeconfig={args.kubeconfig}")
-    real_node, why = real_node_wanted(args.real_node, args.cluster)
+    real_node, why = real_node_wanted(real_node_choice(args), args.cluster)
     if real_node:
-        if args.real_node == "auto":
+        if args.real_node_auto:
             install_real_node_packages()  # the machine allows it: what the node needs comes with the run
         options.append("--dra-real-node")
     elif why:

@@ -30,7 +30,8 @@ DRA_SERVICES = {
     "v1beta1.DRAPlugin": "k8s.io.kubelet.pkg.apis.dra.v1beta1",
 }
 HEALTH_SERVICES = ("v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth")
-CLAIM_METHODS = ("NodePrepareResources", "NodeUnprepareResources")
+PREPARE = "NodePrepareResources"
+CLAIM_METHODS = (PREPARE, "NodeUnprepareResources")
 # Concurrent calls the kubelet may have in flight through the interposer (prepares of several pods, health streams).
 WORKERS = 16
 # Longest a hang fault holds a call when the caller set no deadline (the kubelet always sets one).
@@ -62,6 +63,8 @@ class KubeletInterposer:
         self.dra_socket = socket_dir / "interposer-dra.sock"
         self.registered = threading.Event()
         self.calls: list[tuple[str, list[str], str]] = []  # (method, claim UIDs, outcome)
+        # (method, the driver's answer per claim UID, as protobuf text), for every call the driver answered.
+        self.answers: list[tuple[str, dict[str, str]]] = []
         self._faults: list[InterposedFault] = []
         self._cleared = threading.Condition()
         self._servers: list[grpc.Server] = []
@@ -93,6 +96,15 @@ class KubeletInterposer:
         request = getattr(messages, f"{method}Request").FromString(raw)
         return [claim.uid for claim in request.claims]
 
+    def prepare_answers(self, claim: str) -> list[str]:
+        """The driver's answer for `claim` to each NodePrepareResources the kubelet made through the interposer."""
+        return [by_claim[claim] for method, by_claim in list(self.answers) if method == PREPARE and claim in by_claim]
+
+    def _record_answer(self, service: str, method: str, raw: bytes) -> None:
+        messages = self.api.dra_v1 if service.startswith("v1.") else self.api.dra_v1beta1
+        response = getattr(messages, f"{method}Response").FromString(raw)
+        self.answers.append((method, {uid: str(entry) for uid, entry in response.claims.items()}))
+
     def _claim_call(self, service: str, method: str) -> Callable[[bytes, grpc.ServicerContext], bytes]:
         path = f"/{DRA_SERVICES[service]}.DRAPlugin/{method}"
 
@@ -113,6 +125,7 @@ class KubeletInterposer:
             assert self._upstream is not None
             call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._upstream.unary_unary(path)
             response: bytes = call(raw, timeout=context.time_remaining())
+            self._record_answer(service, method, response)
             return response
 
         return forward

@@ -151,3 +151,10 @@ def test_real_node_on_another_backend_is_refused_when_asked_and_silent_on_auto()
     with pytest.raises(UsageError, match="--real-node adds a node to the local cluster; backend existing"):
         real_node_wanted("yes", "existing")
     assert real_node_wanted("auto", "existing") == (False, "")
+
+
+def test_real_node_flags_leave_the_suite_paths_to_pytest() -> None:
+    args, rest = build_parser().parse_known_args(["run", "--real-node", "suites/kubelet"])
+    assert (args.real_node, args.real_node_auto, rest) == (True, False, ["suites/kubelet"])
+    args, rest = build_parser().parse_known_args(["run", "--real-node-auto", "suites/kubelet"])
+    assert (args.real_node, args.real_node_auto, rest) == (False, True, ["suites/kubelet"])
