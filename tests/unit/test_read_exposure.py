@@ -24,6 +24,7 @@ from dra_conformance.rbac.read_exposure import (
     candidates,
     finding,
     reaches_beyond_home,
+    role_rules,
     rule_read_verbs,
 )
 from dra_conformance.report.certification import RunFacts, render_markdown, summarize
@@ -157,6 +158,24 @@ def test_candidates_are_every_subject_whose_binding_reaches_claims_beyond_its_na
             ["RoleBinding team-b/everyone -> ClusterRole claim-reader"],
         ),
     }
+
+
+def test_an_aggregated_role_takes_the_rules_of_the_roles_its_selectors_match() -> None:
+    def role(name: str, labels: dict[str, str], verb: str) -> dict[str, Any]:
+        return {"metadata": _meta(name, labels=labels), "rules": [{**READ, "verbs": [verb]}]}
+
+    pieces = [
+        role("tier-gold", {"tier": "gold"}, "get"),
+        role("tier-gold-private", {"tier": "gold", "private": "yes"}, "list"),
+        role("tier-bronze", {"tier": "bronze"}, "watch"),
+        role("unlabelled", {}, "delete"),
+    ]
+    selector = {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold", "silver"]}]}
+    selector["matchExpressions"].append({"key": "private", "operator": "DoesNotExist"})
+    aggregated = {"metadata": _meta("agg"), "aggregationRule": {"clusterRoleSelectors": [selector]}}
+    assert [rule["verbs"] for rule in role_rules(aggregated, [aggregated, *pieces])] == [["get"]]
+    every = {"metadata": _meta("agg"), "aggregationRule": {"clusterRoleSelectors": [{}]}}
+    assert len(role_rules(every, pieces)) == len(pieces), "an empty selector selects every ClusterRole"
 
 
 def test_subject_access_reviews_ask_for_the_subject_alone() -> None:
