@@ -15,7 +15,8 @@ from dra_conformance.kube import builders, waits
 from dra_conformance.kube.namespaces import RUN_ID_LABEL
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.rbac import read_allowlist
-from dra_conformance.rbac.read_exposure import Subject, allowed, survey
+from dra_conformance.rbac.claim_readers import Subject
+from dra_conformance.rbac.read_exposure import allowed, survey
 
 # The planted binding would be a finding of the rbac suite's read-exposure check in the same run: one worker runs
 # both, one after the other (loadgroup), and the tracker deletes the binding before the check can list it.

@@ -15,18 +15,16 @@ from dra_conformance.errors import FixtureError
 from dra_conformance.model.read_exposure import markdown_line, summary_finding
 from dra_conformance.model.records import RunRecords
 from dra_conformance.rbac import read_allowlist
-from dra_conformance.rbac.read_exposure import (
-    RECORD_KIND,
+from dra_conformance.rbac.claim_readers import (
     Candidate,
     RbacSnapshot,
-    Reader,
     Subject,
     candidates,
-    finding,
     reaches_beyond_home,
     role_rules,
     rule_read_verbs,
 )
+from dra_conformance.rbac.read_exposure import RECORD_KIND, Reader, finding
 from dra_conformance.report.certification import RunFacts, render_markdown, summarize
 
 READ = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]}
