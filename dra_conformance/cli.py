@@ -286,6 +286,7 @@ PYTEST_VALUE_OPTIONS = frozenset(
 PLUGIN_PATH_OPTIONS = frozenset(
     {"--dra-kubeconfig", "--dra-cluster-state-dir", "--dra-profile", "--dra-catalog", "--dra-audit-log"}
     | {"--dra-reports-dir", "--dra-rbac-matrix", "--dra-rollback-state", "--dra-phases-file"}
+    | {"--dra-read-allowlist"}
 )
 
 

@@ -39,6 +39,7 @@ APIREGISTRATION = "apiregistration.k8s.io"
 APPS = "apps"
 BATCH = "batch"
 AUTOSCALING = "autoscaling"
+AUTHORIZATION = "authorization.k8s.io"
 
 # The ClusterRole that grants every right below, shipped in the package beside this module.
 CLUSTER_ROLE_MANIFEST = Path(__file__).resolve().parent / "ci-clusterrole.yaml"
@@ -152,7 +153,9 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
     # suites/rbac/test_least_privilege.py): a driver's slices and DeviceClasses, claims allocated on two nodes;
     # identities acting as the driver (ServiceAccounts with tokens, some bound to a pod on a node), a claim
     # controller and namespace editors, each with its ClusterRole or Role and binding. The roles' own grants are
-    # GRANTED_RIGHTS below.
+    # GRANTED_RIGHTS below. The read-exposure check (dra_conformance/rbac/read_exposure.py) lists every role and
+    # binding, asks the API server about each subject they let read claims (SubjectAccessReview) and reads the
+    # namespaces of the ServiceAccounts it finds (their run-id label marks the suite's own).
     "rbac": (
         *_rights(TRACKED, "deviceclasses", RESOURCE, namespaced=False),
         *_rights(TRACKED, "resourceslices", RESOURCE, namespaced=False),
@@ -164,6 +167,11 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights(TRACKED, "clusterrolebindings", RBAC, namespaced=False),
         *_rights(TRACKED, "roles", RBAC),
         *_rights(TRACKED, "rolebindings", RBAC),
+        *_rights("list", "clusterroles", RBAC, namespaced=False),
+        *_rights("list", "clusterrolebindings", RBAC, namespaced=False),
+        *_rights("list", "roles", RBAC),
+        *_rights("list", "rolebindings", RBAC),
+        *_rights("create", "subjectaccessreviews", AUTHORIZATION, namespaced=False),
     ),
     # The Metrics API checks: both versions' node and pod metrics, each version's APIService, the rollback check
     # (_METRICS_ROLLBACK_RIGHTS). The HPA consumer check (only with a readable audit log, --dra-audit-log) creates a

@@ -23,9 +23,12 @@ from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.rbac.environment import RbacEnvironment, served_resource_versions
 from dra_conformance.rbac.matrix import VERSIONED_ACTIONS, Row, load_rows
+from dra_conformance.rbac.read_allowlist import DEFAULTS_FILE, Allowlist
+from dra_conformance.rbac.read_allowlist import load as load_allowlist
 from dra_conformance.timeouts import Timeouts
 
 ROWS_KEY = pytest.StashKey[list[Row]]()
+ALLOWLIST_KEY = pytest.StashKey[Allowlist]()
 # Every version resource.k8s.io has had in 1.3x; cells of versions a cluster does not serve are skipped.
 RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
@@ -36,6 +39,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--dra-rbac-matrix", type=Path, default=None, help="authorization matrix (default fixtures/rbac/matrix.yaml)"
     )
+    group.addoption(
+        "--dra-read-allowlist",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="YAML file of the subjects allowed to read ResourceClaims beyond their own namespace (adds to the "
+        f"built-in control-plane entries of {DEFAULTS_FILE.name}, printed by `python -m "
+        "dra_conformance.rbac.read_allowlist`; `builtIn: false` replaces them)",
+    )
 
 
 def load_matrix(config: pytest.Config) -> None:
@@ -45,6 +57,22 @@ def load_matrix(config: pytest.Config) -> None:
         config.stash[ROWS_KEY] = load_rows(path)
     except FixtureError as error:
         refuse(error)
+
+
+def load_read_allowlist(config: pytest.Config) -> None:
+    """Validate the read-exposure allowlist once per process (before any cluster starts); a bad file is one line."""
+    try:
+        config.stash[ALLOWLIST_KEY] = load_allowlist(config.getoption("--dra-read-allowlist"))
+    except FixtureError as error:
+        refuse(error)
+
+
+@pytest.fixture(scope="session")
+def read_allowlist(conformance_run: None, pytestconfig: pytest.Config) -> Allowlist:
+    """The allowlist of the read-exposure check (the file of --dra-read-allowlist, else the built-in one)."""
+    if ALLOWLIST_KEY not in pytestconfig.stash:
+        load_read_allowlist(pytestconfig)
+    return pytestconfig.stash[ALLOWLIST_KEY]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

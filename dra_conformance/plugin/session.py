@@ -45,10 +45,12 @@ from dra_conformance.plugin import stash
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.opt_in import REPORT_ATTRIBUTE, asked_before_collection, uses_the_plugin
 from dra_conformance.plugin.options import cluster_named, suite_config_from
-from dra_conformance.plugin.rbac_fixtures import load_matrix
+from dra_conformance.plugin.rbac_fixtures import load_matrix, load_read_allowlist
 from dra_conformance.plugin.scenario_fixtures import load_catalog
 from dra_conformance.rbac.matrix import RECORD_KIND as MATRIX_RECORDS
 from dra_conformance.rbac.matrix import summarize_cells
+from dra_conformance.rbac.read_exposure import RECORD_KIND as READ_EXPOSURE_RECORDS
+from dra_conformance.rbac.read_exposure import summarize_exposure
 from dra_conformance.report.advisories import summarize_advisories
 from dra_conformance.report.writer import write_report
 
@@ -56,6 +58,7 @@ from dra_conformance.report.writer import write_report
 SUMMARIZERS: dict[str, Summarizer] = {
     LATENCY_RECORDS: summarize_latencies,
     MATRIX_RECORDS: summarize_cells,
+    READ_EXPOSURE_RECORDS: summarize_exposure,
     VERDICT_RECORDS: summarize_verdict,
     ADVISORY_RECORDS: summarize_advisories,
 }
@@ -124,6 +127,7 @@ def opt_in(config: pytest.Config) -> None:
     config.stash[stash.PROFILE] = profile
     load_catalog(config)
     load_matrix(config)
+    load_read_allowlist(config)
     reports = config.getoption("--dra-reports-dir") or Path(str(config.rootpath)) / "reports"
     config.stash[stash.RUN_DIR] = reports / config.stash[stash.RUN_ID]
     workerinput: dict[str, Any] | None = getattr(config, "workerinput", None)

@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance.model.findings import RECORD_KIND as ADVISORY_RECORDS
+from dra_conformance.model.read_exposure import RECORD_KIND as READ_EXPOSURE_RECORDS
+from dra_conformance.model.read_exposure import markdown_line as read_exposure_line
+from dra_conformance.model.read_exposure import summary_finding as read_exposure_finding
 from dra_conformance.model.records import read_records
 from dra_conformance.report import canary as canary_gate
 
@@ -361,6 +364,7 @@ def summarize(
             else {"state": "not run"}
         ),
         "flake_record": {"state": "one run", "why": "pass rates per test come from `dra-conformance run --repeat N`"},
+        "read_exposure": read_exposure_finding(read_records(run_dir, READ_EXPOSURE_RECORDS)),
     }
 
 
@@ -413,6 +417,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         f"- metrics verdict: {_short(summary['metrics_verdict'])}",
         f"- rollback rehearsal: {summary['rollback_rehearsal']}",
         f"- flake record: {summary['flake_record']}",
+        read_exposure_line(summary.get("read_exposure") or read_exposure_finding([])),
     ]
     return "\n".join(lines) + "\n"
 
