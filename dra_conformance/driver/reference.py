@@ -120,6 +120,7 @@ BEHAVIOUR_OPTIONS = (
     "--status-conditions",
     "--keep-status-after-unprepare",
     "--unknown-claim-answer",
+    "--device-id-format",
     "--broken-mode",
     "--api-qps",
     "--api-burst",

@@ -135,7 +135,9 @@ def driver_status_answer(
         return LayerAnswer(Answer.OK, "the kubelet started the container, so prepare succeeded (no status declared)")
     if not declares_status:
         return LayerAnswer(Answer.NOT_REPORTED, "the driver declares no status.devices")
-    return LayerAnswer(Answer.PENDING, f"no Ready entry of {driver} yet: {entries}")
+    # The entries' conditions, not their data or networkData: infrastructure metadata, and not what is awaited here.
+    conditions = {e["device"]: e.get("conditions") for e in entries}
+    return LayerAnswer(Answer.PENDING, f"no Ready entry of {driver} yet: conditions {conditions}")
 
 
 def _container_state(pod: client.V1Pod | None) -> Any:

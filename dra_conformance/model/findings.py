@@ -5,6 +5,9 @@ basis (`dra_conformance.model.obligations`): a contract violation fails the chec
 (a failure under `strict`), a harness one errors the check as the suite's own problem. Every verdict is recorded,
 so the run can say which obligations it exercised and which decided it (`dra_conformance.report.advisories`
 summarizes the advisories).
+
+What was observed is masked before it becomes text (`dra_conformance.model.masking`): the failure message, and so
+the terminal, JUnit and Allure, and the advisory record quote the masked state; `--dra-no-mask` keeps it as it is.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from dra_conformance.model.masking import ObservedMask
 from dra_conformance.model.obligations import (
     Basis,
     HarnessPreconditionFailed,
@@ -37,6 +41,8 @@ class Obligations:
     registry: Registry
     # Every obligation this check verified, in the order first checked (the report labels the check with them).
     exercised: list[str] = field(default_factory=list)
+    # What observed state passes through before it becomes text: masked unless the run keeps it (--dra-no-mask).
+    mask: ObservedMask = field(default_factory=ObservedMask)
 
     def check(self, obligation_id: str, holds: bool, observed: Any, where: str = "") -> bool:
         """Act on `obligation_id` by its basis unless it holds; returns whether it held (defensive ones go on)."""
@@ -47,6 +53,7 @@ class Obligations:
         self.records.add(EXERCISED_KIND, {"id": obligation.id, "check": self.nodeid, "held": bool(holds)})
         if holds:
             return True
+        observed = self.mask(observed)
         message = violation_message(obligation, observed, where)
         if obligation.basis == Basis.HARNESS:
             raise HarnessPreconditionFailed(obligation, message)

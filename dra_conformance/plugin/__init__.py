@@ -16,5 +16,6 @@ pytest_plugins = [
     "dra_conformance.plugin.rollback_fixtures",
     "dra_conformance.plugin.certification_hooks",
     "dra_conformance.plugin.masking_hooks",
+    "dra_conformance.plugin.artifact_masking",
     "dra_conformance.plugin.phases",
 ]

@@ -48,6 +48,7 @@ from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.cluster import BackendCapability, ClusterInfo, DriverProcesses
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
+from dra_conformance.model.masking import ObservedMask
 from dra_conformance.model.obligations import Registry
 from dra_conformance.model.records import RunRecords
 from dra_conformance.plugin import stash
@@ -345,13 +346,16 @@ def obligations(
     driver_profile: DriverProfile,
     run_records: RunRecords,
     obligation_registry: Registry,
+    observed_mask: ObservedMask,
 ) -> Iterator[Obligations]:
     """The obligations this check verifies, by registry id (see `dra_conformance.model.findings`).
 
     Afterwards the check is labelled in the Allure report with each obligation it verified (story).
     """
     level = request.config.getoption("--dra-strictness") or driver_profile.strictness
-    checker = Obligations(request.node.nodeid, level == Strictness.STRICT, run_records, obligation_registry)
+    checker = Obligations(
+        request.node.nodeid, level == Strictness.STRICT, run_records, obligation_registry, mask=observed_mask
+    )
     yield checker
     for obligation in checker.exercised:
         allure.dynamic.story(obligation)  # type: ignore[no-untyped-call]

@@ -1,13 +1,15 @@
-"""Masking the run's artifacts once every other writer is done (see `dra_conformance.report.masking`)."""
+"""Masking sensitive infrastructure metadata: the `--dra-no-mask` option and the source masking's fixture.
+
+Observed state is masked at the source, before it becomes a message, an attachment, a record or a terminal line
+(`dra_conformance.model.masking`); `dra_conformance.plugin.artifact_masking` rewrites the run's files at the end as
+a second net. `--dra-no-mask` turns both off.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from dra_conformance.plugin import stash
-from dra_conformance.report.masking import mask_run
+from dra_conformance.model.masking import ObservedMask
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,27 +22,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _masks(config: pytest.Config) -> bool:
-    """In the controller of an opted-in run that wrote reports, unless --dra-no-mask."""
-    if stash.is_worker(config) or stash.RUN_DIR not in config.stash or config.getoption("--dra-no-mask"):
-        return False
-    return config.stash[stash.RUN_DIR].is_dir()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Say that the reports get masked (it happens after JUnit is written, when nothing prints any more)."""
-    if _masks(config):
-        terminalreporter.line(
-            "reports: IPs, MACs, interface names and device serials masked (--dra-no-mask keeps them)"
-        )
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """In the controller, after JUnit (written at session finish) and every summary: mask the run's directory.
-
-    Silent: the run's last line stays pytest's own outcome line, which CI tools parse.
-    """
-    if _masks(config):
-        mask_run(config.stash[stash.RUN_DIR])
+@pytest.fixture(scope="session")
+def observed_mask(conformance_run: None, pytestconfig: pytest.Config) -> ObservedMask:
+    """What every check's observed state passes through before it becomes text (identity with --dra-no-mask)."""
+    return ObservedMask(enabled=not pytestconfig.getoption("--dra-no-mask"))

@@ -28,6 +28,7 @@ from dra_conformance.kube.builders import Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, ClusterInfo
+from dra_conformance.model.masking import ObservedMask
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.scenarios import catalog
 from dra_conformance.scenarios.catalog import Scenario
@@ -178,8 +179,11 @@ def scenario_run(
     namespace: str,
     timeouts: Timeouts,
     driver_profile: DriverProfile,
+    observed_mask: ObservedMask,
 ) -> Iterator[Callable[[Scenario], ScenarioRun]]:
     """Deploys a scenario; afterwards attaches its correlation record to Allure and the JUnit properties.
+
+    The record quotes the claims' status.devices: it is masked before it is written (`--dra-no-mask` keeps it).
 
     It asks for `device_target` (so `private_driver`) before `kubelet`, so the kubelet's leftover unprepares run
     while the driver is still there.
@@ -204,6 +208,6 @@ def scenario_run(
 
     yield deploy
     for run in runs:
-        record = run.finish_record().to_json()
+        record = observed_mask(run.finish_record()).to_json()
         allure.attach(record, "correlation record", allure.attachment_type.JSON)
         request.node.user_properties.append(("correlation", record))

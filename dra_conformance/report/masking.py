@@ -6,17 +6,24 @@ addresses and MACs by pattern, and every value the artifacts themselves hold und
 (`interfaceName`, `hardwareAddress`, `ips`, and serial-like device attributes such as `uuid`) wherever it
 appears. A value always becomes the same token (`ip-3f2a`), so records still correlate. `--dra-no-mask` leaves the
 artifacts as they are.
+
+This rewrite is the second net. The first is at the source (`dra_conformance.model.masking`): what a check records
+or prints is masked by its position in the observed structure before it becomes text, with the same tokens. This
+net cannot see a value quoted inside a sentence unless some JSON artifact also holds it under a sensitive key, nor
+a value of a shape its patterns do not know.
 """
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from dra_conformance.model.masking import is_ip, mask_value, token
+
+__all__ = ["Masker", "mask_run", "sensitive_values", "token"]
 
 # Keys whose values are infrastructure metadata wherever a JSON artifact holds them.
 SENSITIVE_KEYS = re.compile(r"^(interfaceName|hardwareAddress|ips|macAddress|ipAddress)$", re.IGNORECASE)
@@ -31,19 +38,6 @@ IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?:/\d{
 TEXT_SUFFIXES = (".json", ".jsonl", ".xml", ".md", ".txt", ".log", ".properties", ".yaml", ".csv", ".html")
 # A value shorter than this is not masked by value (it would match everywhere), only by pattern.
 MIN_VALUE_LENGTH = 4
-
-
-def token(kind: str, value: str) -> str:
-    """The stable mask of `value`: kind and a short hash, e.g. `ip-3f2a9c`."""
-    return f"{kind}-{hashlib.sha256(value.encode()).hexdigest()[:6]}"
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_interface(text)
-    except ValueError:
-        return False
-    return True
 
 
 def sensitive_values(document: Any) -> set[str]:
@@ -92,10 +86,10 @@ class Masker:
         """`text` with every sensitive value replaced by its token."""
         for value in self.values:
             if value in text:
-                text = text.replace(value, token("ip" if _is_ip(value) else "masked", value))
+                text = text.replace(value, mask_value(value))
         text = MAC.sub(lambda m: token("mac", m.group(0).lower()), text)
-        text = IPV4.sub(lambda m: token("ip", m.group(0)) if _is_ip(m.group(0)) else m.group(0), text)
-        return IPV6.sub(lambda m: token("ip", m.group(0)) if _is_ip(m.group(0)) else m.group(0), text)
+        text = IPV4.sub(lambda m: token("ip", m.group(0)) if is_ip(m.group(0)) else m.group(0), text)
+        return IPV6.sub(lambda m: token("ip", m.group(0)) if is_ip(m.group(0)) else m.group(0), text)
 
 
 def _text_files(run_dir: Path) -> list[Path]:

@@ -116,7 +116,13 @@ def _check_scenario_devices(
         obligations.check(
             "allocation.declared-attributes-published",
             bool(on_node) and not wrong,
-            f"attribute {name} ({kind.value}) missing or of another type on {wrong or 'no device'}",
+            # Keyed by the attribute's name: a serial-like attribute's values are masked by it (model.masking).
+            {
+                "attribute": f"{name} ({kind.value}) missing or of another type",
+                "on": {k: {name: v} for k, v in wrong.items()},
+            }
+            if on_node
+            else f"attribute {name}: no device on the node",
             f"node {run.node}",
         )
     for claim, spec, scheduled in _constrained_claims(run):
@@ -129,8 +135,12 @@ def _check_scenario_devices(
             obligations.check(
                 "allocation.constraint-outcome-follows-from-attribute-values",
                 (most >= needed) == scheduled,
-                f"{'matchAttribute' if match else 'distinctAttribute'} {attribute} over {needed} devices; values on "
-                f"{run.node}: {values}; the scenario expects its pod {'scheduled' if scheduled else 'pending'}",
+                {
+                    "constraint": f"{'matchAttribute' if match else 'distinctAttribute'} {attribute}",
+                    "devices asked": needed,
+                    f"values on {run.node}": {attribute: values},  # keyed by name: a serial-like one is masked
+                    "the scenario expects its pod": "scheduled" if scheduled else "pending",
+                },
                 f"claim {claim}",
             )
 

@@ -76,5 +76,6 @@ def shared_device(
             )
     pytest.skip(
         f"not applicable: no shareable device of {name} on {node} can be shared by 2 to a few claims and told apart "
-        f"by an attribute in a CEL selector: {[(d, s.get('capacity'), s.get('attributes')) for _, d, s in candidates]}"
+        "by an attribute in a CEL selector: "
+        f"{obligations.mask([(d, s.get('capacity'), s.get('attributes')) for _, d, s in candidates])}"
     )

@@ -77,7 +77,7 @@ def test_driver_keeps_its_slices_and_its_declared_status_through_api_faults(
         obligations.check(
             "protocol.declared-status-survives-api-faults",
             bool(written),
-            f"faults injected: {api_fault_proxy.injected}; status.devices: {mine()}",
+            {"faults injected": api_fault_proxy.injected, "entries": mine()},
             where,
         )
     api_fault_proxy.plan = FaultPlan()

@@ -49,25 +49,32 @@ def _normalized(value: str) -> str:
 
 
 def network_values(network: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field, normalized value) for what networkData names: the interface, the hardware address, each IP."""
+    """(field, value) for what networkData names: the interface, the hardware address, each IP."""
     named = [
         ("interfaceName", network.get("interfaceName") or ""),
         ("hardwareAddress", network.get("hardwareAddress") or ""),
     ]
     named += [("ips", ip) for ip in network.get("ips") or []]
-    return [(field, _normalized(value)) for field, value in named if value]
+    return [(field, value) for field, value in named if value]
 
 
-def mismatches(network: dict[str, Any], device: str, pool: dict[str, dict[str, Any]]) -> tuple[bool, list[str]]:
-    """(whether any networkData value is one the pool publishes, the values that belong to another device only)."""
+def mismatches(
+    network: dict[str, Any], device: str, pool: dict[str, dict[str, Any]]
+) -> tuple[bool, list[dict[str, Any]]]:
+    """(whether any networkData value is one the pool publishes, the values that belong to another device only).
+
+    A problem is a structure, `{<networkData field>: value, "publishedFor": devices}`, never a sentence quoting
+    the value: the failure message masks it by its field (`dra_conformance.model.masking`).
+    """
     published = {name: {_normalized(v) for v in string_attributes(d).values()} for name, d in pool.items()}
     own = published.get(device, set())
     determinable, problems = False, []
     for field, value in network_values(network):
-        owners = sorted(name for name, values in published.items() if value in values)
+        compared = _normalized(value)
+        owners = sorted(name for name, values in published.items() if compared in values)
         determinable = determinable or bool(owners)
-        if owners and value not in own:
-            problems.append(f"{field} {value} is what the slice publishes for {owners}, not for {device}")
+        if owners and compared not in own:
+            problems.append({field: value, "publishedFor": owners})
     return determinable, problems
 
 
@@ -133,7 +140,7 @@ def test_declared_network_data_names_what_the_slice_publishes_for_the_device(
         obligations.check(
             "protocol.network-data-agrees-with-slice",
             not problems,
-            f"networkData {entry['networkData']}: {'; '.join(problems)}",
+            {"networkData": entry["networkData"], "publishedForAnotherDevice": problems},
             f"claim {claim.ref.name} on {node}, device {entry['pool']}/{entry['device']}",
         )
     check_unprepare(obligations, kubelet, endpoint, claim.ref, "protocol.unprepare-succeeds", "unprepare")
@@ -142,5 +149,5 @@ def test_declared_network_data_names_what_the_slice_publishes_for_the_device(
     if not compared:
         pytest.skip(
             "not applicable: the slice publishes none of the values networkData names "
-            f"({[e['networkData'] for e in networked]}): nothing to compare"
+            f"({obligations.mask([e['networkData'] for e in networked])}): nothing to compare"
         )

@@ -97,6 +97,6 @@ def test_a_failed_prepare_leaves_no_ready_status(
     obligations.check(
         "protocol.failed-prepare-leaves-no-ready-status",
         not ready,
-        f"prepare: {outcome.describe()}; Ready=True for {ready}; entries {entries}",
+        {"prepare": outcome.describe(), "Ready=True for": ready, "entries": entries},
         where,
     )

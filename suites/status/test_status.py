@@ -85,7 +85,7 @@ def _check_status_entries(
             obligations.check(
                 "status.entry-per-allocated-device",
                 len(mine) == expected["statusDevices"],
-                f"{len(mine)} entries, {expected['statusDevices']} allocated: {mine}",
+                {"count": len(mine), "allocated": expected["statusDevices"], "entries": mine},
                 where,
             )
     for entry in mine:

@@ -1,54 +1,106 @@
-"""Reports keep no raw networkData: a NIC scenario's interface names, addresses and MACs are masked in every file.
+"""No device identifier reaches a report file or the terminal, whatever its shape: it is masked at its source.
 
-The scenario runs in a second pytest run against this session's local cluster, once masked and once with
-`--dra-no-mask`; the unmasked run proves the grep finds the values when they are there.
+A second pytest run against this session's local cluster runs the checks that quote status.devices and networkData
+(the NIC status scenario and the networkData check) on private reference drivers that identify their devices in
+the `words` format (`--device-id-format=words`: `zq7-...` UUIDs, serial numbers, interface names and hardware
+addresses that match no pattern of the end-of-run masker, and IPv6 addresses), keep their status entries after
+unprepare and number their interfaces wrongly (network-data-mismatch): under the reference profile's `strict`, both
+checks fail and advise quoting what they observed, in JUnit, Allure, the records, the summary and the terminal.
+
+The end-of-run rewrite of the files (`dra_conformance.plugin.artifact_masking`) is left out of that run, so the
+source alone must keep every value out. The values' tokens must be there: the checks did quote them.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+import time
 
 import pytest
 
 from dra_conformance import paths
 from dra_conformance.model.cluster import ClusterInfo
+from dra_conformance.model.masking import mask_value
+from fake_dra import identifiers
 
-SCENARIO = "nic-network-data"
-# What the reference driver's NIC profile reports (drivers/fake-dra/fake_dra/devices.py): documentation-range
-# addresses, locally administered MACs, interfaces fake<index>.
-RAW_VALUES = re.compile(r"192\.0\.2\.\d+|02:fa:00:00:[0-9a-f]{2}:[0-9a-f]{2}|\bfake\d\b")
+# The private drivers' options: the words format, a status kept after unprepare (an advisory, a failure under the
+# reference profile's strict), interfaces numbered from 1 in networkData (the networkData check's failure).
+VARIANT_ARGS = (
+    "--device-id-format=words",
+    "--keep-status-after-unprepare",
+    "--broken-mode=network-data-mismatch",
+)
+# The attached run must use the session cluster's profile (a running local cluster serves one profile); its private
+# drivers take the driver under test's behaviour options from the profile, so this plugin adds the variant's
+# options to the profile the run loaded, before any check starts a driver.
+VARIANT_PLUGIN = f"""
+import dataclasses
 
+import pytest
 
-def _run_scenario(pytester: pytest.Pytester, state_dir: Path, reports: Path, *extra: str) -> dict[str, list[str]]:
-    result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        f"--dra-cluster-state-dir={state_dir}",
-        f"--dra-reports-dir={reports}",
-        "-k",
-        SCENARIO,
-        *extra,
-        str(paths.suites_dir() / "status"),
-    )
-    assert result.ret == 0, result.stdout.str()[-2000:]
-    found = {}
-    for path in sorted(p for p in reports.rglob("*") if p.is_file()):
-        hits = sorted(set(RAW_VALUES.findall(path.read_text(errors="replace"))))
-        if hits:
-            found[str(path.relative_to(reports))] = hits
-    return found
+from dra_conformance.plugin import stash
 
 
-def test_network_data_of_a_nic_scenario_is_masked_in_every_report_file(
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    profile = config.stash[stash.PROFILE]
+    process = dataclasses.replace(profile.run.process, args=(*profile.run.process.args, *{VARIANT_ARGS!r}))
+    config.stash[stash.PROFILE] = dataclasses.replace(profile, run=dataclasses.replace(profile.run, process=process))
+"""
+CHECKS = "nic-network-data or test_declared_network_data_names_what_the_slice_publishes_for_the_device"
+SELECTED = (paths.suites_dir() / "status", paths.suites_dir() / "protocol" / "test_network_data.py")
+# What the words format writes: every value starts with zq7-, its addresses are in 2001:db8:7a7::/64.
+RAW_VALUES = re.compile(rf"{identifiers.WORDS_PREFIX}-[a-z0-9-]+|2001:db8:7a7::[0-9a-f]+")
+
+
+def _hits(text: str) -> list[str]:
+    return sorted(set(RAW_VALUES.findall(text)))
+
+
+def test_device_identifiers_of_any_shape_are_masked_at_the_source_in_every_file_and_the_terminal(
     pytester: pytest.Pytester, cluster: ClusterInfo, pytestconfig: pytest.Config
 ) -> None:
     if cluster.backend != "local":
         pytest.skip("attaches a second pytest run to the local cluster's state directory")
     # pytester runs in a directory of its own: a relative state directory is resolved where this run started.
     state_dir = pytestconfig.invocation_params.dir / cluster.details["state_dir"]
-    unmasked = _run_scenario(pytester, state_dir, pytester.path / "raw", "--dra-no-mask")
-    assert unmasked, "with --dra-no-mask the reports must quote the NIC's networkData (or the grep proves nothing)"
-    masked = _run_scenario(pytester, state_dir, pytester.path / "masked")
-    assert not masked, f"raw networkData left in the masked run's reports: {masked}"
-    print(f"grepped for {RAW_VALUES.pattern}; unmasked run: {unmasked}")
+    pytester.makepyfile(masking_variant=VARIANT_PLUGIN)
+    reports = pytester.path / "reports"
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "masking_variant",
+        "-p",
+        "no:dra_conformance.plugin.artifact_masking",
+        "-rA",
+        f"--dra-cluster-state-dir={state_dir}",
+        f"--dra-reports-dir={reports}",
+        "-k",
+        CHECKS,
+        *(str(path) for path in SELECTED),
+    )
+    terminal = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(failed=2)  # both checks broke, quoting what they observed
+    for obligation in ("status.entries-removed-after-unprepare", "protocol.network-data-agrees-with-slice"):
+        assert obligation in terminal, terminal[-3000:]
+
+    files = sorted(p for p in reports.rglob("*") if p.is_file())
+    texts = {str(p.relative_to(reports)): p.read_text(errors="replace") for p in files}
+    leaked = {name: _hits(text) for name, text in {**texts, "(terminal)": terminal}.items() if _hits(text)}
+    assert not leaked, f"raw device identifiers of the words format in the run's output: {leaked}"
+
+    # The checks quoted them, masked: the status check quotes the entry of nic-0 (its data: the serial), the
+    # networkData check that of nic-0 naming the interface of nic-1 (the mutant numbers them from 1).
+    node = cluster.nodes[0]
+    quoted = {identifiers.serial(node, 0), identifiers.interface_name(identifiers.WORDS, node, 1)}
+    everything = "\n".join([*texts.values(), terminal])
+    missing = sorted(value for value in quoted if mask_value(value) not in everything)
+    assert not missing, f"tokens of {missing} in no output: the checks quoted less than this test assumes"
+    assert any("/allure-results/" in name for name in texts) and "junit.xml" in [p.name for p in files], sorted(texts)
+    tokens = {name: text.count("masked-") for name, text in {**texts, "(terminal)": terminal}.items()}
+    print(
+        f"grepped {len(files)} files and the terminal for {RAW_VALUES.pattern}: none; masked tokens per file "
+        f"{ {name: count for name, count in tokens.items() if count} }; run took {time.monotonic() - started:.1f} s"
+    )

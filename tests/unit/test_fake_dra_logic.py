@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 
-from fake_dra import broken, cdi, devices
+from dra_conformance.report.masking import Masker
+from fake_dra import broken, cdi, devices, identifiers
+from fake_dra.__main__ import parse_args
 from fake_dra.config import DriverConfig
 from fake_dra.core import ClaimRef, DriverCore, allocated_node
 from fake_dra.faults import FAULT_SCHEMA, MODES, Fault, FaultError, FaultSet
@@ -384,8 +386,10 @@ class _Claims(DriverAPI):
         self.pools.append(manifests)
 
 
-def _broken_core(tmp_path: Path, mode: broken.BrokenMode | None, *, profile: str = "gpu") -> tuple[DriverCore, _Claims]:
-    config = _config(tmp_path, profile=profile, broken=frozenset({mode} if mode else set()))
+def _broken_core(
+    tmp_path: Path, mode: broken.BrokenMode | None, *, profile: str = "gpu", **overrides: object
+) -> tuple[DriverCore, _Claims]:
+    config = _config(tmp_path, profile=profile, broken=frozenset({mode} if mode else set()), **overrides)
     config.state_dir.mkdir(parents=True, exist_ok=True)
     api = _Claims({"a": f"{profile}-0", "b": f"{profile}-1", "c": f"{profile}-2"})
     calls = CallLog(config.state_dir / "calls.jsonl", config.node_name)
@@ -539,3 +543,31 @@ def test_a_republish_replaces_the_slice_in_place_unless_the_mutant_deletes_the_p
     )
     assert calls == order
     assert [s["spec"]["pool"]["generation"] for s in slices.stored.values()] == [2]
+
+
+@pytest.mark.parametrize("profile", ["gpu", "nic"])
+def test_words_identifiers_are_written_into_attributes_status_data_and_network_data_in_a_shape_no_pattern_knows(
+    tmp_path: Path, profile: str
+) -> None:
+    core, api = _broken_core(tmp_path, None, profile=profile, id_format=identifiers.WORDS)
+    core.prepare(_refs("b"))
+    (entry,) = api.status["b"]
+    attributes = devices.resource_slice(core.config, 1, unavailable=set(), published=3)["spec"]["devices"][1][
+        "attributes"
+    ]
+    assert (
+        entry["data"]["uuid"] == attributes["uuid"]
+        and entry["data"]["serialNumber"] == (attributes["serialNumber"]["string"])
+    )
+    values = [attributes["uuid"]["string"], attributes["serialNumber"]["string"]]
+    if profile == "nic":
+        network = entry["networkData"]
+        assert network["interfaceName"] == attributes["interfaceName"]["string"]
+        assert network["hardwareAddress"] == attributes["mac"]["string"]
+        assert network["ips"] == ["2001:db8:7a7::b/64"], "canonical CIDR, as the API requires"
+        values += [network["interfaceName"], network["hardwareAddress"]]
+    assert all(v.startswith(f"{identifiers.WORDS_PREFIX}-") for v in values), values
+    assert len(set(values)) == len(values), values
+    text = " ".join(values)
+    assert Masker(set()).mask(text) == text, "the end-of-run patterns must not recognise them"
+    assert parse_args(["--driver-name=d", "--node-name=n", "--device-id-format=words"]).id_format == "words"

@@ -20,6 +20,7 @@ from fake_dra.config import HEALTH_SERVICES, PROFILES, DriverConfig
 from fake_dra.core import DriverCore
 from fake_dra.fabric import CONTROLLER_CONNECTIONS, AttachController
 from fake_dra.faults import FaultSet
+from fake_dra.identifiers import ID_FORMATS, REFERENCE
 from fake_dra.kube import PUBLISH_WORKERS, DriverAPI, api_client, denial
 from fake_dra.rate_limit import TokenBucket
 from fake_dra.recorder import CallLog
@@ -83,6 +84,13 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         "the whole NodePrepareResources call as the upstream kubeletplugin helper does (default per-claim)",
     )
     parser.add_argument(
+        "--device-id-format",
+        choices=ID_FORMATS,
+        default=REFERENCE,
+        help="gpu and nic devices: reference identifiers, or words (zq7-... UUIDs, serials, interfaces and hardware "
+        "addresses that match no known pattern, IPv6 addresses) in attributes, status data and networkData",
+    )
+    parser.add_argument(
         "--api-qps",
         type=float,
         default=0.0,
@@ -131,6 +139,7 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         ready_condition=args.status_conditions == "ready",
         keep_status_after_unprepare=args.keep_status_after_unprepare,
         whole_call_refusal=args.unknown_claim_answer == "whole-call",
+        id_format=args.device_id_format,
         api_qps=args.api_qps,
         api_burst=args.api_burst,
         controller_kubeconfig=args.controller_kubeconfig,

@@ -72,6 +72,10 @@ class DriverConfig:
     # whole NodePrepareResources call before any claim of it is prepared, as the upstream kubeletplugin helper answers
     # a missing, replaced or unallocated claim, instead of failing only its own entry (--unknown-claim-answer).
     whole_call_refusal: bool = False
+    # How devices of the gpu and nic profiles are identified: "reference" (gpu-<node>-<i> UUIDs, fake<i>
+    # interfaces, MACs, IPv4) or "words" (zq7-... values no pattern knows, and serial numbers, in the slice's
+    # attributes, status.devices[].data and networkData), for masking tests (--device-id-format).
+    id_format: str = "reference"
     # gpu-fabric: the kubeconfig of the attach controller's own identity (not the plugin's node-bound one); None: no
     # controller runs, and no device ever gets attached (--controller-kubeconfig).
     controller_kubeconfig: Path | None = None

@@ -339,7 +339,12 @@ class DriverCore:
             "device": result["device"],
             # status.devices is keyed by driver, pool, device and share: a share's entry must name its share.
             **({"shareID": result["shareID"]} if result.get("shareID") else {}),
-            "data": {"profile": self.config.profile, "node": self.config.node_name, "cdiDeviceIDs": cdi_ids},
+            "data": {
+                "profile": self.config.profile,
+                "node": self.config.node_name,
+                "cdiDeviceIDs": cdi_ids,
+                **devices.device_data(self.config, result["device"]),
+            },
         }
         if self.config.ready_condition:
             entry["conditions"] = [_condition("True", "Prepared", "prepared by fake-dra")]
@@ -348,9 +353,9 @@ class DriverCore:
             if self.config.is_broken(BrokenMode.NETWORK_DATA_MISMATCH):
                 index += 1  # the bug: interfaces numbered from 1 here, from 0 in the slice
             entry["networkData"] = {
-                "interfaceName": devices.interface_name(index),
-                "ips": [devices.ip_cidr(index)],
-                "hardwareAddress": devices.mac_address(self.config.node_name, index),
+                "interfaceName": devices.interface_name(self.config, index),
+                "ips": [devices.ip_cidr(self.config, index)],
+                "hardwareAddress": devices.hardware_address(self.config, index),
             }
         return entry
 

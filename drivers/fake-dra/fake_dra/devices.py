@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fake_dra import fabric, shared
+from fake_dra import fabric, identifiers, shared
 from fake_dra.config import PARTITIONS_PROFILE, DriverConfig
 
 Manifest = dict[str, Any]
@@ -38,37 +38,62 @@ def _device(config: DriverConfig, index: int) -> Manifest:
             "attributes": {
                 "model": {"string": "FakeGPU-9000"},
                 "index": {"int": index},
-                "uuid": {"string": f"gpu-{config.node_name}-{index}"},
+                "uuid": {"string": identifiers.uuid(config.id_format, "gpu", config.node_name, index)},
                 "driverVersion": {"version": config.driver_version},
                 **({"firmware": {"string": f"fw-{config.major}"}} if config.major >= 2 else {}),
+                **_serial_attributes(config, index),
             },
             "capacity": {"memory": {"value": "16Gi"}},
         }
     return {
         "name": f"nic-{index}",
         "attributes": {
-            "interfaceName": {"string": interface_name(index)},
+            "interfaceName": {"string": interface_name(config, index)},
             "index": {"int": index},
-            "mac": {"string": mac_address(config.node_name, index)},
+            "mac": {"string": hardware_address(config, index)},
+            **_serial_attributes(config, index),
         },
         "capacity": {"bandwidth": {"value": "10G"}},
     }
 
 
-def interface_name(index: int) -> str:
+def _serial_attributes(config: DriverConfig, index: int) -> Manifest:
+    """The `words` format's extra identifiers: a serial number (and a UUID for NICs, which have none otherwise)."""
+    if config.id_format != identifiers.WORDS:
+        return {}
+    extra = {"serialNumber": {"string": identifiers.serial(config.node_name, index)}}
+    if config.profile == "nic":
+        extra["uuid"] = {"string": identifiers.uuid(config.id_format, "nic", config.node_name, index)}
+    return extra
+
+
+def device_data(config: DriverConfig, device: str) -> Manifest:
+    """What status.devices[].data says of a prepared device beyond the reference data: its identifiers (`words`).
+
+    As drivers do that quote the attributes of the device they prepared, in the attribute's typed form.
+    """
+    if config.id_format != identifiers.WORDS or config.profile not in ("gpu", "nic"):
+        return {}
+    index = int(device.rsplit("-", 1)[1])
+    return {
+        "uuid": {"string": identifiers.uuid(config.id_format, config.profile, config.node_name, index)},
+        "serialNumber": identifiers.serial(config.node_name, index),
+    }
+
+
+def interface_name(config: DriverConfig, index: int) -> str:
     """Interface name of NIC `index`."""
-    return f"fake{index}"
+    return identifiers.interface_name(config.id_format, config.node_name, index)
 
 
-def mac_address(node: str, index: int) -> str:
-    """A locally administered MAC, stable per node and index."""
-    node_byte = sum(node.encode()) % 256
-    return f"02:fa:00:00:{node_byte:02x}:{index:02x}"
+def hardware_address(config: DriverConfig, index: int) -> str:
+    """Hardware address of NIC `index` (a locally administered MAC in the reference format)."""
+    return identifiers.hardware_address(config.id_format, config.node_name, index)
 
 
-def ip_cidr(index: int) -> str:
-    """The documentation-range address (RFC 5737) NIC `index` reports, in CIDR form as the API requires."""
-    return f"192.0.2.{10 + index}/24"
+def ip_cidr(config: DriverConfig, index: int) -> str:
+    """The documentation-range address NIC `index` reports, in CIDR form as the API requires."""
+    return identifiers.ip_cidr(config.id_format, index)
 
 
 def resource_slices(
