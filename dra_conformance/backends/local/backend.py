@@ -251,7 +251,15 @@ class LocalBackend:
         nodes.ready(cluster)  # kwok's work
         timings.lap("nodes_ready")
         profile = load_profile(self.config.profile)
-        endpoints = driver_component.DriverUnderTest(profile, vars(binaries), nodes.all).start(cluster)
+        driver = driver_component.DriverUnderTest(profile, vars(binaries), nodes.all)
+        driver.launch(cluster)
+        # The metrics adapter needs only the API server: it starts while the drivers do, and is awaited after them.
+        adapter = None
+        if metrics_port is not None:
+            adapter = metrics_adapter.MetricsAdapter(self.config.metrics, metrics_port, binaries.metrics_server)
+            adapter.launch(cluster)
+        driver.ready(cluster)
+        endpoints = driver.endpoints
         timings.lap("drivers_ready")
         if real_binaries is not None:
             real_node_component.RealNode(cluster, real_binaries).start(cluster)
@@ -261,8 +269,8 @@ class LocalBackend:
                 cluster
             )
             timings.lap("real_node_driver_ready")
-        if metrics_port is not None:
-            metrics_adapter.MetricsAdapter(self.config.metrics, metrics_port, binaries.metrics_server).start(cluster)
+        if adapter is not None:
+            adapter.ready(cluster)
             timings.lap("metrics_available")
         # Last, so the controller-manager's start-up overlaps with the drivers'.
         KubeControllerManager().ready(cluster)

@@ -59,6 +59,12 @@ class DriverUnderTest:
 
     def start(self, cluster: SupervisedCluster) -> list[DriverEndpoint]:
         """Start the driver on every node (host processes or pods) and wait until each is ready."""
+        self.launch(cluster)
+        self.ready(cluster)
+        return self.endpoints
+
+    def launch(self, cluster: SupervisedCluster) -> None:
+        """Start the driver on every node (host processes or pods) without waiting for it (`ready` does)."""
         processes = self.command(cluster)
         assert self._deployment is not None
         if self.in_pods:
@@ -69,8 +75,6 @@ class DriverUnderTest:
             recorded = {node: {b: asdict(spec) for b, spec in specs.items()} for node, specs in builds.items()}
             drivers.builds_path(cluster.layout).write_text(json.dumps(recorded, indent=2))
             cluster.add_processes(processes)
-        self.ready(cluster)
-        return self.endpoints
 
     def _create_daemonsets(self, api_client: client.ApiClient, deployment: drivers.DriverDeployment) -> None:
         account = self.profile.identity.service_account

@@ -47,12 +47,16 @@ class MetricsAdapter:
 
     def start(self, cluster: SupervisedCluster) -> None:
         """Start it, register its APIServices and wait until they are Available and answering."""
+        self.launch(cluster)
+        self.ready(cluster)
+
+    def launch(self, cluster: SupervisedCluster) -> None:
+        """Start it and register its APIServices, without waiting for them (`ready` does)."""
         spec, ca_bundle = self._rendered(cluster)
         versions, namespace, service = self._served()
         cluster.add_processes([spec])
         with cluster.api() as api_client:
             metrics.register(api_client, self.port, ca_bundle, versions, namespace, service)
-        self.ready(cluster)
 
     def ready(self, cluster: SupervisedCluster) -> None:
         """Wait until its APIServices are Available and each version answers a list."""
