@@ -63,6 +63,7 @@ class KubeletInterposer:
         self.dra_socket = socket_dir / "interposer-dra.sock"
         self.registered = threading.Event()
         self.calls: list[tuple[str, list[str], str]] = []  # (method, claim UIDs, outcome)
+        self.entered: list[tuple[str, list[str]]] = []  # (method, claim UIDs) of every call, when it arrives
         # (method, the driver's answer per claim UID, as protobuf text), for every call the driver answered.
         self.answers: list[tuple[str, dict[str, str]]] = []
         self._faults: list[InterposedFault] = []
@@ -110,6 +111,7 @@ class KubeletInterposer:
 
         def forward(raw: bytes, context: grpc.ServicerContext) -> bytes:
             claims = self._claims(service, method, raw)
+            self.entered.append((method, claims))
             fault = self._fault(method, claims)
             outcome = "forwarded"
             if fault is not None and fault.kind == "delay":

@@ -133,6 +133,15 @@ class DriverExit:
 
 
 @runtime_checkable
+class KubeletRestarts(Protocol):
+    """A backend that runs a node's kubelet itself and can restart it, as `systemctl restart kubelet` would."""
+
+    def restart_kubelet(self, node: str) -> None:
+        """SIGTERM the kubelet of `node`, start it again, and return once the supervisor runs the new one."""
+        ...
+
+
+@runtime_checkable
 class DriverProcesses(Protocol):
     """A backend that runs the driver under test's processes itself and can disrupt them."""
 

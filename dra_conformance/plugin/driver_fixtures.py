@@ -45,7 +45,7 @@ from dra_conformance.kubelet.interposer import KubeletInterposer
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.node_agent import NodeAgents
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.model.cluster import BackendCapability, ClusterInfo, DriverProcesses
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo, DriverProcesses, KubeletRestarts
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
 from dra_conformance.model.masking import ObservedMask
@@ -203,6 +203,18 @@ def interposer(
         excluded = window.record(request.node.nodeid)
         if excluded is not None:
             run_records.add(EXCLUDED_RECORDS, excluded)
+
+
+@pytest.fixture
+def kubelet_restarts(pytestconfig: pytest.Config, cluster: ClusterInfo) -> KubeletRestarts:
+    """The backend, where it can restart a node's kubelet (the local backend's real node)."""
+    backend = backend_of(pytestconfig)
+    if not isinstance(backend, KubeletRestarts):
+        pytest.skip(
+            f"not applicable: backend {cluster.backend} cannot restart a node's kubelet (on a cluster the suite did "
+            "not build, that is the node owner's to do)"
+        )
+    return backend
 
 
 @pytest.fixture

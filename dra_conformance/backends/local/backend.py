@@ -69,6 +69,8 @@ class Stopwatch:
         now = time.monotonic()
         self.laps[phase] = now - self._last
         self._last = now
+# The real node's kubelet, by its name among the supervisor's processes.
+KUBELET = "kubelet"
 
 
 @dataclass(frozen=True)
@@ -337,6 +339,27 @@ class LocalBackend:
             max_interval=STARTUP_POLL_CAP,
         )
         return int(exited[name])
+
+    def restart_kubelet(self, node: str) -> None:
+        """SIGTERM the real node's kubelet, wait for it to exit, and have the supervisor start it again."""
+        if node != real_node.REAL_NODE:
+            raise BackendError(f"{node} has no kubelet of the local cluster (only {real_node.REAL_NODE} runs one)")
+        pid = (self._state() or {}).get("processes", {}).get(KUBELET)
+        specs = json.loads(self.layout.extra_processes.read_text()) if self.layout.extra_processes.exists() else []
+        spec = next((item for item in specs if item["name"] == KUBELET), None)
+        if pid is None or spec is None:
+            raise BackendError(f"the local cluster runs no kubelet on {node} (start it with --real-node)")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(pid), signal.SIGTERM)
+        waits.until(
+            lambda: (self._state() or {}).get("exited", {}),
+            lambda seen: KUBELET in seen,
+            timeout=self.config.timeouts.process_stop,
+            what=f"supervisor seeing the kubelet of {node} (pid {pid}) exit after SIGTERM",
+            describe=str,
+            max_interval=STARTUP_POLL_CAP,
+        )
+        self.supervised.add_processes([ProcessSpec(**spec)])
 
     @staticmethod
     def _not_supervised(node: str) -> str:
