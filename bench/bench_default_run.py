@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Benchmark: the warm default run (cluster start + every check, `dra-conformance run`), against a baseline checkout.
+
+What a vendor waits for when iterating on a driver: the README's run with the pinned binaries already built. Each
+run starts its own local cluster (a state directory of its own under a temporary directory), runs every bundled
+suite at `-n 2` with the reference driver, and stops the cluster; the figure is the command's wall time, with the
+pytest time and the outcome counts from its summary beside it.
+
+With `--baseline DIR` (another checkout of this repository, e.g. a git worktree of an older commit), the same run
+of that checkout is timed in the same invocation, interleaved with this one's (baseline, this, baseline, this...),
+so load on a shared machine hits both alike; the ratio this / baseline is printed. The baseline runs on this
+checkout's Python with the other checkout first on the path (its engine, suites and reference programs).
+
+    python bench/default_run [--runs 1] [--baseline DIR] [--json [PATH]]
+
+Target (issue 24): at most 60 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import bench_record
+from bench_record import Figure, lower
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+TARGET_SECONDS = 60.0
+# A default run takes minutes; an hour means it hung (its own deadlines are far shorter).
+RUN_DEADLINE = 3600.0
+RUN_CLI = "from dra_conformance.cli import main; raise SystemExit(main())"
+
+
+def _environment(checkout: Path) -> dict[str, str]:
+    if checkout == CHECKOUT:
+        return dict(os.environ)
+    paths = [checkout, checkout / "drivers" / "fake-dra", checkout / "drivers" / "fake-metrics"]
+    inherited = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), *([inherited] if inherited else [])])}
+
+
+def timed_run(checkout: Path, scratch: Path) -> dict[str, object]:
+    """One default run of `checkout`: wall seconds, exit code, pytest seconds and outcome totals."""
+    reports = scratch / "reports"
+    argv = [
+        sys.executable,
+        "-c",
+        RUN_CLI,
+        "run",
+        f"--dra-cluster-state-dir={scratch / 'cluster'}",
+        f"--dra-reports-dir={reports}",
+    ]
+    started = time.monotonic()
+    environment = _environment(checkout)
+    result = subprocess.run(
+        argv, cwd=checkout, env=environment, capture_output=True, text=True, timeout=RUN_DEADLINE, check=False
+    )
+    wall = time.monotonic() - started
+    summaries = sorted(reports.glob("*/summary.json"))
+    summary = json.loads(summaries[-1].read_text()) if summaries else {}
+    tail = [line for line in result.stdout.splitlines() if " in " in line and ("passed" in line or "failed" in line)]
+    return {
+        "wall": wall,
+        "code": result.returncode,
+        "verdict": summary.get("verdict", "no summary"),
+        "totals": summary.get("totals", {}),
+        "pytest": tail[-1].strip("= ") if tail else (result.stderr.strip().splitlines() or ["no output"])[-1],
+    }
+
+
+def main() -> None:
+    """Time the default run here (and at --baseline), interleaved; print the figures and the ratio."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1, help="runs per checkout (medians are reported)")
+    parser.add_argument("--baseline", type=Path, help="another checkout to time alongside, interleaved")
+    bench_record.add_option(parser)
+    args = parser.parse_args()
+    checkouts = {"this": CHECKOUT}
+    if args.baseline is not None:
+        if not (args.baseline / "dra_conformance" / "cli.py").is_file():
+            parser.error(f"--baseline {args.baseline}: not a checkout of dra-conformance (no dra_conformance/cli.py)")
+        checkouts = {"baseline": args.baseline.resolve(), "this": CHECKOUT}
+    walls: dict[str, list[float]] = {label: [] for label in checkouts}
+    with tempfile.TemporaryDirectory(prefix="dra-bench-default-") as scratch:
+        for index in range(args.runs):
+            for label, checkout in checkouts.items():
+                run_dir = Path(scratch) / f"{label}-{index}"
+                found = timed_run(checkout, run_dir)
+                walls[label].append(float(str(found["wall"])))
+                print(
+                    f"{label} run {index + 1}: {found['wall']:.1f} s wall, exit {found['code']}, "
+                    f"{found['verdict']}, {found['totals']} ({found['pytest']})",
+                    flush=True,
+                )
+    load = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end")
+    figures: list[Figure] = []
+    for label, values in walls.items():
+        median = statistics.median(values)
+        print(
+            f"{label}: warm default run median {median:.1f} s over {len(values)} run(s); target {TARGET_SECONDS:g} s "
+            f"-> {median / TARGET_SECONDS:.2f} of target"
+        )
+        figures.append(lower(f"default_run_{label}_s", median, "s"))
+    if "baseline" in walls:
+        ratio = statistics.median(walls["this"]) / statistics.median(walls["baseline"])
+        print(f"ratio this / baseline: {ratio:.2f}")
+        figures.append(lower("default_run_ratio_to_baseline", ratio, "x"))
+    bench_record.save(args.json, "default_run", figures)
+
+
+if __name__ == "__main__":
+    main()
