@@ -118,6 +118,8 @@ DROPPED_PARAMETERS = frozenset(
         "watch",
     }
 )
+# Threads creating the growth's objects (as bench/scheduling's default): the API server, not this process, is the limit.
+GROWTH_WORKERS = 8
 # Rows of the printed tables.
 TOP_LIST_CALLS = 15
 TOP_REQUESTS = 30
@@ -319,11 +321,11 @@ def grow(api: client.ApiClient, layout: ClusterLayout, backend_nodes: list[str],
     started = time.monotonic()
     added = [f"kwok-scale-{index}" for index in range(args.nodes - len(backend_nodes))]
     if added:
-        register_nodes(api, added, len(backend_nodes), args.workers)
+        register_nodes(api, added, len(backend_nodes), GROWTH_WORKERS)
     every = [*backend_nodes, *added]
-    slices = publish_second_driver(api, layout, every, args.devices, args.workers) if args.devices else 0
+    slices = publish_second_driver(api, layout, every, args.devices, GROWTH_WORKERS) if args.devices else 0
     regular = [name for name in every if name not in SET_ASIDE_NODES]
-    namespaces = run_unrelated_pods(api, regular, args.pods, args.workers) if args.pods else 0
+    namespaces = run_unrelated_pods(api, regular, args.pods, GROWTH_WORKERS) if args.pods else 0
     return Growth(len(every), slices, args.devices, args.pods, namespaces, time.monotonic() - started)
 
 
@@ -667,7 +669,7 @@ def measure(label: str, args: argparse.Namespace, scratch: Path, scaled: bool) -
         info = backend.start()
         start_seconds = time.monotonic() - started
         backend_nodes = [*info.nodes, *info.set_aside_nodes]
-        with bench_scheduling.api_client(info.kubeconfig, args.workers * 4) as api:
+        with bench_scheduling.api_client(info.kubeconfig, GROWTH_WORKERS) as api:
             growth = grow(api, backend.layout, backend_nodes, args) if scaled else None
             if growth is not None:
                 print(
