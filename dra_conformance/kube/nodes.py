@@ -1,11 +1,16 @@
-"""Reading node readiness: which nodes the cluster lists as Ready."""
+"""Reading nodes: which the cluster lists as Ready, and the UIDs of the nodes a check names."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
+
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 # A bounded list call: a wait loop around it must not hang on one slow answer.
 LIST_REQUEST_TIMEOUT = 10
+NOT_FOUND = 404
 
 
 def node_ready(node: client.V1Node) -> bool:
@@ -32,3 +37,21 @@ def lifecycle_tainted(core: client.CoreV1Api, label_selector: str = "") -> dict[
         for node in listed.items
     }
     return {name: keys for name, keys in found.items() if keys}
+
+
+def node_uids(core: client.CoreV1Api, names: Iterable[str]) -> dict[str, str]:
+    """The UID of each named Node that exists (a name with no Node is left out), one GET per name.
+
+    Checks that only need the nodes their driver's slices name read those, never the cluster's node list: on a
+    cluster of thousands of nodes that list is megabytes per call, and its cost would grow with the cluster.
+    """
+    found = {}
+    for name in sorted(set(names)):
+        try:
+            answer = core.read_node(name, _preload_content=False, _request_timeout=LIST_REQUEST_TIMEOUT)
+        except ApiException as error:
+            if error.status == NOT_FOUND:
+                continue
+            raise
+        found[name] = str(json.loads(answer.data)["metadata"]["uid"])
+    return found

@@ -20,6 +20,9 @@ from dra_conformance.report.canary import ALLOCATION_TIMEOUT, EventFacts
 # One watch request lasts at most this long on the server; the loop then watches again from where it was.
 WATCH_SECONDS = 60
 FAILED_SCHEDULING = "FailedScheduling"
+# Events are watched in every namespace (the checks' namespaces come and go), so the server selects the reason: the
+# rest of a large cluster's Events (node, pod and controller chatter) is never sent.
+REASON_SELECTOR = f"reason={FAILED_SCHEDULING}"
 GONE = 410
 
 
@@ -39,7 +42,8 @@ class AllocationTimeoutWatch:
         self.error = ""
 
     def _resource_version(self) -> str:
-        return str(self.events.list_event_for_all_namespaces(limit=1).metadata.resource_version)
+        listed = self.events.list_event_for_all_namespaces(field_selector=REASON_SELECTOR, limit=1)
+        return str(listed.metadata.resource_version)
 
     def start(self) -> None:
         """Start watching from now."""
@@ -50,7 +54,10 @@ class AllocationTimeoutWatch:
         while not self._stopped.is_set():
             try:
                 for item in self._watch.stream(
-                    self.events.list_event_for_all_namespaces, resource_version=version, timeout_seconds=WATCH_SECONDS
+                    self.events.list_event_for_all_namespaces,
+                    field_selector=REASON_SELECTOR,
+                    resource_version=version,
+                    timeout_seconds=WATCH_SECONDS,
                 ):
                     version = item["object"].metadata.resource_version or version
                     if item["type"] in ("ADDED", "MODIFIED"):

@@ -7,12 +7,10 @@ name each device once per pool and each attribute once per device, and a node's 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from kubernetes import client
 
-from dra_conformance.driver.slice_history import LIST_TIMEOUT
 from dra_conformance.driver.slice_hygiene import (
     Slice,
     duplicate_attribute_names,
@@ -24,6 +22,7 @@ from dra_conformance.driver.slice_hygiene import (
     single_node_selector,
 )
 from dra_conformance.driver.under_test import DriverUnderTest
+from dra_conformance.kube.nodes import node_uids
 from dra_conformance.model.findings import Obligations
 
 
@@ -74,9 +73,10 @@ def test_node_local_slices_name_their_node_and_are_owned_by_it(
     items = settled_slices()
     where = f"slices of {driver_under_test.name}"
     _published(obligations, items, where)
-    # Only names and UIDs are needed: the raw answer spares turning every Node into a model object.
-    listed = client.CoreV1Api(api_client).list_node(_preload_content=False, _request_timeout=LIST_TIMEOUT)
-    nodes = {node["metadata"]["name"]: node["metadata"]["uid"] for node in json.loads(listed.data)["items"]}
+    # Only the nodes the slices name: the cluster's node list would grow with the cluster, not with the driver.
+    nodes = node_uids(
+        client.CoreV1Api(api_client), (item["spec"]["nodeName"] for item in items if item["spec"].get("nodeName"))
+    )
     problems = [problem for item in items for problem in owner_problems(item, nodes.get(item["spec"].get("nodeName")))]
     problems += [
         f"slice {name_of(item)} pins node {node} through a nodeSelector instead of nodeName"

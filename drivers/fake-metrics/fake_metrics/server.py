@@ -6,15 +6,18 @@ proxy client); the user it acts for comes in X-Remote-User. kube-apiserver has a
 
 from __future__ import annotations
 
+import json
 import re
 import ssl
 import threading
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from dra_wire.unix_http import JSONRequestHandler
 from fake_metrics.samples import GROUP, VERSIONS, FaultBox, node_metrics, pod_metrics
@@ -23,6 +26,24 @@ POD_PATH = re.compile(r"^/apis/metrics\.k8s\.io/(?P<v>[^/]+)(/namespaces/(?P<ns>
 NODE_PATH = re.compile(r"^/apis/metrics\.k8s\.io/(?P<v>[^/]+)/nodes(/(?P<name>[^/]+))?$")
 # Lists of nodes and pods are read from the API server per request; a slow server fails the request.
 LIST_TIMEOUT = 10.0
+RUNNING = "Running"
+RUNNING_SELECTOR = f"status.phase={RUNNING}"
+NOT_FOUND = 404
+
+
+def _json(response: Any) -> Any:
+    """The body of an answer read with `_preload_content=False`, as plain JSON (no model objects)."""
+    return json.loads(response.data)
+
+
+def _read(get: Callable[[], Any]) -> Any:
+    """One object as plain JSON, or None when the API server answers 404."""
+    try:
+        return _json(get())
+    except ApiException as error:
+        if error.status == NOT_FOUND:
+            return None
+        raise
 
 
 class MetricsHandler(JSONRequestHandler):
@@ -97,13 +118,14 @@ class MetricsHandler(JSONRequestHandler):
             self._status(HTTPStatus.NOT_FOUND, f"{GROUP}/{version} is not served")
             return
         faults = self.faults.get()
-        names = [n.metadata.name for n in self.core.list_node(_request_timeout=LIST_TIMEOUT).items]
         if name is not None:
-            if name not in names:
+            if _read(lambda: self.core.read_node(name, _preload_content=False, _request_timeout=LIST_TIMEOUT)) is None:
                 self._status(HTTPStatus.NOT_FOUND, f'nodemetrics "{name}" not found')
             else:
                 self.reply(HTTPStatus.OK, node_metrics(name, version, faults))
             return
+        listed = _json(self.core.list_node(_preload_content=False, _request_timeout=LIST_TIMEOUT))
+        names = [node["metadata"]["name"] for node in listed["items"]]
         items = [node_metrics(n, version, faults) for n in sorted(names)]
         self.reply(
             HTTPStatus.OK,
@@ -115,15 +137,30 @@ class MetricsHandler(JSONRequestHandler):
             self._status(HTTPStatus.NOT_FOUND, f"{GROUP}/{version} is not served")
             return
         faults = self.faults.get()
-        api = client.ApiClient()  # only for sanitize_for_serialization
-        listed = (
-            self.core.list_namespaced_pod(namespace, _request_timeout=LIST_TIMEOUT)
+        if name is not None and namespace:
+            pod = _read(
+                lambda: self.core.read_namespaced_pod(
+                    name, namespace, _preload_content=False, _request_timeout=LIST_TIMEOUT
+                )
+            )
+            sample = pod_metrics(pod, version, faults) if pod and pod["status"].get("phase") == RUNNING else None
+            if sample is not None:
+                self.reply(HTTPStatus.OK, sample)
+            else:
+                self._status(HTTPStatus.NOT_FOUND, f'podmetrics "{name}" not found')
+            return
+        # Raw JSON, and only Running pods: the answer stays a plain dict (no model per pod) on a large cluster.
+        listed = _json(
+            self.core.list_namespaced_pod(
+                namespace, field_selector=RUNNING_SELECTOR, _preload_content=False, _request_timeout=LIST_TIMEOUT
+            )
             if namespace
-            else self.core.list_pod_for_all_namespaces(_request_timeout=LIST_TIMEOUT)
+            else self.core.list_pod_for_all_namespaces(
+                field_selector=RUNNING_SELECTOR, _preload_content=False, _request_timeout=LIST_TIMEOUT
+            )
         )
-        pods = [api.sanitize_for_serialization(p) for p in listed.items if p.status.phase == "Running"]
-        samples = [s for p in pods if (s := pod_metrics(p, version, faults)) is not None]
-        if name is not None:
+        samples = [s for p in listed["items"] if (s := pod_metrics(p, version, faults)) is not None]
+        if name is not None:  # a name without a namespace: the first Running pod of that name, in any namespace
             found = [s for s in samples if s["metadata"]["name"] == name]
             if found:
                 self.reply(HTTPStatus.OK, found[0])
