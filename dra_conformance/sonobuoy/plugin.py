@@ -31,8 +31,23 @@ CLUSTER_ROLE = "dra-conformance-sonobuoy"
 # the project's version as tag); tests/unit/test_sonobuoy_plugin.py keeps the two in step once both are merged.
 SUITE_IMAGE_REPOSITORY = "dra-conformance.io/suite"
 DEFAULT_IMAGE = f"{SUITE_IMAGE_REPOSITORY}:{__version__}"
-# The subcommand the plugin's container runs (dra_conformance/cli.py).
-ENTRY_COMMAND = ("dra-conformance", "sonobuoy-entry")
+# The plugin's container runs `dra-conformance sonobuoy-entry` (dra_conformance/cli.py) under a shell that writes
+# Sonobuoy's done file itself should the entry end without one (it could not even start: a broken image, a missing
+# module), so the worker sends a failed result at once instead of waiting out the plugin's timeout (6 h by default).
+FALLBACK_SCRIPT = (
+    r"""dra-conformance sonobuoy-entry "$@"; code=$?
+results="${@ENV@:-@DIR@}"
+if [ ! -f "$results/@DONE@" ]; then
+  printf 'name: dra-conformance\nstatus: failed\nitems:\n- name: dra-conformance sonobuoy-entry exited with code %s'\
+' before writing results (see the plugin container log)\n  status: failed\n' "$code" > "$results/@FILE@"
+  printf '%s' "$results/@FILE@" > "$results/@DONE@"
+fi
+exit "$code"
+""".replace("@ENV@", protocol.RESULTS_DIR_ENV)
+    .replace("@DIR@", str(protocol.RESULTS_DIR))
+    .replace("@DONE@", protocol.DONE_FILE)
+    .replace("@FILE@", protocol.RESULTS_FILE)
+)
 LABELS = {"app.kubernetes.io/name": "dra-conformance", "app.kubernetes.io/component": "sonobuoy-plugin"}
 # A ConfigMap key is a file name: letters, digits, '-', '_' and '.'.
 CONFIG_MAP_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
@@ -87,10 +102,9 @@ def check_settings(settings: PluginSettings) -> None:
 
 
 def container_args(settings: PluginSettings) -> list[str]:
-    """The plugin container's command line: the entry, the mounted profile, the cluster's name, run arguments."""
+    """The entry's arguments: the mounted profile, the cluster's name, then the run's arguments."""
     mounted = protocol.CONFIG_DIR / settings.profile.name
     return [
-        *ENTRY_COMMAND[1:],
         "--profile",
         str(mounted),
         "--cluster-name",
@@ -117,7 +131,7 @@ def plugin_definition(settings: PluginSettings) -> dict[str, Any]:
             "name": "plugin",
             "image": settings.image,
             "imagePullPolicy": "IfNotPresent",
-            "command": [ENTRY_COMMAND[0]],
+            "command": ["/bin/sh", "-c", FALLBACK_SCRIPT, "dra-conformance-sonobuoy-entry"],
             "args": container_args(settings),
         },
         # Sonobuoy uses this instead of its default pod spec: the suite's own ServiceAccount, and a Job's restart

@@ -37,9 +37,9 @@ def test_plugin_is_a_job_with_manual_results_running_the_entry_as_its_own_servic
     assert config["result-files"] == [protocol.RESULTS_FILE]
     spec = document["spec"]
     assert spec["image"] == plugin.DEFAULT_IMAGE
-    assert spec["command"] + spec["args"] == [
-        "dra-conformance",
-        "sonobuoy-entry",
+    assert spec["command"][:3] == ["/bin/sh", "-c", plugin.FALLBACK_SCRIPT], spec["command"]
+    assert plugin.FALLBACK_SCRIPT.startswith('dra-conformance sonobuoy-entry "$@";')
+    assert spec["args"] == [
         "--profile",
         "/tmp/sonobuoy/config/upstream-test-driver.yaml",
         "--cluster-name",
@@ -152,6 +152,36 @@ def test_profile_naming_a_manifest_outside_its_directory_is_refused_in_one_line(
     code = cli.main(["sonobuoy-plugin", "--profile", str(profile), "--cluster-name", "lab-1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "rbac/driver.yaml" in err, (code, err)
+
+
+def _run_fallback(tmp_path: Path, fake_entry: str) -> subprocess.CompletedProcess[str]:
+    """The plugin's container command with `dra-conformance` replaced by a script of the test's."""
+    bin_dir, results_dir = tmp_path / "bin", tmp_path / "results"
+    bin_dir.mkdir()
+    results_dir.mkdir()
+    (bin_dir / "dra-conformance").write_text("#!/bin/sh\n" + fake_entry)
+    (bin_dir / "dra-conformance").chmod(0o755)
+    command = _plugin()["spec"]["command"]
+    environment = {"PATH": f"{bin_dir}:/usr/bin:/bin", protocol.RESULTS_DIR_ENV: str(results_dir)}
+    return subprocess.run([*command, "--profile", "p"], env=environment, capture_output=True, text=True, timeout=30)
+
+
+def test_container_writes_a_failed_result_and_done_when_the_entry_dies_before_writing_any(tmp_path: Path) -> None:
+    ran = _run_fallback(tmp_path, 'echo "ModuleNotFoundError: No module named prometheus_client" >&2; exit 1\n')
+    results_dir = tmp_path / "results"
+    assert ran.returncode == 1, "the entry's exit code stays the container's"
+    listed = Path((results_dir / protocol.DONE_FILE).read_text())
+    assert listed == results_dir / protocol.RESULTS_FILE, listed
+    document = yaml.safe_load(listed.read_text())
+    assert document["status"] == "failed" and document["items"][0]["status"] == "failed", document
+    assert "exited with code 1 before writing results" in document["items"][0]["name"], document
+
+
+def test_container_leaves_the_entrys_done_file_alone(tmp_path: Path) -> None:
+    ran = _run_fallback(tmp_path, f'printf /x/tarball.tar.gz > "${protocol.RESULTS_DIR_ENV}/done"; exit 0\n')
+    assert ran.returncode == 0, ran.stderr
+    assert (tmp_path / "results" / protocol.DONE_FILE).read_text() == "/x/tarball.tar.gz"
+    assert not (tmp_path / "results" / protocol.RESULTS_FILE).exists()
 
 
 def test_default_image_is_the_one_image_build_writes() -> None:
