@@ -2,7 +2,7 @@
 
 JUnit alone loses it: a run of 102 passed, 80 not applicable and 0 failed checks is "incomplete" for us, and
 "passed" for Sonobuoy's JUnit reading, which knows only passed, failed and skipped. So the results file holds one
-leaf for the verdict, with a status of its own (`verdict incomplete`), then one leaf per check under its suite,
+leaf for the verdict, with a status of its own (`Verdict incomplete`), then one leaf per check under its suite,
 with the check's outcome as its status: Sonobuoy's own words where they mean the same (passed, failed, skipped)
 and ours where they do not (`not applicable`: skipped with a reason that is no fault; `error`: the check could not
 judge the driver). `sonobuoy results` prints the counts of each status, the verdict's among them, and lists the
@@ -37,8 +37,13 @@ REASON_LIMIT = 600
 
 
 def verdict_status(verdict: str) -> str:
-    """The verdict leaf's status: 'verdict certified with advisories'; never one of Sonobuoy's own statuses."""
-    status = f"verdict {verdict}"
+    """The verdict leaf's status: 'Verdict certified with advisories'; never one of Sonobuoy's own statuses.
+
+    Capitalized so that it sorts before every lower-case status: Sonobuoy joins a plugin's statuses in sorted order
+    ('Verdict incomplete: 1, error: 12, passed: 92', processing.go AggregateStatus), and `sonobuoy status` shows the
+    first of them as the plugin's RESULT (status.go printSummary splits on ':'), which is then our verdict.
+    """
+    status = f"Verdict {verdict}"
     for separator in protocol.CUSTOM_STATUS_SEPARATORS:
         status = status.replace(separator, " ")
     return status

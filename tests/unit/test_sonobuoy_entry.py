@@ -110,7 +110,7 @@ def test_done_lists_a_tarball_with_junit_summary_allure_results_log_and_the_manu
     assert expected | {protocol.RESULTS_FILE} <= set(files), sorted(files)
     document = yaml.safe_load(files[protocol.RESULTS_FILE])
     verdict, *suites = document["items"]
-    assert verdict["status"] == "verdict not certified", verdict
+    assert verdict["status"] == "Verdict not certified", verdict
     assert "protocol.unprepare-idempotent" in verdict["details"]["reasons"][0]
     leaves = {leaf["name"]: leaf for suite in suites for leaf in suite["items"]}
     assert {name: leaf["status"] for name, leaf in leaves.items()} == {
@@ -177,6 +177,8 @@ def test_verdict_status_is_a_status_of_its_own_that_sonobuoy_counts_whole(verdic
     status = results.verdict_status(verdict)
     assert status not in (protocol.PASSED, protocol.FAILED, protocol.SKIPPED, "unknown", "timeout", "")
     assert not any(separator in status for separator in protocol.CUSTOM_STATUS_SEPARATORS), status
+    # First in Sonobuoy's sorted status summary, which `sonobuoy status` shows as the plugin's RESULT.
+    assert sorted([*results.STATUS_OF_OUTCOME.values(), "unknown", "timeout", status])[0] == status
 
 
 def test_junit_key_is_the_classname_and_name_pytest_writes() -> None:
