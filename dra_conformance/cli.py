@@ -6,16 +6,19 @@ dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args.
 dra-conformance report RUN [--serve [--port N]]
 dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR]
 dra-conformance obligations [--output FILE]
+dra-conformance sonobuoy-plugin --profile P --cluster-name NAME [--image REF] [--namespace NS] [--rbac] [run args...]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from dra_conformance import paths
 from dra_conformance.backends.registry import (
@@ -36,6 +39,8 @@ from dra_conformance.report.fleet.command import fleet_command
 from dra_conformance.report.fleet.durations import parse_duration, spell_duration
 from dra_conformance.report.fleet.merge import DEFAULT_STALE_AFTER
 from dra_conformance.report.obligations_doc import render as render_obligations
+from dra_conformance.sonobuoy import entry as sonobuoy_entry
+from dra_conformance.sonobuoy import plugin as sonobuoy_plugin
 from dra_conformance.timeouts import Timeouts, timeout_option
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
@@ -181,7 +186,46 @@ def build_parser() -> argparse.ArgumentParser:
         "obligations", help="print the obligations registry and the field coverage table as Markdown"
     )
     obligations.add_argument("--output", type=Path, help="write it to FILE instead (docs/obligations.md)")
+    _add_sonobuoy_commands(commands)
     return parser
+
+
+def _add_sonobuoy_commands(commands: Any) -> None:
+    plugin = commands.add_parser(
+        "sonobuoy-plugin",
+        help="print the Sonobuoy plugin definition that runs the suites in-cluster (--rbac: the RBAC it runs with); "
+        "extra arguments go to `dra-conformance run` in the pod",
+    )
+    plugin.add_argument("--profile", type=Path, help="driver profile of the driver installed in the cluster")
+    plugin.add_argument("--cluster-name", help="the cluster's name in the reports and the fleet report (required)")
+    plugin.add_argument("--image", help=f"the suite's image (default {sonobuoy_plugin.DEFAULT_IMAGE})")
+    plugin.add_argument("--namespace", help="the namespace Sonobuoy runs in (default sonobuoy)")
+    plugin.add_argument("--rbac", action="store_true", help="print the plugin's ServiceAccount and RBAC instead")
+    entry = commands.add_parser(
+        "sonobuoy-entry",
+        help="(the plugin's container) run the suites in-cluster, hand their reports to Sonobuoy's worker",
+    )
+    entry.add_argument("--profile", type=Path, help="the driver profile, mounted from the plugin's ConfigMap")
+    entry.add_argument("--cluster-name", help="the cluster's name in the reports")
+    entry.add_argument("--results-dir", type=Path, help="Sonobuoy's results directory (default $SONOBUOY_RESULTS_DIR)")
+
+
+def _sonobuoy_plugin(args: argparse.Namespace, run_args: list[str]) -> int:
+    if args.rbac:
+        print(sonobuoy_plugin.render_rbac(args.namespace), end="")
+        return EXIT_OK
+    passed = run_args[1:] if run_args[:1] == ["--"] else run_args
+    settings = sonobuoy_plugin.settings_from(args.profile, args.cluster_name, args.image, args.namespace, passed)
+    print(sonobuoy_plugin.render_plugin(settings), end="")
+    return EXIT_OK
+
+
+def _sonobuoy_entry(args: argparse.Namespace, run_args: list[str]) -> int:
+    results_dir = sonobuoy_entry.results_dir_from(os.environ, args.results_dir)
+    passed = run_args[1:] if run_args[:1] == ["--"] else run_args
+    return sonobuoy_entry.entry(
+        sonobuoy_entry.EntrySettings(args.profile, args.cluster_name, results_dir, tuple(passed))
+    )
 
 
 def _obligations(args: argparse.Namespace) -> int:
@@ -456,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every expected failure is one line on stderr and a non-zero exit code."""
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if rest and args.command != "run":
+    if rest and args.command not in ("run", "sonobuoy-plugin", "sonobuoy-entry"):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         if args.command == "build":
@@ -467,6 +511,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(args)
         if args.command == "obligations":
             return _obligations(args)
+        if args.command == "sonobuoy-plugin":
+            return _sonobuoy_plugin(args, rest)
+        if args.command == "sonobuoy-entry":
+            return _sonobuoy_entry(args, rest)
         return _run(args, rest)
     except BindingsError as error:
         print(f"dra-conformance: kubelet plugin API bindings: {error}", file=sys.stderr)

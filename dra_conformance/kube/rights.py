@@ -183,15 +183,17 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
     ),
     # Kubelet-mode checks on nodes a real kubelet serves: a DeviceClass, claims and claim templates, pods and Jobs
     # (their status and logs); the leased node read for its taints and images; on nodes the backend does not
-    # describe (any but local), node agents read the node's files through exec; the driver's DaemonSet pod found
-    # among all pods on the node and deleted to restart it.
+    # describe (any but local), node agents read the node's files through exec (the client's exec is a WebSocket
+    # upgrade of a GET, authorized as `get pods/exec`, and, since AuthorizePodWebsocketUpgradeCreatePermission, as
+    # `create` too: kubernetes pkg/registry/core/pod/rest/subresources.go); the driver's DaemonSet pod found among all
+    # pods on the node and deleted to restart it.
     "kubelet": (
         *_rights(TRACKED, "deviceclasses", RESOURCE, namespaced=False),
         *_rights(TRACKED, "resourceclaims", RESOURCE),
         *_rights(TRACKED, "resourceclaimtemplates", RESOURCE),
         *_rights(TRACKED, "pods"),
         *_rights("get", "pods", subresource="log"),
-        *_rights("create", "pods", subresource="exec"),
+        *_rights("get create", "pods", subresource="exec"),
         *_rights(TRACKED, "jobs", BATCH),
         *_rights("get", "jobs", BATCH, subresource="status"),
         *_rights("get", "nodes", namespaced=False),
