@@ -5,21 +5,32 @@ dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
 dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
 dra-conformance report RUN [--serve [--port N]]
 dra-conformance obligations [--output FILE]
+dra-conformance image build|lock [--image suite|reference-driver|sonobuoy] [--output PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dra_conformance import paths
-from dra_conformance.backends.registry import BACKENDS, build_local_binaries, make_backend
+from dra_conformance import paths, versions
+from dra_conformance.backends.registry import (
+    BACKENDS,
+    build_local_binaries,
+    build_sonobuoy,
+    install_host_packages,
+    make_backend,
+)
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_conformance.image import builder as image_builder
+from dra_conformance.image import recipes as image_recipes
+from dra_conformance.kube.client import in_cluster_kubeconfig
 from dra_conformance.model.obligations import Registry, RegistryError
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
@@ -131,6 +142,22 @@ def build_parser() -> argparse.ArgumentParser:
         "obligations", help="print the obligations registry and the field coverage table as Markdown"
     )
     obligations.add_argument("--output", type=Path, help="write it to FILE instead (docs/obligations.md)")
+    image = commands.add_parser(
+        "image", help="build an OCI image archive (suite, reference driver, Sonobuoy) without Docker, or relock one"
+    )
+    image.add_argument("action", choices=["build", "lock"])
+    image.add_argument(
+        "--image", choices=image_recipes.IMAGE_KINDS, default="suite", help="which image (default suite)"
+    )
+    image.add_argument("--output", type=Path, help="copy the archive to PATH (a directory gets <image>.tar)")
+    image.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    image.add_argument("--rebuild", action="store_true", help="build even when cached (checks the digest reproduces)")
+    image.add_argument(
+        "--source-date-epoch",
+        type=int,
+        default=int(os.environ.get("SOURCE_DATE_EPOCH", image_recipes.DEFAULT_SOURCE_DATE_EPOCH)),
+        help="the time of every file and of `created` (default $SOURCE_DATE_EPOCH, else 2026-01-01)",
+    )
     return parser
 
 
@@ -153,6 +180,34 @@ def _build(args: argparse.Namespace) -> int:
         print(f"{name}: {path}")
     print(f"kubelet plugin API bindings: {kubelet_api.bindings_dir()}")
     return EXIT_OK
+
+
+def _image(args: argparse.Namespace) -> int:
+    cache_dir = args.cache_dir or default_cache_dir()
+    if args.image == "sonobuoy":
+        if args.action == "lock":
+            raise UsageError("the sonobuoy image has no lock file: its Go module's go.sum pins it")
+        binary = build_sonobuoy(SuiteConfig(cache_dir=cache_dir))
+        built = image_builder.sonobuoy_image(binary, versions.SONOBUOY, cache_dir, args.source_date_epoch, args.rebuild)
+    else:
+        recipe = image_recipes.RECIPES[args.image]
+        checkout = image_builder.checkout_root(paths.PACKAGE_DIR)
+        if args.action == "lock":
+            pins = image_builder.relock(recipe, checkout, cache_dir / "images", echo=_stderr)
+            print(f"{recipe.lock}: {len(pins)} wheels pinned")
+            return EXIT_OK
+        images = image_builder.ImageBuilder(checkout, cache_dir, echo=_stderr, source_date_epoch=args.source_date_epoch)
+        built = images.build(
+            recipe, lambda packages: install_host_packages(packages, "dra-conformance image build"), fresh=args.rebuild
+        )
+    if args.output:
+        built = image_builder.copy_to(built, args.output)
+    print("\n".join(built.lines()))
+    return EXIT_OK
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def cluster_config(args: argparse.Namespace) -> SuiteConfig:
@@ -320,8 +375,11 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     refuse_former_options(pytest_args)
     if args.profile:
         load_profile(args.profile)  # a bad profile is one line before pytest starts
-    make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
     root = _reports_root()
+    if args.cluster == "existing" and args.kubeconfig is None:
+        # In a pod (the suite's image), the existing cluster is the pod's own, as its ServiceAccount.
+        args.kubeconfig = in_cluster_kubeconfig(os.environ, root / "reports" / "clusters" / "in-cluster.kubeconfig")
+    make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
     # The plugin's options are this CLI's flags with the `--dra-` prefix; `--dra-cluster`, always given, also opts
     # the run in to DRA conformance before pytest collects (see dra_conformance.plugin.opt_in).
     options = [
@@ -378,6 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(args)
         if args.command == "obligations":
             return _obligations(args)
+        if args.command == "image":
+            return _image(args)
         return _run(args, rest)
     except BindingsError as error:
         print(f"dra-conformance: kubelet plugin API bindings: {error}", file=sys.stderr)
