@@ -125,21 +125,31 @@ class ImageBuilder:
     def build(self, recipe: Recipe, install_host_packages: Callable[[Path], None], *, fresh: bool = False) -> Built:
         """The archive of `recipe`'s image: from the cache, else built (`fresh` builds even when cached)."""
         started = time.monotonic()
-        key = cache_key(recipe, self.checkout, self.epoch)
-        version = wheels.project_version(self.checkout / recipe.distributions[0])[1]
-        entry = self.root / f"{recipe.kind}-{version}-{key[:16]}"
+        key, entry, name = self._identity(recipe)
         archive = entry / "image.tar"
-        name = f"{recipe.repository}:{version}"
+        if archive.is_file() and not fresh:
+            return self._built(recipe.kind, name, archive, started, cached=True)
+        rootfs.require_root_and_apt()
+        install_host_packages(recipes.HOST_PACKAGES)
         self.root.mkdir(parents=True, exist_ok=True)
         with FileLock(str(entry) + ".lock"):
-            if archive.is_file() and not fresh:
+            if archive.is_file() and not fresh:  # another build finished it while this one waited
                 return self._built(recipe.kind, name, archive, started, cached=True)
-            rootfs.require_root_and_apt()
-            install_host_packages(recipes.HOST_PACKAGES)
             with rootfs.scratch_directory(self.root, f"scratch-{recipe.kind}-{os.getpid()}") as scratch:
                 record = self._build_into(recipe, name, scratch, entry)
             (entry / "build.json").write_text(json.dumps({**record, "key": key}, indent=2, sort_keys=True) + "\n")
         return self._built(recipe.kind, name, archive, started, cached=False)
+
+    def _identity(self, recipe: Recipe) -> tuple[str, Path, str]:
+        """The cache key of `recipe`'s image, its cache entry and its name."""
+        key = cache_key(recipe, self.checkout, self.epoch)
+        version = wheels.project_version(self.checkout / recipe.distributions[0])[1]
+        return key, self.root / f"{recipe.kind}-{version}-{key[:16]}", f"{recipe.repository}:{version}"
+
+    def cached(self, recipe: Recipe) -> Path | None:
+        """The cached archive of `recipe`'s image for the current inputs, if one was built."""
+        archive = self._identity(recipe)[1] / "image.tar"
+        return archive if archive.is_file() else None
 
     def _built(self, kind: str, name: str, archive: Path, started: float, *, cached: bool) -> Built:
         digest = oci.archive_digest(archive)

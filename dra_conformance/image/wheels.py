@@ -34,6 +34,12 @@ TARGET_PLATFORM_OPTIONS: tuple[str, ...] = (
 # pip wheel of our four distributions (dra-wire compiles its bindings) or a download of ~40 wheels, pip's cache warm
 # or cold over a slow link.
 PIP_TIMEOUT = 900.0
+# What pip's log says when it cannot reach the index.
+_UNREACHABLE = (
+    "Failed to establish a new connection",
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+)
 _LOCK_LINE = re.compile(r"^(?P<name>[A-Za-z0-9._-]+)==(?P<version>[^\s;]+)\s+--hash=sha256:(?P<sha256>[0-9a-f]{64})$")
 
 
@@ -114,8 +120,15 @@ def _pip(arguments: list[str], log: Path, environment: dict[str, str], what: str
         except subprocess.TimeoutExpired:
             raise UsageError(f"{what}: pip did not finish in {PIP_TIMEOUT:g}s (log: {log})") from None
     if result.returncode != 0:
-        tail = " ".join(log.read_text(errors="replace").split()[-40:])
-        raise UsageError(f"{what} failed (log: {log}): {tail}")
+        text = log.read_text(errors="replace")
+        tail = " ".join(text.split()[-40:])
+        offline = any(sign in text for sign in _UNREACHABLE)
+        hint = (
+            "the Python package index is unreachable from here (pip); make it reachable, then retry: "
+            if offline
+            else ""
+        )
+        raise UsageError(f"{hint}{what} failed (log: {log}): {tail}")
 
 
 def build_own(sources: Iterable[Path], target: Path, log: Path, environment: dict[str, str]) -> None:

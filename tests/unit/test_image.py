@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from dra_conformance.cli import EXIT_USAGE, main
 from dra_conformance.errors import UsageError
 from dra_conformance.image import builder, oci, recipes, rootfs, wheels
 from dra_conformance.kube.client import in_cluster_kubeconfig
@@ -220,3 +221,14 @@ def test_in_cluster_kubeconfig_names_the_service_account_files(tmp_path: Path) -
     assert configuration.host == "https://[fd00::1]:443"
     assert configuration.api_key == {"BearerToken": "Bearer token-of-the-pod"}
     assert configuration.ssl_ca_cert == str(account / "ca.crt")
+
+
+def test_build_without_root_is_one_line_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 1000)
+    cache = tmp_path / "cache"
+    assert main(["image", "build", "--image", "reference-driver", "--cache-dir", str(cache)]) == EXIT_USAGE
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "run it as root" in error, error
+    assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))
