@@ -23,7 +23,7 @@ from dra_conformance.image import oci, recipes, rootfs, wheels
 from dra_conformance.image.recipes import Recipe
 
 # Bumped whenever the builder changes what an image holds for the same inputs: part of every cache key.
-LAYOUT = "2"
+LAYOUT = "3"
 # Names left out of the checkout files hashed into the key: caches and what editable installs generate.
 _UNHASHED = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist", "kubeletapi"}
 
@@ -81,7 +81,7 @@ def cache_key(recipe: Recipe, checkout: Path, source_date_epoch: int) -> str:
                               "distributions": recipe.distributions, "install": recipe.install},
                              sort_keys=True, default=str))  # fmt: skip
     add("debian", "\n".join([recipes.DEBIAN_SUITE, recipes.DEBIAN_VARIANT, *recipes.DEBIAN_SOURCES,
-                             *recipes.DPKG_OPTIONS]))  # fmt: skip
+                             *recipes.APT_OPTIONS, *recipes.DPKG_OPTIONS]))  # fmt: skip
     add("packages", "\n".join(_listed(recipe.debian_packages)))
     add("lock", "\n".join(pin.line() for pin in wheels.read_lock(recipe.lock)))
     add("epoch", str(source_date_epoch))
@@ -174,6 +174,7 @@ class ImageBuilder:
                 variant=recipes.DEBIAN_VARIANT,
                 packages=_listed(recipe.debian_packages),
                 dpkg_options=recipes.DPKG_OPTIONS,
+                apt_options=recipes.APT_OPTIONS,
                 sources=recipes.DEBIAN_SOURCES,
                 target=target,
                 wheels=wheel_dir,
@@ -184,6 +185,8 @@ class ImageBuilder:
             self.echo(f"{recipe.kind}: mmdebstrap {recipes.DEBIAN_SUITE} ({recipes.DEBIAN_VARIANT}) and pip install")
             rootfs.run_mmdebstrap(command, log, environment)
             rootfs.scrub(target)
+            if recipe.config.working_dir:
+                (target / recipe.config.working_dir.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
             packages = rootfs.installed_packages(target)
             self.echo(f"{recipe.kind}: writing the layers and the archive")
             entries = oci.tree_entries(target, skip=("dev", "proc", "sys"))

@@ -18,6 +18,8 @@ DEBIAN_SOURCES: tuple[str, ...] = (
 )
 # mmdebstrap's apt variant: the Essential packages and apt, then what the image's list names.
 DEBIAN_VARIANT = "apt"
+# Only what the listed packages depend on: python3's Recommends would add perl (40 MiB) for nothing the image runs.
+APT_OPTIONS: tuple[str, ...] = ('APT::Install-Recommends "false"',)
 # Documentation, manual pages and translations are left out of the image; copyright files stay (licences).
 DPKG_OPTIONS: tuple[str, ...] = (
     "path-exclude=/usr/share/doc/*",

@@ -226,7 +226,7 @@ def test_in_cluster_kubeconfig_names_the_service_account_files(tmp_path: Path) -
 def test_build_without_root_is_one_line_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
     cache = tmp_path / "cache"
     assert main(["image", "build", "--image", "reference-driver", "--cache-dir", str(cache)]) == EXIT_USAGE
     error = capsys.readouterr().err
