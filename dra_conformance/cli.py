@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -184,6 +185,19 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _image(args: argparse.Namespace) -> int:
+    # SIGTERM (a CI job cancelled) unwinds like Ctrl-C, so the build's scratch root filesystem is removed.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _image_command(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _image_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     cache_dir = args.cache_dir or default_cache_dir()
     if args.image == "sonobuoy":

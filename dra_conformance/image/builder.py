@@ -23,7 +23,7 @@ from dra_conformance.image import oci, recipes, rootfs, wheels
 from dra_conformance.image.recipes import Recipe
 
 # Bumped whenever the builder changes what an image holds for the same inputs: part of every cache key.
-LAYOUT = "3"
+LAYOUT = "4"
 # Names left out of the checkout files hashed into the key: caches and what editable installs generate.
 _UNHASHED = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist", "kubeletapi"}
 

@@ -33,6 +33,8 @@ VOLATILE = (
     "var/cache/debconf/templates.dat-old",
     "var/lib/apt/extended_states",
 )
+# Files mmdebstrap copies from the host: emptied (their names stay, as the runtime's mount points).
+HOST_FILES = ("etc/resolv.conf", "etc/hostname")
 # Directories whose content is emptied (their own entry stays).
 EMPTIED = ("var/log", "var/cache/apt", "var/lib/apt/lists", "tmp", "root/.cache")
 # Inside the chroot: the wheels are copied here, and removed by the last hook.
@@ -81,10 +83,11 @@ def mmdebstrap_command(
     ]
 
 
-def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -> None:
-    """Run `command`, its output to `log`; a failure is one line with the log's tail and what to do.
+def run_logged(command: list[str], log: Path, environment: dict[str, str], timeout: float) -> int:
+    """Run `command` with its output appended to `log`; return its exit code.
 
-    On Ctrl-C mmdebstrap gets its grace time to unmount and clean up before it is killed.
+    When this process is interrupted (Ctrl-C, SIGTERM, a failure), the child gets SIGINT and its grace time to
+    clean up (mmdebstrap unmounts and removes what it made) before it is killed: it never outlives the build.
     """
     with log.open("a") as stream:
         stream.write(f"$ {shlex.join(command)}\n")
@@ -93,7 +96,7 @@ def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -
             command, stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
         )
         try:
-            code = process.wait(timeout=MMDEBSTRAP_TIMEOUT)
+            return process.wait(timeout=timeout)
         except BaseException:
             process.send_signal(signal.SIGINT)
             try:
@@ -102,11 +105,19 @@ def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -
                 process.kill()
                 process.wait()
             raise
+
+
+def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -> None:
+    """Run `command`, its output to `log`; a failure is one line with the log's tail and what to do."""
+    try:
+        code = run_logged(command, log, environment, MMDEBSTRAP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"mmdebstrap did not finish in {MMDEBSTRAP_TIMEOUT:g}s (log: {log})") from None
     if code != 0:
         text = log.read_text(errors="replace")
         tail = " ".join(text.split()[-40:])
         hint = ""
-        if "Failed to fetch" in text or "Could not resolve" in text or "Temporary failure resolving" in text:
+        if any(sign in text for sign in ("Failed to fetch", "Could not resolve", "Temporary failure resolving")):
             hint = "the Debian mirror (deb.debian.org) is unreachable from here; make it reachable, then retry: "
         raise UsageError(f"{hint}mmdebstrap failed (log: {log}): {tail}")
 
@@ -124,9 +135,10 @@ def scrub(rootfs: Path) -> None:
                 shutil.rmtree(child)
             else:
                 child.unlink()
-    machine_id = rootfs / "etc" / "machine-id"
-    if machine_id.exists():
-        machine_id.write_text("uninitialized\n")
+    # Copied from the build host; the container runtime mounts its own over them.
+    for relative in HOST_FILES:
+        if (rootfs / relative).is_file():
+            (rootfs / relative).write_text("")
 
 
 def installed_packages(rootfs: Path) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance.errors import UsageError
+from dra_conformance.image.rootfs import run_logged
 
 # The image's interpreter: Debian 12's python3 (CPython 3.11, glibc 2.36, x86_64). pip takes platform tags
 # literally (it expands only the legacy manylinux aliases), so every glibc tag up to 2.36 is named.
@@ -104,22 +105,11 @@ def project_version(directory: Path) -> tuple[str, str]:
 
 def _pip(arguments: list[str], log: Path, environment: dict[str, str], what: str) -> None:
     command = [sys.executable, "-m", "pip", "--disable-pip-version-check", *arguments]
-    with log.open("a") as stream:
-        stream.write(f"$ {' '.join(command)}\n")
-        stream.flush()
-        try:
-            result = subprocess.run(
-                command,
-                stdout=stream,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=environment,
-                timeout=PIP_TIMEOUT,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise UsageError(f"{what}: pip did not finish in {PIP_TIMEOUT:g}s (log: {log})") from None
-    if result.returncode != 0:
+    try:
+        code = run_logged(command, log, environment, PIP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"{what}: pip did not finish in {PIP_TIMEOUT:g}s (log: {log})") from None
+    if code != 0:
         text = log.read_text(errors="replace")
         tail = " ".join(text.split()[-40:])
         offline = any(sign in text for sign in _UNREACHABLE)

@@ -196,12 +196,14 @@ def test_scratch_directory_is_removed_when_the_build_fails(tmp_path: Path) -> No
     assert not (tmp_path / "scratch").exists()
 
 
-def test_scrub_removes_build_time_records(tmp_path: Path) -> None:
-    for relative in ("var/log/apt/history.log", "var/cache/ldconfig/aux-cache", "var/lib/dpkg/status-old"):
+def test_scrub_removes_build_time_records_and_empties_the_hosts_files(tmp_path: Path) -> None:
+    built_here = ("var/log/apt/history.log", "var/cache/ldconfig/aux-cache", "var/lib/dpkg/status-old")
+    for relative in (*built_here, "etc/resolv.conf", "etc/hostname"):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("when and where")
     rootfs.scrub(tmp_path)
-    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == []
+    left = {p.relative_to(tmp_path).as_posix(): p.read_text() for p in tmp_path.rglob("*") if p.is_file()}
+    assert left == {"etc/resolv.conf": "", "etc/hostname": ""}, left
     assert (tmp_path / "var" / "log").is_dir()
 
 
