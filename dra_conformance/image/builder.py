@@ -81,7 +81,7 @@ def cache_key(recipe: Recipe, checkout: Path, source_date_epoch: int) -> str:
                               "distributions": recipe.distributions, "install": recipe.install},
                              sort_keys=True, default=str))  # fmt: skip
     add("debian", "\n".join([recipes.DEBIAN_SUITE, recipes.DEBIAN_VARIANT, *recipes.DEBIAN_SOURCES,
-                             *recipes.APT_OPTIONS, *recipes.DPKG_OPTIONS]))  # fmt: skip
+                             *recipes.APT_OPTIONS, *recipes.MMDEBSTRAP_HOOK_DIRS, *recipes.DPKG_OPTIONS]))  # fmt: skip
     add("packages", "\n".join(_listed(recipe.debian_packages)))
     add("lock", "\n".join(pin.line() for pin in wheels.read_lock(recipe.lock)))
     add("epoch", str(source_date_epoch))
@@ -175,6 +175,7 @@ class ImageBuilder:
                 packages=_listed(recipe.debian_packages),
                 dpkg_options=recipes.DPKG_OPTIONS,
                 apt_options=recipes.APT_OPTIONS,
+                hook_dirs=recipes.MMDEBSTRAP_HOOK_DIRS,
                 sources=recipes.DEBIAN_SOURCES,
                 target=target,
                 wheels=wheel_dir,

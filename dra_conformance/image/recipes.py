@@ -18,8 +18,11 @@ DEBIAN_SOURCES: tuple[str, ...] = (
 )
 # mmdebstrap's apt variant: the Essential packages and apt, then what the image's list names.
 DEBIAN_VARIANT = "apt"
-# Only what the listed packages depend on: python3's Recommends would add perl (40 MiB) for nothing the image runs.
+# Only what the listed packages depend on, never their Recommends.
 APT_OPTIONS: tuple[str, ...] = ('APT::Install-Recommends "false"',)
+# mmdebstrap's merged-/usr hook lays out the merged /usr itself, so the usrmerge package (and the 40 MiB of perl it
+# pulls in) is not installed.
+MMDEBSTRAP_HOOK_DIRS: tuple[str, ...] = ("/usr/share/mmdebstrap/hooks/merged-usr",)
 # Documentation, manual pages and translations are left out of the image; copyright files stay (licences).
 DPKG_OPTIONS: tuple[str, ...] = (
     "path-exclude=/usr/share/doc/*",
