@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -21,6 +20,8 @@ from dra_conformance.errors import UsageError
 # mmdebstrap downloads ~40 MB of packages and installs them; pip installs ~40 wheels. Minutes on a slow mirror;
 # twenty guard a hung one.
 MMDEBSTRAP_TIMEOUT = 1200.0
+# A terminal's Ctrl-C reaches the whole process group at once: this long for the child to exit on it by itself.
+SIGNAL_DELIVERY = 2.0
 # After Ctrl-C, mmdebstrap's own handler unmounts and removes what it made; this long is given to it.
 INTERRUPT_GRACE = 30.0
 # Files whose content depends on when or where the build ran, removed after mmdebstrap's own reproducible cleanup.
@@ -88,8 +89,9 @@ def mmdebstrap_command(
 def run_logged(command: list[str], log: Path, environment: dict[str, str], timeout: float) -> int:
     """Run `command` with its output appended to `log`; return its exit code.
 
-    When this process is interrupted (Ctrl-C, SIGTERM, a failure), the child gets SIGINT and its grace time to
-    clean up (mmdebstrap unmounts and removes what it made) before it is killed: it never outlives the build.
+    When this process is interrupted (Ctrl-C, SIGTERM, a failure), the child gets SIGTERM unless it has exited
+    already, then its grace time to clean up (mmdebstrap unmounts and removes what it made) before it is killed:
+    it never outlives the build.
     """
     with log.open("a") as stream:
         stream.write(f"$ {shlex.join(command)}\n")
@@ -100,12 +102,15 @@ def run_logged(command: list[str], log: Path, environment: dict[str, str], timeo
         try:
             return process.wait(timeout=timeout)
         except BaseException:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=INTERRUPT_GRACE)
+            try:  # a terminal's Ctrl-C reached the child too: let it finish its own cleanup
+                process.wait(timeout=SIGNAL_DELIVERY)
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                process.terminate()
+                try:
+                    process.wait(timeout=INTERRUPT_GRACE)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
             raise
 
 
