@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,8 +21,6 @@ from dra_conformance.errors import UsageError
 # mmdebstrap downloads ~40 MB of packages and installs them; pip installs ~40 wheels. Minutes on a slow mirror;
 # twenty guard a hung one.
 MMDEBSTRAP_TIMEOUT = 1200.0
-# A terminal's Ctrl-C reaches the whole process group at once: this long for the child to exit on it by itself.
-SIGNAL_DELIVERY = 2.0
 # After Ctrl-C, mmdebstrap's own handler unmounts and removes what it made; this long is given to it.
 INTERRUPT_GRACE = 30.0
 # Files whose content depends on when or where the build ran, removed after mmdebstrap's own reproducible cleanup.
@@ -89,29 +88,44 @@ def mmdebstrap_command(
 def run_logged(command: list[str], log: Path, environment: dict[str, str], timeout: float) -> int:
     """Run `command` with its output appended to `log`; return its exit code.
 
-    When this process is interrupted (Ctrl-C, SIGTERM, a failure), the child gets SIGTERM unless it has exited
-    already, then its grace time to clean up (mmdebstrap unmounts and removes what it made) before it is killed:
-    it never outlives the build.
+    When this process is interrupted (Ctrl-C, SIGTERM, a failure), the child's process group gets SIGTERM and its
+    grace time to clean up (mmdebstrap unmounts what it mounted) before all of it is killed: nothing it started
+    outlives the build.
     """
     with log.open("a") as stream:
         stream.write(f"$ {shlex.join(command)}\n")
         stream.flush()
+        # Its own process group: mmdebstrap runs apt and dpkg in the chroot, and none may outlive it (a dpkg still
+        # writing into the root filesystem would race its removal).
         process = subprocess.Popen(
-            command, stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
+            command,
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environment,
+            start_new_session=True,
         )
         try:
             return process.wait(timeout=timeout)
         except BaseException:
-            try:  # a terminal's Ctrl-C reached the child too: let it finish its own cleanup
-                process.wait(timeout=SIGNAL_DELIVERY)
-            except subprocess.TimeoutExpired:
-                process.terminate()
-                try:
-                    process.wait(timeout=INTERRUPT_GRACE)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            _stop_group(process)
             raise
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the child's process group, its grace time, then SIGKILL to whatever of the group is left."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=INTERRUPT_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -> None:
@@ -187,7 +201,10 @@ def remove_scratch(directory: Path) -> None:
     left = mounts_under(directory)
     if left:
         raise UsageError(f"{directory} still has mounts ({', '.join(left)}): unmount them, then remove it")
-    shutil.rmtree(directory)
+    try:
+        shutil.rmtree(directory)
+    except OSError as error:
+        raise UsageError(f"could not remove the build's scratch directory {directory} ({error}): remove it") from None
 
 
 @contextmanager
