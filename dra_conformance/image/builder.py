@@ -159,48 +159,45 @@ class ImageBuilder:
         return {**os.environ, "SOURCE_DATE_EPOCH": str(self.epoch), "PYTHONHASHSEED": "0"}
 
     def _build_into(self, recipe: Recipe, name: str, scratch: Path, entry: Path) -> dict[str, object]:
-        log = scratch / "build.log"
+        # The log stays in the cache entry, also after a failure, which names it.
+        entry.mkdir(parents=True, exist_ok=True)
+        log = entry / "build.log"
+        log.write_text("")
         wheel_dir = scratch / "wheels"
         wheel_dir.mkdir()
         environment = self._environment()
-        self.echo(f"{recipe.kind}: building our wheels and fetching the locked ones (log: {entry / 'build.log'})")
-        try:
-            wheels.build_own([self.checkout / d for d in recipe.distributions], wheel_dir, log, environment)
-            wheels.download_locked(recipe.lock, wheel_dir, log, environment)
-            pip_wheel = _pip_wheel(wheel_dir)
-            target = scratch / "rootfs"
-            command = rootfs.mmdebstrap_command(
-                suite=recipes.DEBIAN_SUITE,
-                variant=recipes.DEBIAN_VARIANT,
-                packages=_listed(recipe.debian_packages),
-                dpkg_options=recipes.DPKG_OPTIONS,
-                apt_options=recipes.APT_OPTIONS,
-                hook_dirs=recipes.MMDEBSTRAP_HOOK_DIRS,
-                sources=recipes.DEBIAN_SOURCES,
-                target=target,
-                wheels=wheel_dir,
-                pip_wheel=pip_wheel.name,
-                install=recipe.install,
-                source_date_epoch=self.epoch,
-            )
-            self.echo(f"{recipe.kind}: mmdebstrap {recipes.DEBIAN_SUITE} ({recipes.DEBIAN_VARIANT}) and pip install")
-            rootfs.run_mmdebstrap(command, log, environment)
-            rootfs.scrub(target)
-            if recipe.config.working_dir:
-                (target / recipe.config.working_dir.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
-            packages = rootfs.installed_packages(target)
-            self.echo(f"{recipe.kind}: writing the layers and the archive")
-            entries = oci.tree_entries(target, skip=("dev", "proc", "sys"))
-            base, python = split_layers(entries, recipes.PYTHON_LAYER_PREFIX)
-            layers = [scratch / "debian.tar", scratch / "python.tar"]
-            oci.write_layer(base, layers[0], self.epoch)
-            oci.write_layer(python, layers[1], self.epoch)
-            entry.mkdir(parents=True, exist_ok=True)
-            digest = oci.write_archive(name, recipe.config, layers, entry / "image.tar", self.epoch)
-        finally:
-            entry.mkdir(parents=True, exist_ok=True)
-            if log.exists():
-                shutil.copyfile(log, entry / "build.log")
+        self.echo(f"{recipe.kind}: building our wheels and fetching the locked ones (log: {log})")
+        wheels.build_own([self.checkout / d for d in recipe.distributions], wheel_dir, log, environment)
+        wheels.download_locked(recipe.lock, wheel_dir, log, environment)
+        pip_wheel = _pip_wheel(wheel_dir)
+        target = scratch / "rootfs"
+        command = rootfs.mmdebstrap_command(
+            suite=recipes.DEBIAN_SUITE,
+            variant=recipes.DEBIAN_VARIANT,
+            packages=_listed(recipe.debian_packages),
+            dpkg_options=recipes.DPKG_OPTIONS,
+            apt_options=recipes.APT_OPTIONS,
+            hook_dirs=recipes.MMDEBSTRAP_HOOK_DIRS,
+            sources=recipes.DEBIAN_SOURCES,
+            target=target,
+            wheels=wheel_dir,
+            pip_wheel=pip_wheel.name,
+            install=recipe.install,
+            source_date_epoch=self.epoch,
+        )
+        self.echo(f"{recipe.kind}: mmdebstrap {recipes.DEBIAN_SUITE} ({recipes.DEBIAN_VARIANT}) and pip install")
+        rootfs.run_mmdebstrap(command, log, environment)
+        rootfs.scrub(target)
+        if recipe.config.working_dir:
+            (target / recipe.config.working_dir.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
+        packages = rootfs.installed_packages(target)
+        self.echo(f"{recipe.kind}: writing the layers and the archive")
+        entries = oci.tree_entries(target, skip=("dev", "proc", "sys"))
+        base, python = split_layers(entries, recipes.PYTHON_LAYER_PREFIX)
+        layers = [scratch / "debian.tar", scratch / "python.tar"]
+        oci.write_layer(base, layers[0], self.epoch)
+        oci.write_layer(python, layers[1], self.epoch)
+        digest = oci.write_archive(name, recipe.config, layers, entry / "image.tar", self.epoch)
         own = sorted(path.name for path in wheel_dir.glob("*.whl"))
         return {"name": name, "digest": digest, "debian_packages": packages, "wheels": own, "epoch": self.epoch}
 
