@@ -234,3 +234,12 @@ def test_build_without_root_is_one_line_and_leaves_nothing(
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "run it as root" in error, error
     assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))
+
+
+def test_an_unreachable_debian_mirror_is_one_line_naming_it(tmp_path: Path) -> None:
+    # What apt prints through mmdebstrap when deb.debian.org cannot be resolved (seen under `unshare -n`).
+    failing = ["sh", "-c", "echo \"E: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  "
+               "Temporary failure resolving 'deb.debian.org'\"; exit 1"]  # fmt: skip
+    with pytest.raises(UsageError, match=r"^the Debian mirror \(deb.debian.org\) is unreachable from here") as error:
+        rootfs.run_mmdebstrap(failing, tmp_path / "build.log", dict(os.environ))
+    assert "\n" not in str(error.value) and str(tmp_path / "build.log") in str(error.value)
