@@ -68,6 +68,15 @@ def source_files(checkout: Path, roots: tuple[str, ...]) -> list[tuple[str, Path
     return sorted(found)
 
 
+def copy_sources(checkout: Path, roots: tuple[str, ...], target: Path) -> Path:
+    """Copy the checkout files under `roots` that the cache key hashes to `target` (same relative paths)."""
+    for name, path in source_files(checkout, roots):
+        destination = target / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+    return target
+
+
 def cache_key(recipe: Recipe, checkout: Path, source_date_epoch: int) -> str:
     """The digest of every input of `recipe`'s image: packages, mirrors, lock, our sources, epoch, builder layout."""
     digest = hashlib.sha256()
@@ -167,7 +176,10 @@ class ImageBuilder:
         wheel_dir.mkdir()
         environment = self._environment()
         self.echo(f"{recipe.kind}: building our wheels and fetching the locked ones (log: {log})")
-        wheels.build_own([self.checkout / d for d in recipe.distributions], wheel_dir, log, environment)
+        # Built from a copy of exactly the files the key hashed: never from the checkout itself, where setuptools'
+        # build/ directories are shared with other builds and with whatever else is in the tree.
+        sources = copy_sources(self.checkout, recipe.sources, scratch / "src")
+        wheels.build_own([sources / d for d in recipe.distributions], wheel_dir, log, environment)
         wheels.download_locked(recipe.lock, wheel_dir, log, environment)
         pip_wheel = _pip_wheel(wheel_dir)
         target = scratch / "rootfs"

@@ -243,3 +243,13 @@ def test_an_unreachable_debian_mirror_is_one_line_naming_it(tmp_path: Path) -> N
     with pytest.raises(UsageError, match=r"^the Debian mirror \(deb.debian.org\) is unreachable from here") as error:
         rootfs.run_mmdebstrap(failing, tmp_path / "build.log", dict(os.environ))
     assert "\n" not in str(error.value) and str(tmp_path / "build.log") in str(error.value)
+
+
+def test_wheels_are_built_from_a_copy_of_exactly_the_hashed_files(tmp_path: Path) -> None:
+    checkout = _checkout(tmp_path / "checkout")
+    for leftover in ("drivers/fake-dra/build/lib/stale.py", "drivers/fake-dra/fake_dra.egg-info/PKG-INFO"):
+        (checkout / leftover).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / leftover).write_text("not a source")
+    copied = builder.copy_sources(checkout, ("pyproject.toml", "drivers/fake-dra"), tmp_path / "src")
+    files = sorted(p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file())
+    assert files == ["drivers/fake-dra/fake_dra/__init__.py", "pyproject.toml"], files
