@@ -23,7 +23,7 @@ from dra_conformance.image import oci, recipes, rootfs, wheels
 from dra_conformance.image.recipes import Recipe
 
 # Bumped whenever the builder changes what an image holds for the same inputs: part of every cache key.
-LAYOUT = "4"
+LAYOUT = "5"
 # Names left out of the checkout files hashed into the key: caches and what editable installs generate.
 _UNHASHED = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist", "kubeletapi"}
 
@@ -200,8 +200,8 @@ class ImageBuilder:
         self.echo(f"{recipe.kind}: mmdebstrap {recipes.DEBIAN_SUITE} ({recipes.DEBIAN_VARIANT}) and pip install")
         rootfs.run_mmdebstrap(command, log, environment)
         rootfs.scrub(target)
-        if recipe.config.working_dir:
-            (target / recipe.config.working_dir.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
+        # In every rootfs image, used or not, so the suite and the reference driver share one Debian layer.
+        (target / recipes.SUITE_WORKING_DIR.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
         packages = rootfs.installed_packages(target)
         self.echo(f"{recipe.kind}: writing the layers and the archive")
         entries = oci.tree_entries(target, skip=("dev", "proc", "sys"))
