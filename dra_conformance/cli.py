@@ -7,12 +7,15 @@ dra-conformance report RUN [--serve [--port N]]
 dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR]
 dra-conformance obligations [--output FILE]
 dra-conformance sonobuoy-plugin --profile P --cluster-name NAME [--image REF] [--namespace NS] [--rbac] [run args...]
+dra-conformance image build|lock [--image suite|reference-driver|sonobuoy] [--output PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -20,10 +23,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from dra_conformance import paths
+from dra_conformance import paths, versions
 from dra_conformance.backends.registry import (
     BACKENDS,
     build_local_binaries,
+    build_sonobuoy,
+    install_host_packages,
     install_real_node_packages,
     make_backend,
     real_node_blocker,
@@ -31,6 +36,9 @@ from dra_conformance.backends.registry import (
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_conformance.image import builder as image_builder
+from dra_conformance.image import recipes as image_recipes
+from dra_conformance.kube.client import in_cluster_kubeconfig
 from dra_conformance.model.obligations import Registry, RegistryError
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
@@ -186,6 +194,21 @@ def build_parser() -> argparse.ArgumentParser:
         "obligations", help="print the obligations registry and the field coverage table as Markdown"
     )
     obligations.add_argument("--output", type=Path, help="write it to FILE instead (docs/obligations.md)")
+    image = commands.add_parser(
+        "image", help="build an OCI image archive (suite, reference driver, Sonobuoy) without Docker, or relock one"
+    )
+    image.add_argument("action", choices=["build", "lock"])
+    image.add_argument(
+        "--image", choices=image_recipes.IMAGE_KINDS, default="suite", help="which image (default suite)"
+    )
+    image.add_argument("--output", type=Path, help="copy the archive to PATH (a directory gets <image>.tar)")
+    image.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    image.add_argument("--rebuild", action="store_true", help="build even when cached (checks the digest reproduces)")
+    image.add_argument(
+        "--source-date-epoch",
+        type=int,
+        help="the time of every file and of `created` (default $SOURCE_DATE_EPOCH, else 2026-01-01)",
+    )
     _add_sonobuoy_commands(commands)
     return parser
 
@@ -269,6 +292,60 @@ def _build(args: argparse.Namespace) -> int:
         print(f"{name}: {path}")
     print(f"kubelet plugin API bindings: {kubelet_api.bindings_dir()}")
     return EXIT_OK
+
+
+def _image(args: argparse.Namespace) -> int:
+    # SIGTERM (a CI job cancelled) unwinds like Ctrl-C, so the build's scratch root filesystem is removed.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return _image_command(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _source_date_epoch(args: argparse.Namespace) -> int:
+    if args.source_date_epoch is not None:
+        return int(args.source_date_epoch)
+    # The reproducible-builds convention: a build system that sets it for every tool sets it for this one too.
+    text = os.environ.get("SOURCE_DATE_EPOCH", str(image_recipes.DEFAULT_SOURCE_DATE_EPOCH))
+    if not text.isdigit():
+        raise UsageError(f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds")
+    return int(text)
+
+
+def _image_command(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    cache_dir = args.cache_dir or default_cache_dir()
+    epoch = _source_date_epoch(args)
+    if args.image == "sonobuoy":
+        if args.action == "lock":
+            raise UsageError("the sonobuoy image has no lock file: its Go module's go.sum pins it")
+        binary = build_sonobuoy(SuiteConfig(cache_dir=cache_dir))
+        built = image_builder.sonobuoy_image(binary, versions.SONOBUOY, cache_dir, epoch, args.rebuild)
+    else:
+        recipe = image_recipes.RECIPES[args.image]
+        checkout = image_builder.checkout_root(paths.PACKAGE_DIR)
+        if args.action == "lock":
+            pins = image_builder.relock(recipe, checkout, cache_dir / "images", echo=_stderr)
+            print(f"{recipe.lock}: {len(pins)} wheels pinned")
+            return EXIT_OK
+        images = image_builder.ImageBuilder(checkout, cache_dir, echo=_stderr, source_date_epoch=epoch)
+        built = images.build(
+            recipe, lambda packages: install_host_packages(packages, "dra-conformance image build"), fresh=args.rebuild
+        )
+    if args.output:
+        built = image_builder.copy_to(built, args.output)
+    # The whole command's time: for Sonobuoy, its Go build (or cache lookup) too.
+    print("\n".join(dataclasses.replace(built, seconds=time.monotonic() - started).lines()))
+    return EXIT_OK
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def cluster_config(args: argparse.Namespace) -> SuiteConfig:
@@ -448,8 +525,11 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     refuse_former_options(pytest_args)
     if args.profile:
         load_profile(args.profile)  # a bad profile is one line before pytest starts
-    make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
     root = _reports_root()
+    if args.cluster == "existing" and args.kubeconfig is None:
+        # In a pod (the suite's image), the existing cluster is the pod's own, as its ServiceAccount.
+        args.kubeconfig = in_cluster_kubeconfig(os.environ, root / "reports" / "clusters" / "in-cluster.kubeconfig")
+    make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
     # The plugin's options are this CLI's flags with the `--dra-` prefix; `--dra-cluster`, always given, also opts
     # the run in to DRA conformance before pytest collects (see dra_conformance.plugin.opt_in).
     options = [
@@ -515,6 +595,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sonobuoy_plugin(args, rest)
         if args.command == "sonobuoy-entry":
             return _sonobuoy_entry(args, rest)
+        if args.command == "image":
+            return _image(args)
         return _run(args, rest)
     except BindingsError as error:
         print(f"dra-conformance: kubelet plugin API bindings: {error}", file=sys.stderr)

@@ -11,6 +11,8 @@ METRICS_SERVER = "v0.9.0"
 CONTAINERD = "v2.3.7"
 # runc for the real node tier (opt-in), started by containerd's runc shim: the latest v1.4 patch.
 RUNC = "v1.4.4"
+# Sonobuoy, built from its Go module into an image of its own (`dra-conformance image build --image sonobuoy`).
+SONOBUOY = "v0.57.4"
 # The kubelet plugin API (.proto files) is pinned where dra-wire builds its bindings from: dra_wire.kubelet_pin.
 
 # Feature gates per Kubernetes minor, identical for every component. GA gates that are locked to their

@@ -12,7 +12,7 @@ from dra_conformance.backends.existing import ExistingBackend, ExistingClusterCo
 from dra_conformance.backends.kind import KindBackend, KindClusterConfig
 from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.build import Builder, echo_stderr
+from dra_conformance.backends.local.build import SONOBUOY, Builder, echo_stderr
 from dra_conformance.backends.local.real_node import CGROUP_ROOT
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
@@ -114,3 +114,14 @@ def real_node_blocker() -> str:
 def install_real_node_packages() -> None:
     """Install the real node's missing Debian packages (root), as `build --real-node` does."""
     host_packages.install(real_node_packages(), echo_stderr)
+
+
+def install_host_packages(list_file: Path, needed_by: str) -> None:
+    """Install the Debian packages `list_file` names and the host lacks (root); elsewhere one line naming them."""
+    host_packages.install(list_file, echo_stderr, needed_by)
+
+
+def build_sonobuoy(config: SuiteConfig) -> Path:
+    """Build (or find in the cache) the pinned Sonobuoy binary, like the local backend's own binaries."""
+    local = local_cluster_config(config, owner_pid=None)
+    return Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr).ensure(SONOBUOY)

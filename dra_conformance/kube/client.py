@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -37,6 +39,44 @@ def client_from_kubeconfig(
     except Exception as error:  # the loader raises bare YAML/KeyError/TypeError on malformed files
         reason = _one_line(f"{type(error).__name__}: {error}")
         raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({reason})") from None
+
+
+# Where the kubelet mounts a pod's ServiceAccount token, the cluster's CA and the pod's namespace.
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def in_cluster_kubeconfig(
+    environ: Mapping[str, str], target: Path, account_dir: Path = SERVICE_ACCOUNT_DIR
+) -> Path | None:
+    """In a pod (KUBERNETES_SERVICE_HOST set, a token mounted), write a kubeconfig of its ServiceAccount; else None.
+
+    The kubeconfig names the mounted files rather than copying them (the token rotates; `tokenFile` is read when a
+    client is made), so it holds no secret, and every part of the engine that takes a kubeconfig works unchanged.
+    """
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host or not (account_dir / "token").is_file():
+        return None
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    namespace_file = account_dir / "namespace"
+    namespace = namespace_file.read_text().strip() if namespace_file.is_file() else "default"
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "in-cluster", "cluster": {"server": server, "certificate-authority": str(account_dir / "ca.crt")}}
+        ],
+        "users": [{"name": "service-account", "user": {"tokenFile": str(account_dir / "token")}}],
+        "contexts": [
+            {
+                "name": "in-cluster",
+                "context": {"cluster": "in-cluster", "user": "service-account", "namespace": namespace},
+            }
+        ],
+        "current-context": "in-cluster",
+    }
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump(document, sort_keys=False))
+    return target
 
 
 def server_configuration(admin: client.ApiClient) -> client.Configuration:

@@ -69,6 +69,8 @@ class Stopwatch:
         now = time.monotonic()
         self.laps[phase] = now - self._last
         self._last = now
+
+
 # The real node's kubelet, by its name among the supervisor's processes.
 KUBELET = "kubelet"
 

@@ -126,6 +126,17 @@ REAL_NODE_COMPONENTS: tuple[Component, ...] = (
 # side-by-side anchor for cluster start time. Not part of COMPONENTS, so `ensure_all` never builds it.
 KWOKCTL = Component("kwokctl", "kwokctl", "sigs.k8s.io/kwok/cmd/kwokctl", versions.KWOK, "-s -w")
 
+# Sonobuoy (aggregator and worker sidecar in one static binary, as upstream builds it), built only by
+# `dra-conformance image build --image sonobuoy`, which puts it in an image of its own. Not part of COMPONENTS.
+SONOBUOY = Component(
+    "sonobuoy",
+    "sonobuoy",
+    "github.com/vmware-tanzu/sonobuoy",
+    versions.SONOBUOY,
+    f"-s -w -X github.com/vmware-tanzu/sonobuoy/pkg/buildinfo.Version={versions.SONOBUOY}",
+    env=(("CGO_ENABLED", "0"),),
+)
+
 
 def go_version() -> str:
     """Return `go version` output, part of the cache key; a missing Go is a usage error."""
