@@ -9,8 +9,11 @@ claim, and a new pod must get its device, which needs the driver registered with
 
 from __future__ import annotations
 
+import functools
+
 from kubernetes import client
 
+from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.real_node import RealNodeTarget, await_ready, running_pod
 from dra_conformance.driver.reference import FakeDriverControl
@@ -89,6 +92,16 @@ def test_a_kubelet_restart_keeps_running_pods_and_their_claims_and_prepares_the_
     kubelet_restarts.restart_kubelet(real_node.name)
     interposer.set_faults([])  # the held call ends; the new kubelet prepares the claim again
 
+    try:
+        waits.until(
+            functools.partial(node_pools, api_client, driver_under_test.name, real_node.name),
+            lambda pools: bool(pools) and all(pool.complete for pool in pools.values()),
+            timeout=AFTER_RESTART_DEADLINE,
+            what=f"a complete pool of {driver_under_test.name} on {real_node.name} after the kubelet restart",
+            describe=lambda pools: [pool.describe() for pool in pools.values()] or "no pool",
+        )
+    except WaitTimeout as error:
+        obligations.fail("kubelet.pool-published-again-after-restart", str(error), where)
     try:
         await_ready(api_client, namespace, held, AFTER_RESTART_DEADLINE, f"pod {held} Ready after the kubelet restart")
     except WaitTimeout as error:

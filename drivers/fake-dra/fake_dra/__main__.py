@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         f"fake-dra {config.driver_name} serving node {config.node_name}, pool generation {core.generation}", flush=True
     )
     stop.wait()
+    core.stop_keeping_pool()
     if controller is not None:
         controller.stop()
     control_server.shutdown()

@@ -31,6 +31,12 @@ from fake_dra.state import PreparedClaims
 
 # Longest a hang fault blocks a call. A hang ignores the caller's deadline on purpose: the caller must notice.
 HANG_LIMIT = 300.0
+# A kubelet deletes every ResourceSlice of its node when it starts, in the background, around the time it registers
+# the drivers it finds (k8s.io/kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices);
+# and a driver's after it stayed unregistered for 30 s. After each registration but the first, the driver checks
+# its pool for this long and publishes it again if it went missing, as upstream's kubeletplugin helper does.
+POOL_KEEP_WINDOW = 30.0
+POOL_KEEP_INTERVAL = 1.0
 
 # A claim looked up for prepare: why this node cannot prepare it ("" if it can), the claim, this driver's results.
 Lookup = tuple[str, dict[str, Any], list[dict[str, Any]]]
@@ -78,6 +84,8 @@ class DriverCore:
         # Attaches of the gpu-fabric profile's controller (fabric.py), shown on the control socket.
         self.attachments = AttachLog()
         self.generation = self._next_generation()
+        self._registrations = 0
+        self._pool_keeper_stop = threading.Event()
 
     # --- pool and health ----------------------------------------------------------------------------------------
 
@@ -102,6 +110,26 @@ class DriverCore:
         if self.config.is_broken(BrokenMode.PUBLISHES_FOR_WRONG_NODE):
             legacy = dataclasses.replace(self.config, node_name=legacy_node_name(self.config.node_name))
             self.api.publish_pool(legacy.node_name, self._pool(legacy))
+
+    def registered(self) -> None:
+        """A kubelet registered this driver: from the second time on (a kubelet restart), keep the pool published."""
+        self._registrations += 1
+        if self._registrations > 1:
+            threading.Thread(target=self._keep_pool, name="pool-keeper", daemon=True).start()
+
+    def _keep_pool(self) -> None:
+        deadline = time.monotonic() + POOL_KEEP_WINDOW
+        while time.monotonic() < deadline and not self._pool_keeper_stop.is_set():
+            try:
+                if len(self.api.list_slices(self.config.node_name)) < len(self._pool(self.config)):
+                    self.publish()
+            except ApiException:
+                pass  # the next round tries again; the kubelet may be restarting its node's credentials
+            self._pool_keeper_stop.wait(POOL_KEEP_INTERVAL)
+
+    def stop_keeping_pool(self) -> None:
+        """End the pool keeper (at shutdown, before the pool is deleted on exit)."""
+        self._pool_keeper_stop.set()
 
     def _pool(self, config: DriverConfig) -> list[dict[str, Any]]:
         return devices.resource_slices(

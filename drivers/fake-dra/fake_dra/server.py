@@ -141,6 +141,8 @@ def registration_servicer(core: DriverCore) -> registration_grpc.RegistrationSer
         ) -> registration.RegistrationStatusResponse:
             outcome = "registered" if request.plugin_registered else f"rejected: {request.error}"
             core.calls.record("NotifyRegistrationStatus", time.time(), claims=[], outcome=outcome)
+            if request.plugin_registered:
+                core.registered()
             return registration.RegistrationStatusResponse()
 
     return Servicer()
