@@ -189,7 +189,7 @@ class LocalBackend:
                 self._check_same_driver(running)
                 self._join(running)
                 return running
-            self._check_profile(load_profile(self.config.profile))
+            self._check_start(load_profile(self.config.profile))
             builder = Builder(
                 self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
             )
@@ -282,8 +282,10 @@ class LocalBackend:
         timings.lap("preflight")
         return endpoints
 
-    def _check_profile(self, profile: DriverProfile) -> None:
-        """What the profile needs of this cluster, checked before anything is built or started."""
+    def _check_start(self, profile: DriverProfile) -> None:
+        """What the profile and the real node need of this machine, checked before anything is built or started."""
+        if self.config.real_node:
+            real_node.refuse_other_kubelet()
         if profile.real_nodes_only and not self.config.real_node:
             raise UsageError(
                 f"{profile.source}: driver {profile.driver} runs on real nodes only (nodes: realOnly); add --real-node"

@@ -206,6 +206,16 @@ def other_kubelet_state(root: Path = STANDARD_KUBELET_ROOT) -> list[str]:
     return found
 
 
+def refuse_other_kubelet() -> None:
+    """One line, before anything starts, when the standard kubelet root holds another kubelet's state."""
+    other = other_kubelet_state()
+    if other:
+        raise BackendError(
+            f"real node: {STANDARD_KUBELET_ROOT} holds another kubelet's state ({', '.join(other[:3])}); the real "
+            "node's kubelet uses that root, so it runs only on a machine where no other kubelet does"
+        )
+
+
 def host_record_path(layout: ClusterLayout) -> Path:
     """Where the host record of the cluster's real node lives."""
     return layout.root / "nodes" / REAL_NODE / "host.json"
@@ -246,12 +256,7 @@ class RealNode:
                 f"real node: another real node's traces are on this machine ({'; '.join(others[:3])}); stop the "
                 "cluster that runs it (dra-conformance cluster down --state-dir ...) first"
             )
-        other = other_kubelet_state()
-        if other:
-            raise BackendError(
-                f"real node: {STANDARD_KUBELET_ROOT} holds another kubelet's state ({', '.join(other[:3])}); the real "
-                "node's kubelet uses that root, so it runs only on a machine where no other kubelet does"
-            )
+        refuse_other_kubelet()
         HostRecord.take(self.binaries.containerd_shim_runc_v2).write(host_record_path(self.layout))
         teardown = [sys.executable, "-m", "dra_conformance.backends.local.real_node", "teardown", str(self.layout.root)]
         self.layout.teardown.write_text(json.dumps([teardown]))
