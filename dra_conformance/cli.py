@@ -157,7 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument(
         "--source-date-epoch",
         type=int,
-        default=int(os.environ.get("SOURCE_DATE_EPOCH", image_recipes.DEFAULT_SOURCE_DATE_EPOCH)),
         help="the time of every file and of `created` (default $SOURCE_DATE_EPOCH, else 2026-01-01)",
     )
     return parser
@@ -197,14 +196,25 @@ def _raise_interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _source_date_epoch(args: argparse.Namespace) -> int:
+    if args.source_date_epoch is not None:
+        return int(args.source_date_epoch)
+    # The reproducible-builds convention: a build system that sets it for every tool sets it for this one too.
+    text = os.environ.get("SOURCE_DATE_EPOCH", str(image_recipes.DEFAULT_SOURCE_DATE_EPOCH))
+    if not text.isdigit():
+        raise UsageError(f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds")
+    return int(text)
+
+
 def _image_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     cache_dir = args.cache_dir or default_cache_dir()
+    epoch = _source_date_epoch(args)
     if args.image == "sonobuoy":
         if args.action == "lock":
             raise UsageError("the sonobuoy image has no lock file: its Go module's go.sum pins it")
         binary = build_sonobuoy(SuiteConfig(cache_dir=cache_dir))
-        built = image_builder.sonobuoy_image(binary, versions.SONOBUOY, cache_dir, args.source_date_epoch, args.rebuild)
+        built = image_builder.sonobuoy_image(binary, versions.SONOBUOY, cache_dir, epoch, args.rebuild)
     else:
         recipe = image_recipes.RECIPES[args.image]
         checkout = image_builder.checkout_root(paths.PACKAGE_DIR)
@@ -212,7 +222,7 @@ def _image_command(args: argparse.Namespace) -> int:
             pins = image_builder.relock(recipe, checkout, cache_dir / "images", echo=_stderr)
             print(f"{recipe.lock}: {len(pins)} wheels pinned")
             return EXIT_OK
-        images = image_builder.ImageBuilder(checkout, cache_dir, echo=_stderr, source_date_epoch=args.source_date_epoch)
+        images = image_builder.ImageBuilder(checkout, cache_dir, echo=_stderr, source_date_epoch=epoch)
         built = images.build(
             recipe, lambda packages: install_host_packages(packages, "dra-conformance image build"), fresh=args.rebuild
         )

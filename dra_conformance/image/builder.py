@@ -23,7 +23,7 @@ from dra_conformance.image import oci, recipes, rootfs, wheels
 from dra_conformance.image.recipes import Recipe
 
 # Bumped whenever the builder changes what an image holds for the same inputs: part of every cache key.
-LAYOUT = "4"
+LAYOUT = "5"
 # Names left out of the checkout files hashed into the key: caches and what editable installs generate.
 _UNHASHED = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist", "kubeletapi"}
 
@@ -66,6 +66,15 @@ def source_files(checkout: Path, roots: tuple[str, ...]) -> list[tuple[str, Path
                     full = Path(directory, name)
                     found.append((full.relative_to(checkout).as_posix(), full))
     return sorted(found)
+
+
+def copy_sources(checkout: Path, roots: tuple[str, ...], target: Path) -> Path:
+    """Copy the checkout files under `roots` that the cache key hashes to `target` (same relative paths)."""
+    for name, path in source_files(checkout, roots):
+        destination = target / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+    return target
 
 
 def cache_key(recipe: Recipe, checkout: Path, source_date_epoch: int) -> str:
@@ -159,48 +168,48 @@ class ImageBuilder:
         return {**os.environ, "SOURCE_DATE_EPOCH": str(self.epoch), "PYTHONHASHSEED": "0"}
 
     def _build_into(self, recipe: Recipe, name: str, scratch: Path, entry: Path) -> dict[str, object]:
-        log = scratch / "build.log"
+        # The log stays in the cache entry, also after a failure, which names it.
+        entry.mkdir(parents=True, exist_ok=True)
+        log = entry / "build.log"
+        log.write_text("")
         wheel_dir = scratch / "wheels"
         wheel_dir.mkdir()
         environment = self._environment()
-        self.echo(f"{recipe.kind}: building our wheels and fetching the locked ones (log: {entry / 'build.log'})")
-        try:
-            wheels.build_own([self.checkout / d for d in recipe.distributions], wheel_dir, log, environment)
-            wheels.download_locked(recipe.lock, wheel_dir, log, environment)
-            pip_wheel = _pip_wheel(wheel_dir)
-            target = scratch / "rootfs"
-            command = rootfs.mmdebstrap_command(
-                suite=recipes.DEBIAN_SUITE,
-                variant=recipes.DEBIAN_VARIANT,
-                packages=_listed(recipe.debian_packages),
-                dpkg_options=recipes.DPKG_OPTIONS,
-                apt_options=recipes.APT_OPTIONS,
-                hook_dirs=recipes.MMDEBSTRAP_HOOK_DIRS,
-                sources=recipes.DEBIAN_SOURCES,
-                target=target,
-                wheels=wheel_dir,
-                pip_wheel=pip_wheel.name,
-                install=recipe.install,
-                source_date_epoch=self.epoch,
-            )
-            self.echo(f"{recipe.kind}: mmdebstrap {recipes.DEBIAN_SUITE} ({recipes.DEBIAN_VARIANT}) and pip install")
-            rootfs.run_mmdebstrap(command, log, environment)
-            rootfs.scrub(target)
-            if recipe.config.working_dir:
-                (target / recipe.config.working_dir.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
-            packages = rootfs.installed_packages(target)
-            self.echo(f"{recipe.kind}: writing the layers and the archive")
-            entries = oci.tree_entries(target, skip=("dev", "proc", "sys"))
-            base, python = split_layers(entries, recipes.PYTHON_LAYER_PREFIX)
-            layers = [scratch / "debian.tar", scratch / "python.tar"]
-            oci.write_layer(base, layers[0], self.epoch)
-            oci.write_layer(python, layers[1], self.epoch)
-            entry.mkdir(parents=True, exist_ok=True)
-            digest = oci.write_archive(name, recipe.config, layers, entry / "image.tar", self.epoch)
-        finally:
-            entry.mkdir(parents=True, exist_ok=True)
-            if log.exists():
-                shutil.copyfile(log, entry / "build.log")
+        self.echo(f"{recipe.kind}: building our wheels and fetching the locked ones (log: {log})")
+        # Built from a copy of exactly the files the key hashed: never from the checkout itself, where setuptools'
+        # build/ directories are shared with other builds and with whatever else is in the tree.
+        sources = copy_sources(self.checkout, recipe.sources, scratch / "src")
+        wheels.build_own([sources / d for d in recipe.distributions], wheel_dir, log, environment)
+        wheels.download_locked(recipe.lock, wheel_dir, log, environment)
+        pip_wheel = _pip_wheel(wheel_dir)
+        target = scratch / "rootfs"
+        command = rootfs.mmdebstrap_command(
+            suite=recipes.DEBIAN_SUITE,
+            variant=recipes.DEBIAN_VARIANT,
+            packages=_listed(recipe.debian_packages),
+            dpkg_options=recipes.DPKG_OPTIONS,
+            apt_options=recipes.APT_OPTIONS,
+            hook_dirs=recipes.MMDEBSTRAP_HOOK_DIRS,
+            sources=recipes.DEBIAN_SOURCES,
+            target=target,
+            wheels=wheel_dir,
+            pip_wheel=pip_wheel.name,
+            install=recipe.install,
+            source_date_epoch=self.epoch,
+        )
+        self.echo(f"{recipe.kind}: mmdebstrap {recipes.DEBIAN_SUITE} ({recipes.DEBIAN_VARIANT}) and pip install")
+        rootfs.run_mmdebstrap(command, log, environment)
+        rootfs.scrub(target)
+        # In every rootfs image, used or not, so the suite and the reference driver share one Debian layer.
+        (target / recipes.SUITE_WORKING_DIR.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
+        packages = rootfs.installed_packages(target)
+        self.echo(f"{recipe.kind}: writing the layers and the archive")
+        entries = oci.tree_entries(target, skip=("dev", "proc", "sys"))
+        base, python = split_layers(entries, recipes.PYTHON_LAYER_PREFIX)
+        layers = [scratch / "debian.tar", scratch / "python.tar"]
+        oci.write_layer(base, layers[0], self.epoch)
+        oci.write_layer(python, layers[1], self.epoch)
+        digest = oci.write_archive(name, recipe.config, layers, entry / "image.tar", self.epoch)
         own = sorted(path.name for path in wheel_dir.glob("*.whl"))
         return {"name": name, "digest": digest, "debian_packages": packages, "wheels": own, "epoch": self.epoch}
 

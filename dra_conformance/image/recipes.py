@@ -37,6 +37,8 @@ DPKG_OPTIONS: tuple[str, ...] = (
 DEFAULT_SOURCE_DATE_EPOCH = 1767225600
 # Where the Python packages land (pip in the image's chroot): one layer of its own above the Debian one.
 PYTHON_LAYER_PREFIX = "usr/local"
+# Where the suite's container writes its reports (`run` writes under the current directory).
+SUITE_WORKING_DIR = "/var/lib/dra-conformance"
 _RUNTIME_ENV = (
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "PYTHONUNBUFFERED=1",
@@ -71,7 +73,7 @@ SUITE = Recipe(
         entrypoint=("/usr/local/bin/dra-conformance",),
         cmd=("run", "--cluster", "existing"),
         env=_RUNTIME_ENV,
-        working_dir="/var/lib/dra-conformance",
+        working_dir=SUITE_WORKING_DIR,
         labels={"org.opencontainers.image.title": "dra-conformance suite"},
     ),
     sources=(

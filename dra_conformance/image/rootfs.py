@@ -88,25 +88,44 @@ def mmdebstrap_command(
 def run_logged(command: list[str], log: Path, environment: dict[str, str], timeout: float) -> int:
     """Run `command` with its output appended to `log`; return its exit code.
 
-    When this process is interrupted (Ctrl-C, SIGTERM, a failure), the child gets SIGINT and its grace time to
-    clean up (mmdebstrap unmounts and removes what it made) before it is killed: it never outlives the build.
+    When this process is interrupted (Ctrl-C, SIGTERM, a failure), the child's process group gets SIGTERM and its
+    grace time to clean up (mmdebstrap unmounts what it mounted) before all of it is killed: nothing it started
+    outlives the build.
     """
     with log.open("a") as stream:
         stream.write(f"$ {shlex.join(command)}\n")
         stream.flush()
+        # Its own process group: mmdebstrap runs apt and dpkg in the chroot, and none may outlive it (a dpkg still
+        # writing into the root filesystem would race its removal).
         process = subprocess.Popen(
-            command, stdout=stream, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=environment
+            command,
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environment,
+            start_new_session=True,
         )
         try:
             return process.wait(timeout=timeout)
         except BaseException:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=INTERRUPT_GRACE)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            _stop_group(process)
             raise
+
+
+def _stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the child's process group, its grace time, then SIGKILL to whatever of the group is left."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=INTERRUPT_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    except ProcessLookupError:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -> None:
@@ -182,7 +201,10 @@ def remove_scratch(directory: Path) -> None:
     left = mounts_under(directory)
     if left:
         raise UsageError(f"{directory} still has mounts ({', '.join(left)}): unmount them, then remove it")
-    shutil.rmtree(directory)
+    try:
+        shutil.rmtree(directory)
+    except OSError as error:
+        raise UsageError(f"could not remove the build's scratch directory {directory} ({error}): remove it") from None
 
 
 @contextmanager

@@ -234,3 +234,22 @@ def test_build_without_root_is_one_line_and_leaves_nothing(
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "run it as root" in error, error
     assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))
+
+
+def test_an_unreachable_debian_mirror_is_one_line_naming_it(tmp_path: Path) -> None:
+    # What apt prints through mmdebstrap when deb.debian.org cannot be resolved (seen under `unshare -n`).
+    failing = ["sh", "-c", "echo \"E: Failed to fetch http://deb.debian.org/debian/dists/bookworm/InRelease  "
+               "Temporary failure resolving 'deb.debian.org'\"; exit 1"]  # fmt: skip
+    with pytest.raises(UsageError, match=r"^the Debian mirror \(deb.debian.org\) is unreachable from here") as error:
+        rootfs.run_mmdebstrap(failing, tmp_path / "build.log", dict(os.environ))
+    assert "\n" not in str(error.value) and str(tmp_path / "build.log") in str(error.value)
+
+
+def test_wheels_are_built_from_a_copy_of_exactly_the_hashed_files(tmp_path: Path) -> None:
+    checkout = _checkout(tmp_path / "checkout")
+    for leftover in ("drivers/fake-dra/build/lib/stale.py", "drivers/fake-dra/fake_dra.egg-info/PKG-INFO"):
+        (checkout / leftover).parent.mkdir(parents=True, exist_ok=True)
+        (checkout / leftover).write_text("not a source")
+    copied = builder.copy_sources(checkout, ("pyproject.toml", "drivers/fake-dra"), tmp_path / "src")
+    files = sorted(p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file())
+    assert files == ["drivers/fake-dra/fake_dra/__init__.py", "pyproject.toml"], files
