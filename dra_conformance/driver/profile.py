@@ -80,6 +80,13 @@ class Strictness(StrEnum):
     STRICT = "strict"
 
 
+class NodeScope(StrEnum):
+    """Where the driver runs: on every node the backend has (fake ones too), or on real nodes only."""
+
+    ALL = "all"
+    REAL_ONLY = "realOnly"
+
+
 class AttributeType(StrEnum):
     """The type of a device attribute, as a ResourceSlice writes its value."""
 
@@ -174,6 +181,28 @@ class RunSpec:
 
 
 @dataclass(frozen=True)
+class Transforms:
+    """Changes the local backend makes to a vendor's manifests, each declared in the profile and printed."""
+
+    # Pod templates get a required node affinity to the real nodes (kubernetes.io/hostname In [...]).
+    pin_to_real_nodes: bool = False
+    # Pod templates run in the host's network and reach the API server at its host address
+    # (KUBERNETES_SERVICE_HOST/PORT), because the local cluster runs no kube-proxy for the `kubernetes` Service.
+    api_server_from_host: bool = False
+
+
+@dataclass(frozen=True)
+class InstallSpec:
+    """The driver as a vendor ships it: image archives loaded onto the nodes and manifests applied as they are."""
+
+    # OCI image archives (`docker save`, `skopeo copy ... oci-archive:`), resolved against the profile's directory.
+    images: tuple[Path, ...]
+    # Manifest files (a rendered chart), resolved against the profile's directory; any kind the API server serves.
+    manifests: tuple[Path, ...]
+    transforms: Transforms = field(default_factory=Transforms)
+
+
+@dataclass(frozen=True)
 class ServiceAccountRef:
     """The ServiceAccount the driver's kubelet plugin runs as."""
 
@@ -258,8 +287,17 @@ class DriverProfile:
     version: str | None = None
     # None: the driver is installed in the cluster, nothing to run.
     run: RunSpec | None = None
+    # The driver as shipped (images + manifests) for the local backend to install; exclusive with `run`.
+    install: InstallSpec | None = None
+    # Where the driver runs (`nodes`): every node, or real nodes only.
+    nodes: NodeScope = NodeScope.ALL
     timeouts: TimeoutScaling = field(default_factory=TimeoutScaling)
     strictness: Strictness = Strictness.CONTRACT
+
+    @property
+    def real_nodes_only(self) -> bool:
+        """Whether the driver runs on real nodes only (checks that need it on a fake node are not applicable)."""
+        return self.nodes is NodeScope.REAL_ONLY
 
     def declares(self, capability: Capability) -> bool:
         """Whether the profile claims `capability` (one not delivered then fails)."""
@@ -395,6 +433,15 @@ def _reference_problems(data: Mapping[str, Any], directory: Path) -> Iterator[tu
     for index, relative in enumerate(data["identity"].get("controller", {}).get("rbac", [])):
         if not (directory / relative).is_file():
             yield ["identity", "controller", "rbac", index], f"file not found: {directory / relative}"
+    install = data.get("install", {})
+    for key in ("images", "manifests"):
+        for index, relative in enumerate(install.get(key, [])):
+            if key == "manifests" and not (directory / relative).is_file():
+                yield ["install", key, index], f"file not found: {directory / relative}"
+    if "install" in data and "run" in data:
+        yield ["install"], "run and install exclude each other: the driver is either run as a process or installed"
+    if "install" in data and data.get("nodes") != NodeScope.REAL_ONLY:
+        yield ["install"], "an installed driver runs in pods, which only real nodes run: set nodes: realOnly"
     names: set[str] = set()
     for index, device_class in enumerate(data["deviceClasses"]):
         if "selectors" in device_class and not device_class["create"]:
@@ -438,6 +485,20 @@ def _run(raw: Mapping[str, Any] | None) -> RunSpec | None:
         process=process,
         create_dirs=tuple(raw.get("createDirs", ())),
         versions={name: _process(version, process) for name, version in raw.get("versions", {}).items()},
+    )
+
+
+def _install(raw: Mapping[str, Any] | None, directory: Path) -> InstallSpec | None:
+    if raw is None:
+        return None
+    transform = raw.get("transform", {})
+    return InstallSpec(
+        images=tuple((directory / relative).resolve() for relative in raw.get("images", ())),
+        manifests=tuple((directory / relative).resolve() for relative in raw["manifests"]),
+        transforms=Transforms(
+            pin_to_real_nodes=transform.get("pinToRealNodes", False),
+            api_server_from_host=transform.get("apiServerFromHost", False),
+        ),
     )
 
 
@@ -503,6 +564,8 @@ def load_profile(path: Path) -> DriverProfile:
         driver=raw["driver"],
         version=raw.get("version"),
         run=_run(raw.get("run")),
+        install=_install(raw.get("install"), directory),
+        nodes=NodeScope(raw.get("nodes", NodeScope.ALL)),
         identity=_identity(raw["identity"], directory),
         device_classes=tuple(_device_class(item) for item in raw["deviceClasses"]),
         devices=_devices(raw["devices"]),

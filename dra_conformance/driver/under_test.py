@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.model.driver import DriverEndpoint
 
+# Why a check that needs the driver under test on a fake (kwok) node does not run for a `nodes: realOnly` profile.
+REAL_NODES_ONLY = "not applicable: the driver runs on real nodes only"
+
 
 @dataclass(frozen=True)
 class DriverUnderTest:

@@ -31,7 +31,7 @@ from dra_conformance.driver.real_node import (
     tolerations_of,
 )
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers, behaviour_args
-from dra_conformance.driver.under_test import DriverUnderTest
+from dra_conformance.driver.under_test import REAL_NODES_ONLY, DriverUnderTest
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.fault_proxy import ApiFaultProxy
@@ -98,6 +98,8 @@ def disruption(
 ) -> Iterator[Disruption]:
     """The driver under test on a leased set-aside node; running again, as it was, after the test."""
     backend = backend_of(pytestconfig)
+    if driver_under_test.profile.real_nodes_only:
+        pytest.skip(REAL_NODES_ONLY)
     if not cluster.set_aside_nodes or not isinstance(backend, DriverProcesses):
         pytest.skip(f"not applicable: backend {cluster.backend} cannot kill and restart the driver's processes")
     leases = NodeLeases(node_leases, "set-aside", cluster.set_aside_nodes)
@@ -240,6 +242,8 @@ def api_fault_proxy(cluster: ClusterInfo, tmp_path: Path) -> Iterator[ApiFaultPr
 @pytest.fixture(scope="session")
 def driver_sockets(driver_under_test: DriverUnderTest, cluster: ClusterInfo) -> dict[str, DriverEndpoint]:
     """The driver's sockets per node; checks that talk to them are not applicable where none can be reached."""
+    if not driver_under_test.endpoints and driver_under_test.profile.real_nodes_only:
+        pytest.skip(REAL_NODES_ONLY)
     if not driver_under_test.endpoints:
         pytest.skip(
             f"not applicable: backend {cluster.backend} cannot reach the kubelet-plugin sockets of "

@@ -22,12 +22,12 @@ from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.reference import PrivateDriver
-from dra_conformance.driver.under_test import DriverUnderTest
+from dra_conformance.driver.under_test import REAL_NODES_ONLY, DriverUnderTest
 from dra_conformance.errors import FixtureError
 from dra_conformance.kube.builders import Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, ClusterInfo
+from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, BackendCapability, ClusterInfo
 from dra_conformance.model.masking import ObservedMask
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.scenarios import catalog
@@ -104,6 +104,8 @@ def shared_target(
     lease: Callable[[str, tuple[str, ...]], str],
 ) -> ScenarioTarget:
     """A leased node of the driver under test, checked to publish the devices its profile declares."""
+    if driver.profile.real_nodes_only and BackendCapability.KWOK_NODES in cluster.capabilities:
+        pytest.skip(REAL_NODES_ONLY)
     tolerations: tuple[Manifest, ...] = ()
     if cluster.set_aside_nodes:
         pool, nodes, tolerations = "set-aside", cluster.set_aside_nodes, (SET_ASIDE_TOLERATION,)

@@ -18,7 +18,8 @@ import pytest
 
 from dra_conformance.backends.local import real_node
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.real_node import HostRecord, host_record_path
+from dra_conformance.backends.local.layout import STANDARD_KUBELET_ROOT
+from dra_conformance.backends.local.real_node import HostRecord, host_record_path, snapshot
 from dra_conformance.kube import waits
 from dra_conformance.timeouts import Timeouts
 
@@ -44,7 +45,20 @@ def _started(backend: LocalBackend) -> HostRecord:
     assert record is not None, "no host record written before the node started"
     # The driver's token-holder pod runs on the node: a sandbox, its cgroups, mounts and network are in place.
     assert real_node.leftovers(backend.layout), "nothing of the real node found on the host while it runs"
+    # The kubelet's root is the standard one: the driver registered there (so the check below can fail).
+    registered = sorted(p.name for p in (STANDARD_KUBELET_ROOT / "plugins_registry").glob("*.sock"))
+    assert registered, f"no registration socket in {STANDARD_KUBELET_ROOT}/plugins_registry while the node runs"
     return record
+
+
+def _kubelet_root_as_before(record: HostRecord) -> None:
+    """Nothing is in /var/lib/kubelet that was not there before the node started (absent then: absent now)."""
+    root = STANDARD_KUBELET_ROOT
+    if str(root) in record.absent_paths:
+        assert not os.path.lexists(root), f"{root} did not exist before the node, and holds now: {snapshot(root)}"
+        return
+    added = sorted(set(snapshot(root)) - set(record.entries[str(root)]))
+    assert added == [], f"left in {root} by the real node: {added}"
 
 
 def _assert_host_restored(backend: LocalBackend, record: HostRecord) -> None:
@@ -56,6 +70,7 @@ def _assert_host_restored(backend: LocalBackend, record: HostRecord) -> None:
         if Path("/proc/sys", *name.split(".")).read_text().strip() != value
     }
     assert changed == {}, f"sysctls not restored (now; were {record.sysctls}): {changed}"
+    _kubelet_root_as_before(record)
 
 
 def test_down_leaves_nothing_of_the_real_node_behind(real_backend: LocalBackend) -> None:

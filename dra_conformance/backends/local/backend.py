@@ -23,10 +23,10 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.local import control_plane, drivers, images, real_node
+from dra_conformance.backends.local import control_plane, drivers, images, real_node, shipped
 from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
 from dra_conformance.backends.local.components import driver as driver_component
-from dra_conformance.backends.local.components import fake_nodes, kwok, metrics_adapter
+from dra_conformance.backends.local.components import fake_nodes, kwok, metrics_adapter, shipped_driver
 from dra_conformance.backends.local.components import real_node as real_node_component
 from dra_conformance.backends.local.components.kube_apiserver import KubeApiserver
 from dra_conformance.backends.local.components.kube_controller_manager import KubeControllerManager
@@ -35,7 +35,7 @@ from dra_conformance.backends.local.owners import Owners
 from dra_conformance.backends.local.ports import PortReservation, reserved
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
-from dra_conformance.driver.profile import load_profile, profile_hash
+from dra_conformance.driver.profile import DriverProfile, load_profile, profile_hash
 from dra_conformance.errors import BackendError, UsageError
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import status_message
@@ -193,6 +193,7 @@ class LocalBackend:
                 self._check_same_driver(running)
                 self._join(running)
                 return running
+            self._check_start(load_profile(self.config.profile))
             builder = Builder(
                 self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
             )
@@ -255,23 +256,35 @@ class LocalBackend:
         nodes.ready(cluster)  # kwok's work
         timings.lap("nodes_ready")
         profile = load_profile(self.config.profile)
-        driver = driver_component.DriverUnderTest(profile, vars(binaries), nodes.all)
-        driver.launch(cluster)
+        endpoints: list[DriverEndpoint] = []
+        driver = None
+        if profile.real_nodes_only:
+            self.echo(
+                f"driver {profile.driver}: real nodes only ({profile.source}: nodes: realOnly), none on kwok nodes"
+            )
+        else:
+            driver = driver_component.DriverUnderTest(profile, vars(binaries), nodes.all)
+            driver.launch(cluster)
         # The metrics adapter needs only the API server: it starts while the drivers do, and is awaited after them.
         adapter = None
         if metrics_port is not None:
             adapter = metrics_adapter.MetricsAdapter(self.config.metrics, metrics_port, binaries.metrics_server)
             adapter.launch(cluster)
-        driver.ready(cluster)
-        endpoints = driver.endpoints
+        if driver is not None:
+            driver.ready(cluster)
+            endpoints = driver.endpoints
         timings.lap("drivers_ready")
         if real_binaries is not None:
-            real_node_component.RealNode(cluster, real_binaries).start(cluster)
+            images = profile.install.images if profile.install else ()
+            real_node_component.RealNode(cluster, real_binaries, images).start(cluster)
             timings.lap("real_node_ready")
             on_real_node = (real_node.REAL_NODE,)
-            endpoints += driver_component.DriverUnderTest(profile, vars(binaries), on_real_node, in_pods=True).start(
-                cluster
-            )
+            if profile.install is not None:
+                endpoints += shipped_driver.ShippedDriver(profile, on_real_node, self.echo).start(cluster)
+            else:
+                endpoints += driver_component.DriverUnderTest(
+                    profile, vars(binaries), on_real_node, in_pods=True
+                ).start(cluster)
             timings.lap("real_node_driver_ready")
         if adapter is not None:
             adapter.ready(cluster)
@@ -282,6 +295,22 @@ class LocalBackend:
         check_cluster(self.layout.kubeconfig)  # the same preflight any cluster passes
         timings.lap("preflight")
         return endpoints
+
+    def _check_start(self, profile: DriverProfile) -> None:
+        """What the profile and the real node need of this machine, checked before anything is built or started."""
+        if self.config.real_node:
+            real_node.refuse_other_kubelet()
+        if profile.real_nodes_only and not self.config.real_node:
+            raise UsageError(
+                f"{profile.source}: driver {profile.driver} runs on real nodes only (nodes: realOnly); add --real-node"
+            )
+        if profile.install is not None:
+            missing = shipped.missing_images(profile.install.images)
+            if missing:
+                raise UsageError(
+                    f"{profile.source}: install.images: no archive at {', '.join(map(str, missing))} (the reference "
+                    "driver's: dra-conformance image build --image reference-driver --output <that path>)"
+                )
 
     def _record(self, timings: Stopwatch, endpoints: list[DriverEndpoint], with_real_node: bool) -> None:
         """Write what `info` reports beyond the supervisor's state: nodes, drivers, start-up times."""

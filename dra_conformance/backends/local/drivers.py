@@ -23,7 +23,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.backends.local.layout import REAL_NODE, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, ServiceAccountRef
 from dra_conformance.errors import DriverStartError, UsageError
@@ -36,8 +36,11 @@ DRIVER_TOKEN_LIFETIME = 24 * 3600
 
 
 def kubelet_root(layout: ClusterLayout, node: str) -> Path:
-    """Per-node plugin directory. Unix socket paths are limited to 107 bytes, so it sits in a short temp path."""
-    return runtime_dir(layout) / node
+    """Per-node plugin directory. Unix socket paths are limited to 107 bytes, so it sits in a short temp path.
+
+    The real node's is the standard /var/lib/kubelet, where its kubelet runs.
+    """
+    return STANDARD_KUBELET_ROOT if node == REAL_NODE else runtime_dir(layout) / node
 
 
 def runtime_dir(layout: ClusterLayout) -> Path:

@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# The local cluster's real node, and the standard paths it uses on this machine: its kubelet root is the one vendors'
+# DaemonSets mount (hostPath /var/lib/kubelet/plugins_registry, /var/lib/kubelet/plugins/<driver>), and its
+# containerd reads CDI specs from the standard directory too. `real_node.HostRecord` restores both after the run.
+REAL_NODE = "real-node-0"
+STANDARD_KUBELET_ROOT = Path("/var/lib/kubelet")
+STANDARD_CDI_DIR = Path("/var/run/cdi")
+
 
 @dataclass(frozen=True)
 class ClusterLayout:

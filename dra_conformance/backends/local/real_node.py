@@ -20,14 +20,15 @@ import os
 import signal
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dra_conformance import versions
 from dra_conformance.backends.local import drivers, images
 from dra_conformance.backends.local.build import RealNodeBinaries
-from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.backends.local.layout import REAL_NODE as REAL_NODE
+from dra_conformance.backends.local.layout import STANDARD_CDI_DIR, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube import kubeconfig, waits
@@ -35,7 +36,6 @@ from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.model.cluster import REAL_NODE_TAINT
 
-REAL_NODE = "real-node-0"
 # A SIGKILLed process is still a member of its cgroup until it has exited, and rmdir of a busy cgroup fails
 # (EBUSY): teardown waits for the exits, then retries. Generous bounds for a loaded machine; the sum stays within
 # the process_stop share `cluster down` gives the supervisor's teardown.
@@ -60,7 +60,8 @@ DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 # Paths the kubelet, containerd and the CNI plugins use whatever they are configured with; removed on teardown
 # when they did not exist before the node started.
 FIXED_PATHS = (
-    "/var/lib/kubelet",
+    str(STANDARD_KUBELET_ROOT),
+    str(STANDARD_CDI_DIR),
     str(DEVICE_PLUGIN_DIR),
     "/var/lib/cni",
     "/run/containerd",
@@ -78,6 +79,23 @@ DEVICE_PLUGIN_SOCKET = "dra-conformance-device-plugin.sock"
 # The plugin registers within a second; the kubelet then reports the resource with its next node status update
 # (every 10 s by default), so two updates and a loaded machine's start-up.
 DEVICE_PLUGIN_READY = 60.0
+# Standard directories the node writes into (the kubelet root is /var/lib/kubelet, a vendor's driver writes CDI
+# specs to /var/run/cdi): where one existed before, what was in it is recorded and everything else removed after.
+GUARDED_DIRS = (STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR)
+# What another kubelet keeps in its root (a file, or a directory with entries): the node refuses to start on it.
+KUBELET_STATE = (
+    "pods",
+    "plugins_registry",
+    "plugins",
+    "pod-resources",
+    "checkpoints",
+    "cpu_manager_state",
+    "memory_manager_state",
+    "dra_manager_state",
+    "pki",
+    "config.yaml",
+    "kubeconfig",
+)
 NETNS_DIR = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KUBEPODS = "kubepods"
@@ -85,6 +103,8 @@ KUBEPODS = "kubepods"
 CONTAINERD_READY = 30.0
 # `ctr images import` of a few MiB of local archive.
 IMPORT_TIMEOUT = 60.0
+# ... and of a vendor's image archive (the reference driver's is 300 MiB: Debian and Python) on a loaded disk.
+VENDOR_IMPORT_TIMEOUT = 600.0
 # The kubelet's listening ports (the node has a real address, so they cannot clash with kwok's loopback ones).
 KUBELET_PORT = 10250
 KUBELET_HEALTHZ_PORT = 10248
@@ -114,15 +134,18 @@ class HostRecord:
     absent_paths: list[str]
     netns: list[str]
     containerd_shim: str
+    # Per guarded directory that existed: every path in it (relative), which is all that may be there afterwards.
+    entries: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
-    def take(cls, shim: Path) -> HostRecord:
+    def take(cls, shim: Path, guarded: tuple[Path, ...] = GUARDED_DIRS) -> HostRecord:
         """Read the host now."""
         return cls(
             sysctls={name: _sysctl_path(name).read_text().strip() for name in SYSCTLS if _sysctl_path(name).exists()},
             absent_paths=[path for path in FIXED_PATHS if not os.path.lexists(path)],
             netns=sorted(p.name for p in NETNS_DIR.iterdir()) if NETNS_DIR.is_dir() else [],
             containerd_shim=str(shim.resolve()),
+            entries={str(root): snapshot(root) for root in guarded if root.is_dir() and not root.is_symlink()},
         )
 
     def write(self, path: Path) -> None:
@@ -137,6 +160,60 @@ class HostRecord:
             return cls(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             return None
+
+
+def snapshot(root: Path) -> list[str]:
+    """Every path below `root` (relative, sorted), symbolic links not followed."""
+    found = []
+    for directory, subdirs, files in os.walk(root):
+        found += [os.path.relpath(os.path.join(directory, name), root) for name in (*subdirs, *files)]
+    return sorted(found)
+
+
+def new_entries(root: Path, before: list[str]) -> list[Path]:
+    """The paths below `root` that are not in `before`: the top-most of each new subtree only."""
+    known = set(before)
+    new: list[Path] = []
+    for directory, subdirs, files in os.walk(root):
+        for name in sorted((*subdirs, *files)):
+            relative = os.path.relpath(os.path.join(directory, name), root)
+            if relative not in known:
+                new.append(root / relative)
+        subdirs[:] = [d for d in subdirs if os.path.relpath(os.path.join(directory, d), root) in known]
+    return new
+
+
+def remove_new_entries(root: Path, before: list[str]) -> list[str]:
+    """Remove what was added below `root` since `before` (mounts already undone); return what could not be."""
+    problems = []
+    for path in new_entries(root, before):
+        if path.is_dir() and not path.is_symlink():
+            done = subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True, text=True)
+            if done.returncode != 0:
+                problems.append(f"path {path}: {' '.join(done.stderr.split())}")
+        else:
+            path.unlink(missing_ok=True)
+    return problems
+
+
+def other_kubelet_state(root: Path = STANDARD_KUBELET_ROOT) -> list[str]:
+    """What of another kubelet's state `root` holds (KUBELET_STATE names present as a file or a non-empty dir)."""
+    found = []
+    for name in KUBELET_STATE:
+        path = root / name
+        if path.is_file() or (path.is_dir() and any(path.iterdir())):
+            found.append(str(path))
+    return found
+
+
+def refuse_other_kubelet() -> None:
+    """One line, before anything starts, when the standard kubelet root holds another kubelet's state."""
+    other = other_kubelet_state()
+    if other:
+        raise BackendError(
+            f"real node: {STANDARD_KUBELET_ROOT} holds another kubelet's state ({', '.join(other[:3])}); the real "
+            "node's kubelet uses that root, so it runs only on a machine where no other kubelet does"
+        )
 
 
 def host_record_path(layout: ClusterLayout) -> Path:
@@ -179,6 +256,7 @@ class RealNode:
                 f"real node: another real node's traces are on this machine ({'; '.join(others[:3])}); stop the "
                 "cluster that runs it (dra-conformance cluster down --state-dir ...) first"
             )
+        refuse_other_kubelet()
         HostRecord.take(self.binaries.containerd_shim_runc_v2).write(host_record_path(self.layout))
         teardown = [sys.executable, "-m", "dra_conformance.backends.local.real_node", "teardown", str(self.layout.root)]
         self.layout.teardown.write_text(json.dumps([teardown]))
@@ -187,7 +265,8 @@ class RealNode:
 
     def write_files(self, authority: CertificateAuthority, server: str) -> None:
         """Certificates, kubeconfig, containerd and kubelet configs, CNI config, and the images to import."""
-        for directory in (self.dir / "pki", self.cdi_dir, self.dir / "cni", self.bin_dir, self.kubelet_root):
+        # Not the kubelet root (the standard one, on the host): the kubelet creates it, after HostRecord noted it.
+        for directory in (self.dir / "pki", self.cdi_dir, self.dir / "cni", self.bin_dir):
             directory.mkdir(parents=True, exist_ok=True)
         for name, target in (
             ("containerd-shim-runc-v2", self.binaries.containerd_shim_runc_v2),
@@ -255,7 +334,7 @@ class RealNode:
                 # Root here lacks CAP_SYS_RESOURCE: without this, sandbox creation fails writing oom_score_adj.
                 "  restrict_oom_score_adj = true",
                 "  enable_cdi = true",
-                f'  cdi_spec_dirs = ["{self.cdi_dir}"]',
+                f'  cdi_spec_dirs = ["{self.cdi_dir}", "{STANDARD_CDI_DIR}"]',
                 f"[{runtime}.containerd.runtimes.runc.options]",
                 f'  BinaryName = "{self.bin_dir / "runc"}"',
                 f"[{runtime}.cni]",
@@ -357,9 +436,10 @@ class RealNode:
             critical=False,
         )
 
-    def import_images(self) -> None:
-        """Load the pause and workload images into containerd's `k8s.io` namespace (the CRI's)."""
-        for archive in sorted((self.dir / "images").glob("*.tar")):
+    def import_images(self, vendor: tuple[Path, ...] = ()) -> None:
+        """Load the pause and workload images, then the driver's `vendor` archives, into containerd's `k8s.io`."""
+        ours = sorted((self.dir / "images").glob("*.tar"))
+        for archive in [*ours, *vendor]:
             command = [
                 str(self.binaries.ctr),
                 f"--address={self.containerd_socket}",
@@ -368,7 +448,8 @@ class RealNode:
                 "import",
                 str(archive),
             ]
-            result = subprocess.run(command, capture_output=True, text=True, timeout=IMPORT_TIMEOUT, check=False)
+            timeout = VENDOR_IMPORT_TIMEOUT if archive in vendor else IMPORT_TIMEOUT
+            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
             if result.returncode != 0:
                 raise BackendError(f"real node: import {archive.name}: {' '.join(result.stderr.split())}")
 
@@ -467,7 +548,8 @@ def teardown(layout: ClusterLayout) -> list[str]:
     _kill_node_processes(record)
     new_netns = [NETNS_DIR / name for name in (os.listdir(NETNS_DIR) if NETNS_DIR.is_dir() else [])]
     new_netns = [path for path in new_netns if path.name not in record.netns and path.name.startswith("cni-")]
-    roots = [drivers.runtime_dir(layout), layout.root / "nodes" / REAL_NODE, *map(Path, record.absent_paths)]
+    roots = [drivers.runtime_dir(layout), layout.root / "nodes" / REAL_NODE, STANDARD_KUBELET_ROOT]
+    roots += map(Path, record.absent_paths)
     for point in [*_mounts_under(roots), *map(str, new_netns)]:
         _unmount(point)
     for path in new_netns:
@@ -487,6 +569,9 @@ def teardown(layout: ClusterLayout) -> list[str]:
             subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True, check=False)
         else:
             path.unlink(missing_ok=True)
+    for root, before in record.entries.items():
+        if Path(root).is_dir():
+            problems += remove_new_entries(Path(root), before)
     if not problems:
         host_record_path(layout).unlink(missing_ok=True)
     return problems
@@ -504,8 +589,15 @@ def leftovers(layout: ClusterLayout) -> list[str]:
     """What of the node is still on the host (empty after a clean teardown)."""
     record = HostRecord.read(host_record_path(layout))
     found = leftovers_on_host()
-    found += [f"mount {point}" for point in _mounts_under([drivers.runtime_dir(layout), layout.root / "nodes"])]
+    node_dirs = [drivers.runtime_dir(layout), layout.root / "nodes", STANDARD_KUBELET_ROOT]
+    found += [f"mount {point}" for point in _mounts_under(node_dirs)]
     if record is not None:
+        found += [
+            f"path {path} (not in {root} before the node started)"
+            for root, before in record.entries.items()
+            if Path(root).is_dir()
+            for path in new_entries(Path(root), before)
+        ]
         found += [f"process {pid} ({record.containerd_shim})" for pid in _processes_of(record.containerd_shim)]
         found += [f"path {path}" for path in record.absent_paths if os.path.lexists(path)]
         if os.path.lexists(DEVICE_PLUGIN_DIR / DEVICE_PLUGIN_SOCKET):

@@ -34,6 +34,8 @@ SHUTDOWN_GRACE = 5.0
 
 # The device count may come from the environment instead of --devices, as many drivers' DaemonSets set it.
 DEVICES_ENV = "FAKE_DRA_DEVICES"
+# --standard-paths: the kubelet root many vendor drivers hard-code (one instance per host).
+STANDARD_KUBELET_ROOT = Path("/var/lib/kubelet")
 
 
 def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.environ) -> DriverConfig:
@@ -41,7 +43,13 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
     parser = argparse.ArgumentParser(prog="fake-dra", description=__doc__)
     parser.add_argument("--driver-name", required=True)
     parser.add_argument("--node-name", required=True)
-    parser.add_argument("--kubelet-root", type=Path, default=Path("/var/lib/kubelet"))
+    parser.add_argument("--kubelet-root", type=Path, default=None, help=f"default {STANDARD_KUBELET_ROOT}")
+    parser.add_argument(
+        "--standard-paths",
+        action="store_true",
+        help=f"hard-code the sockets under {STANDARD_KUBELET_ROOT} (plugins_registry/, plugins/<driver>/), as many "
+        "vendor drivers do; --kubelet-root is then refused",
+    )
     parser.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"))
     parser.add_argument("--state-dir", type=Path, default=Path("/var/lib/fake-dra"))
     parser.add_argument("--profile", choices=PROFILES, default="gpu")
@@ -110,6 +118,8 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         help="gpu-fabric: seconds one attach takes before the binding condition is written (default 1)",
     )
     args = parser.parse_args(argv)
+    if args.standard_paths and args.kubelet_root is not None:
+        parser.error(f"--standard-paths fixes the kubelet root at {STANDARD_KUBELET_ROOT}: drop --kubelet-root")
     if args.api_qps < 0 or args.api_burst < 1:
         parser.error(f"--api-qps must be 0 or more and --api-burst at least 1, got {args.api_qps} and {args.api_burst}")
     if args.devices is None:
@@ -126,7 +136,7 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
     return DriverConfig(
         driver_name=args.driver_name,
         node_name=args.node_name,
-        kubelet_root=args.kubelet_root,
+        kubelet_root=args.kubelet_root or STANDARD_KUBELET_ROOT,
         cdi_dir=args.cdi_dir,
         state_dir=args.state_dir,
         profile=args.profile,

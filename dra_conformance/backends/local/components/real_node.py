@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
@@ -131,9 +133,10 @@ class RealNode:
 
     name = "real-node"
 
-    def __init__(self, cluster: SupervisedCluster, binaries: RealNodeBinaries) -> None:
-        """The real node of `cluster`, run from `binaries`."""
+    def __init__(self, cluster: SupervisedCluster, binaries: RealNodeBinaries, images: tuple[Path, ...] = ()) -> None:
+        """The real node of `cluster`, run from `binaries`, with the driver's image archives `images` imported."""
         self.node = real_node.RealNode(cluster.layout, binaries, binaries.pause, real_node.primary_address())
+        self.images = images
         self.parts = (Containerd(self.node), Kubelet(self.node), DevicePlugin(self.node))
 
     def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
@@ -149,7 +152,8 @@ class RealNode:
             cluster.add_processes(part.command(cluster))
             part.ready(cluster)
             if isinstance(part, Containerd):
-                self.node.import_images()  # the images the suites' pods use, before a kubelet could pull them
+                # The images the suites' pods and the driver use, before a kubelet could pull them.
+                self.node.import_images(self.images)
 
     def ready(self, cluster: SupervisedCluster) -> None:
         """Ready when its last part is: the device plugin's devices are allocatable."""

@@ -1,0 +1,52 @@
+"""The driver under test as its vendor ships it: its manifests applied, its pods on the real node, ready when it is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from kubernetes import client
+
+from dra_conformance.backends.local import driver_daemonset, shipped
+from dra_conformance.backends.local.components.driver import await_driver
+from dra_conformance.backends.local.layout import STANDARD_CDI_DIR, STANDARD_KUBELET_ROOT
+from dra_conformance.backends.local.supervised import SupervisedCluster
+from dra_conformance.driver.profile import DriverProfile
+from dra_conformance.model.driver import DriverEndpoint
+
+
+class ShippedDriver:
+    """The profile's `install` on `nodes` (the real ones): images already imported, manifests applied here."""
+
+    name = "shipped-driver"
+
+    def __init__(self, profile: DriverProfile, nodes: tuple[str, ...], echo: Callable[[str], None]) -> None:
+        """Install the driver of `profile` and wait for it on `nodes`, printing the transformations through `echo`."""
+        assert profile.install is not None, "only for a profile with `install`"
+        self.profile, self.spec, self.nodes, self.echo = profile, profile.install, nodes, echo
+
+    @property
+    def endpoints(self) -> list[DriverEndpoint]:
+        """Where the driver registers on each node: the standard kubelet root and CDI directory."""
+        return [DriverEndpoint(self.profile.driver, n, STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR) for n in self.nodes]
+
+    def start(self, cluster: SupervisedCluster) -> list[DriverEndpoint]:
+        """Apply the manifests and wait until the driver registered with a complete pool on every node."""
+        with cluster.api() as api_client:
+            installed = shipped.install(api_client, self.spec, self.nodes, self.echo)
+            core = client.CoreV1Api(api_client)
+            for endpoint in self.endpoints:
+
+                def failed(node: str = endpoint.node) -> str | None:
+                    reason = shipped.pod_failure(core, installed.pod_namespaces, node)
+                    return f"driver {self.profile.driver} on {node}: its pod {reason}" if reason else None
+
+                def log(node: str = endpoint.node) -> str:
+                    pods = [
+                        pod
+                        for namespace in installed.pod_namespaces
+                        for pod in core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={node}").items
+                    ]
+                    return driver_daemonset.log_tail(core, pods[-1]) if pods else "(no pod of the driver on the node)"
+
+                await_driver(cluster, api_client, self.profile, endpoint, failed, log)
+        return self.endpoints
