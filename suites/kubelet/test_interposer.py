@@ -34,6 +34,11 @@ SLOW_PREPARE_SECONDS = 5.0
 KUBELET_DEADLINE_BOUND = 150.0
 
 
+# The real node is one per machine and every kubelet-mode check leases it in turn: on one xdist worker they take
+# turns without a lease wait that grows with the checks before it (the lease deadline timed out at 15 checks).
+pytestmark = pytest.mark.xdist_group("real-node")
+
+
 def _ready_once_prepared(
     obligations: Obligations, api_client: client.ApiClient, namespace: str, pod: str, timeout: float, after: str
 ) -> client.V1Pod:

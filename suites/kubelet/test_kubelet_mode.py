@@ -28,6 +28,10 @@ from dra_conformance.kubelet.driver_pod import find_driver_pod, restart_driver_p
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
+# The real node is one per machine and every kubelet-mode check leases it in turn: on one xdist worker they take
+# turns without a lease wait that grows with the checks before it (the lease deadline timed out at 15 checks).
+pytestmark = pytest.mark.xdist_group("real-node")
+
 
 def _claim_of(tracker: ResourceTracker, namespace: str, name: str) -> dict[str, Any]:
     return tracker.get(RESOURCE_API, "ResourceClaim", name, namespace)

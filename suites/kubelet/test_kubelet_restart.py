@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 from kubernetes import client
 
 from dra_conformance.driver.pool import node_pools
@@ -31,6 +32,11 @@ from dra_conformance.timeouts import Timeouts
 # A new kubelet registers its node, finds the plugins and syncs its pods within seconds; a prepare it retries
 # comes after its pod worker's back-off (up to a minute on a busy machine).
 AFTER_RESTART_DEADLINE = 120.0
+
+
+# The real node is one per machine and every kubelet-mode check leases it in turn: on one xdist worker they take
+# turns without a lease wait that grows with the checks before it (the lease deadline timed out at 15 checks).
+pytestmark = pytest.mark.xdist_group("real-node")
 
 
 def _container(pod: client.V1Pod) -> tuple[str, int]:

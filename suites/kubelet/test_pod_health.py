@@ -26,7 +26,9 @@ from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
-pytestmark = pytest.mark.capability(str(Capability.HEALTH_STREAM))
+# The real node is one per machine and every kubelet-mode check leases it in turn: on one xdist worker they take
+# turns without a lease wait that grows with the checks before it (the lease deadline timed out at 15 checks).
+pytestmark = [pytest.mark.capability(str(Capability.HEALTH_STREAM)), pytest.mark.xdist_group("real-node")]
 
 # The kubelet's entry name for a container's claim without a request (ResourceStatus.name in core/v1).
 CLAIM_ENTRY = "claim:{claim}"

@@ -36,6 +36,11 @@ EXITS_SOON = ("sh", "-c", "env; sleep 2; exit 1")
 RESTART_DEADLINE = 70.0
 
 
+# The real node is one per machine and every kubelet-mode check leases it in turn: on one xdist worker they take
+# turns without a lease wait that grows with the checks before it (the lease deadline timed out at 15 checks).
+pytestmark = pytest.mark.xdist_group("real-node")
+
+
 def _claimed_pod(
     tracker: ResourceTracker, build: Builder, node: RealNodeTarget, command: tuple[str, ...]
 ) -> tuple[str, str]:
