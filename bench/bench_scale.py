@@ -59,7 +59,6 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
@@ -79,7 +78,7 @@ from dra_conformance.backends.local.network import NODE_ADDRESS_BASE
 from dra_conformance.cli import SUITE_PYTEST_OPTIONS
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import ConformanceError
-from dra_conformance.kube import waits
+from dra_conformance.kube import audit_log, waits
 from dra_conformance.kube.namespaces import create_namespace
 from dra_conformance.kube.nodes import ready_node_names
 from dra_conformance.timeouts import Timeouts
@@ -440,16 +439,6 @@ def short_agent(user_agent: str) -> str:
     return user_agent.split(" ", 1)[0] if user_agent else "?"
 
 
-def received(event: dict[str, Any]) -> float | None:
-    stamp = event.get("requestReceivedTimestamp")
-    if not isinstance(stamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 @dataclass
 class AuditWindow:
     """What the audit log holds about the requests received in a time window."""
@@ -481,7 +470,7 @@ def read_window(lines: Iterable[str], since: float, until: float) -> AuditWindow
             event = json.loads(line)
         except json.JSONDecodeError:
             continue  # a line cut short (the log rotated or the server died mid-write) says nothing
-        at = received(event)
+        at = audit_log.received(event)
         if at is None or not since <= at < until:
             continue
         verb = str(event.get("verb", ""))

@@ -49,7 +49,8 @@ def status_writes(audit_log: Path, namespace: str, claim: str, user: str) -> lis
     return attempts
 
 
-def _received(event: dict[str, Any]) -> float | None:
+def received(event: dict[str, Any]) -> float | None:
+    """When the API server received the request (epoch seconds), or None where the event does not say."""
     stamp = event.get("requestReceivedTimestamp")
     if not isinstance(stamp, str):
         return None
@@ -68,7 +69,7 @@ def requests_per_second(audit_log: Path, user: str, since: float, until: float) 
     for event in events(audit_log, containing=f'"username":"{user}"'):
         if event.get("stage") != "ResponseComplete" or (event.get("user") or {}).get("username") != user:
             continue
-        received = _received(event)
-        if received is not None and since <= received < until:
-            buckets[min(len(buckets) - 1, int(received - since))] += 1
+        received_at = received(event)
+        if received_at is not None and since <= received_at < until:
+            buckets[min(len(buckets) - 1, int(received_at - since))] += 1
     return buckets
