@@ -95,21 +95,28 @@ def running_pod(
     wait: bool = True,
 ) -> client.V1Pod:
     """A pod on `node` with a claim of its own that prints its environment; by default once it is Ready."""
-    device_class = tracker.create(build.device_class())["metadata"]["name"]
-    created = tracker.create(build.claim(device_class))
-    pod = tracker.create(
-        build.pod_with(
-            [ClaimUse("devices", claim=created["metadata"]["name"])],
-            node=node.name,
-            tolerations=node.tolerations,
-            image=node.image,
-            command=PRINT_ENV_AND_WAIT,
-        )
-    )
-    name = pod["metadata"]["name"]
+    name = claimed_pod(tracker, build, node)[0]["metadata"]["name"]
     if not wait:
         return client.CoreV1Api(api_client).read_namespaced_pod(name, build.namespace)
     return await_ready(api_client, build.namespace, name, timeouts.pod_running, f"pod {name} Ready")
+
+
+def claimed_pod(
+    tracker: ResourceTracker, build: Builder, node: RealNodeTarget, command: tuple[str, ...] = PRINT_ENV_AND_WAIT
+) -> tuple[Manifest, Manifest]:
+    """A pod on `node` running `command` with a claim of its own (and a DeviceClass of its own): (pod, claim)."""
+    device_class = tracker.create(build.device_class())["metadata"]["name"]
+    claim = tracker.create(build.claim(device_class))
+    pod = tracker.create(
+        build.pod_with(
+            [ClaimUse("devices", claim=claim["metadata"]["name"])],
+            node=node.name,
+            tolerations=node.tolerations,
+            image=node.image,
+            command=command,
+        )
+    )
+    return pod, claim
 
 
 def await_ready(api_client: client.ApiClient, namespace: str, pod: str, timeout: float, what: str) -> client.V1Pod:

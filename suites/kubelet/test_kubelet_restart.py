@@ -16,7 +16,7 @@ from kubernetes import client
 
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
-from dra_conformance.driver.real_node import RealNodeTarget, await_ready, running_pod
+from dra_conformance.driver.real_node import RealNodeTarget, await_ready, claimed_pod, running_pod
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
@@ -61,16 +61,14 @@ def test_a_kubelet_restart_keeps_running_pods_and_their_claims_and_prepares_the_
     obligations: Obligations,
 ) -> None:
     core = client.CoreV1Api(api_client)
-    running = running_pod(tracker, api_client, build, real_node, timeouts)
-    running_claim = running.spec.resource_claims[0].resource_claim_name
-    claim_uid = str(
-        client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-            "resource.k8s.io", "v1", namespace, "resourceclaims", running_claim
-        )["metadata"]["uid"]
-    )
+    first, first_claim = claimed_pod(tracker, build, real_node)
+    name = first["metadata"]["name"]
+    running = await_ready(api_client, namespace, name, timeouts.pod_running, f"pod {name} Ready")
+    claim_uid = str(first_claim["metadata"]["uid"])
     specs_before = real_node.cdi_specs.read() if real_node.cdi_specs is not None else None
     before = _container(running)
 
+    # Not `claimed_pod`: the hold names the claim, so it is in place before the pod exists.
     device_class = tracker.create(build.device_class())["metadata"]["name"]
     held_claim = tracker.create(build.claim(device_class))
     held_uid = str(held_claim["metadata"]["uid"])

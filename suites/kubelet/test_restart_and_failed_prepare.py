@@ -16,12 +16,18 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.profile import Capability
-from dra_conformance.driver.real_node import CdiSpecFiles, RealNodeTarget, await_ready
+from dra_conformance.driver.real_node import (
+    PRINT_ENV_AND_WAIT,
+    CdiSpecFiles,
+    RealNodeTarget,
+    await_ready,
+    claimed_pod,
+)
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import Builder, ClaimUse
+from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.pods import describe_pod
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.interposer import KubeletInterposer
@@ -45,17 +51,7 @@ def _claimed_pod(
     tracker: ResourceTracker, build: Builder, node: RealNodeTarget, command: tuple[str, ...]
 ) -> tuple[str, str]:
     """A pod on `node` with a claim of its own running `command`: (pod name, claim UID)."""
-    device_class = tracker.create(build.device_class())["metadata"]["name"]
-    claim = tracker.create(build.claim(device_class))
-    pod = tracker.create(
-        build.pod_with(
-            [ClaimUse("devices", claim=claim["metadata"]["name"])],
-            node=node.name,
-            tolerations=node.tolerations,
-            image=node.image,
-            command=command,
-        )
-    )
+    pod, claim = claimed_pod(tracker, build, node, command)
     return str(pod["metadata"]["name"]), str(claim["metadata"]["uid"])
 
 
@@ -145,7 +141,7 @@ def test_a_prepare_that_fails_part_way_leaves_no_cdi_spec_and_the_retry_succeeds
     control = FakeDriverControl(real_node.endpoint)
     undo = control.set_faults([*control.faults(), {"mode": "status-write-failure"}])
     try:
-        pod, claim = _claimed_pod(tracker, build, real_node, ("sh", "-c", "env; exec sleep 3600"))
+        pod, claim = _claimed_pod(tracker, build, real_node, PRINT_ENV_AND_WAIT)
         core = client.CoreV1Api(api_client)
         where = f"pod {pod} (claim {claim}) on {real_node.name}"
         try:
