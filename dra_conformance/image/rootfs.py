@@ -14,6 +14,7 @@ import signal
 import subprocess
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from dra_conformance.errors import UsageError
@@ -128,19 +129,42 @@ def _stop_group(process: subprocess.Popen[bytes]) -> None:
     process.wait()
 
 
-def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -> None:
-    """Run `command`, its output to `log`; a failure is one line with the log's tail and what to do."""
+@dataclass(frozen=True)
+class Step:
+    """How a logged build step is named when it fails, and what in its log means the network is the cause."""
+
+    # "<failed> failed (log: ...)" and "<timed_out> did not finish in ...".
+    failed: str
+    timed_out: str
+    # Lines of its log that mean a server is unreachable, and what to tell the user then.
+    unreachable: tuple[str, ...] = ()
+    unreachable_hint: str = ""
+
+
+def run_step(step: Step, command: list[str], log: Path, environment: dict[str, str], timeout: float) -> None:
+    """Run `command` (`run_logged`); a failure is one line with the log's tail and, where it shows, what to do."""
     try:
-        code = run_logged(command, log, environment, MMDEBSTRAP_TIMEOUT)
+        code = run_logged(command, log, environment, timeout)
     except subprocess.TimeoutExpired:
-        raise UsageError(f"mmdebstrap did not finish in {MMDEBSTRAP_TIMEOUT:g}s (log: {log})") from None
+        raise UsageError(f"{step.timed_out} did not finish in {timeout:g}s (log: {log})") from None
     if code != 0:
         text = log.read_text(errors="replace")
         tail = " ".join(text.split()[-40:])
-        hint = ""
-        if any(sign in text for sign in ("Failed to fetch", "Could not resolve", "Temporary failure resolving")):
-            hint = "the Debian mirror (deb.debian.org) is unreachable from here; make it reachable, then retry: "
-        raise UsageError(f"{hint}mmdebstrap failed (log: {log}): {tail}")
+        hint = step.unreachable_hint if any(sign in text for sign in step.unreachable) else ""
+        raise UsageError(f"{hint}{step.failed} failed (log: {log}): {tail}")
+
+
+MMDEBSTRAP = Step(
+    "mmdebstrap",
+    "mmdebstrap",
+    ("Failed to fetch", "Could not resolve", "Temporary failure resolving"),
+    "the Debian mirror (deb.debian.org) is unreachable from here; make it reachable, then retry: ",
+)
+
+
+def run_mmdebstrap(command: list[str], log: Path, environment: dict[str, str]) -> None:
+    """Run `command`, its output to `log`; a failure is one line with the log's tail and what to do."""
+    run_step(MMDEBSTRAP, command, log, environment, MMDEBSTRAP_TIMEOUT)
 
 
 def scrub(rootfs: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance.errors import UsageError
-from dra_conformance.image.rootfs import run_logged
+from dra_conformance.image.rootfs import Step, run_step
 
 # The image's interpreter: Debian 12's python3 (CPython 3.11, glibc 2.36, x86_64). pip takes platform tags
 # literally (it expands only the legacy manylinux aliases), so every glibc tag up to 2.36 is named.
@@ -105,20 +104,13 @@ def project_version(directory: Path) -> tuple[str, str]:
 
 def _pip(arguments: list[str], log: Path, environment: dict[str, str], what: str) -> None:
     command = [sys.executable, "-m", "pip", "--disable-pip-version-check", *arguments]
-    try:
-        code = run_logged(command, log, environment, PIP_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise UsageError(f"{what}: pip did not finish in {PIP_TIMEOUT:g}s (log: {log})") from None
-    if code != 0:
-        text = log.read_text(errors="replace")
-        tail = " ".join(text.split()[-40:])
-        offline = any(sign in text for sign in _UNREACHABLE)
-        hint = (
-            "the Python package index is unreachable from here (pip); make it reachable, then retry: "
-            if offline
-            else ""
-        )
-        raise UsageError(f"{hint}{what} failed (log: {log}): {tail}")
+    step = Step(
+        what,
+        f"{what}: pip",
+        _UNREACHABLE,
+        "the Python package index is unreachable from here (pip); make it reachable, then retry: ",
+    )
+    run_step(step, command, log, environment, PIP_TIMEOUT)
 
 
 def build_own(sources: Iterable[Path], target: Path, log: Path, environment: dict[str, str]) -> None:
