@@ -23,7 +23,7 @@ from typing import Protocol
 
 from dra_conformance.errors import DriverError
 from dra_conformance.kube import waits
-from dra_conformance.processes import die_with_parent
+from dra_conformance.processes import die_with
 
 # The module a reference driver instance runs; an argv that starts with `python -m` it can come from the launcher.
 DRIVER_MODULE = "fake_dra"
@@ -139,7 +139,7 @@ class DriverLauncher:
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=die_with_parent,
+                preexec_fn=die_with(os.getpid()),
             )
 
     def _connect(self) -> socket.socket:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.leaks import driver_leftovers, slice_leftovers
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.driver import DriverEndpoint
-from dra_conformance.processes import die_with_parent
+from dra_conformance.processes import die_with
 from dra_conformance.timeouts import Timeouts
 from dra_wire.unix_http import unix_json_request
 
@@ -166,7 +167,11 @@ class FakeDriverProcess:
             return self.launcher.launch(self.argv[3:], self.log)
         with self.log.open("ab") as log:
             return subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=die_with(os.getpid()),
             )
 
     def start(self, timeout: float) -> None:

@@ -223,3 +223,21 @@ def test_the_cluster_stops_when_its_last_owner_dies_without_releasing_it(tmp_pat
             holder.kill()
             holder.wait()
         starter.stop()
+
+
+def test_restarting_one_killed_driver_leaves_another_killed_driver_down(private_backend: LocalBackend) -> None:
+    """Two test processes disrupt drivers of one cluster at once (pytest -n 2): one's restart is not the other's."""
+    private_backend.start()
+    first, second = "kwok-set-aside-0", "kwok-set-aside-1"
+    assert private_backend.kill_driver(first) == -9
+    assert private_backend.kill_driver(second) == -9
+    private_backend.start_driver(first)
+
+    state = private_backend.supervised.state() or {}
+    assert drivers.process_name(second) in state.get("exited", {}), (
+        f"the driver on {second}, killed and not restarted, runs again after {first}'s restart: "
+        f"exited {state.get('exited')}, processes {state.get('processes')}"
+    )
+    assert private_backend.kill_driver(first) == -9, "a restarted driver is killed and recorded again"
+    private_backend.start_driver(second)
+    private_backend.start_driver(first)

@@ -36,12 +36,13 @@ from dra_conformance.backends.local.ports import PortReservation, reserved
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
 from dra_conformance.driver.profile import DriverProfile, load_profile, profile_hash
-from dra_conformance.errors import BackendError, UsageError
+from dra_conformance.errors import BackendError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import status_message
 from dra_conformance.kube.preflight import check_cluster
 from dra_conformance.model.cluster import BackendCapability, ClusterInfo, DriverExit
 from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.processes import process_state
 from dra_conformance.timeouts import Timeouts
 from dra_wire.cache import default_cache_dir
 
@@ -356,20 +357,28 @@ class LocalBackend:
         if name not in processes:
             raise BackendError(self._not_supervised(node))
         pid = int(processes[name])
+
+        def exits() -> list[int]:
+            return [int(e["code"]) for e in (self._state() or {}).get("exit_history", []) if e["name"] == name]
+
+        before = len(exits())
         # Noted before the kill, so the run counts the exit as the suite's doing (`driver_exits`).
         with self._kill_log().open("a") as log:
             log.write(json.dumps({"name": name, "at": time.time()}) + "\n")
-        with contextlib.suppress(ProcessLookupError):  # it exited on its own; the supervisor has recorded it
+        with contextlib.suppress(ProcessLookupError):  # it exited on its own; the supervisor records that exit
             os.kill(pid, signal.SIGKILL)
-        exited = waits.until(
-            lambda: (self._state() or {}).get("exited", {}),
-            lambda seen: name in seen,
-            timeout=self.config.timeouts.process_stop,
-            what=f"supervisor seeing driver {name} (pid {pid}) exit after SIGKILL",
-            describe=str,
-            max_interval=STARTUP_POLL_CAP,
-        )
-        return int(exited[name])
+        try:
+            recorded = waits.until(
+                exits,
+                lambda codes: len(codes) > before,
+                timeout=self.config.timeouts.process_stop,
+                what=f"supervisor recording an exit of driver {name} (pid {pid}) after SIGKILL",
+                describe=lambda codes: f"{len(codes)} exits recorded, {before} before the kill",
+                max_interval=STARTUP_POLL_CAP,
+            )
+        except WaitTimeout as timeout:
+            raise BackendError(f"{timeout}; the driver's process: {process_state(pid)}") from None
+        return recorded[before]
 
     def restart_kubelet(self, node: str) -> None:
         """SIGTERM the real node's kubelet, wait for it to exit, and have the supervisor start it again."""

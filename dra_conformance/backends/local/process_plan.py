@@ -22,6 +22,9 @@ class ProcessSpec:
     critical: bool = True
     # Variables added to the supervisor's environment for this process (a driver profile's `run.env`).
     env: dict[str, str] = field(default_factory=dict)
+    # Names one request to start this process (see `SupervisedCluster.add_processes`): the supervisor starts an
+    # exited process again only for a request it has not served, so one run's restart never revives another's kill.
+    request: str = ""
 
 
 @dataclass(frozen=True)

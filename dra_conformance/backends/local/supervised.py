@@ -10,11 +10,13 @@ import signal
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from kubernetes import client
 
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -137,10 +139,17 @@ class SupervisedCluster:
     def add_processes(self, specs: list[ProcessSpec]) -> None:
         """Have the running supervisor start more (non-critical) processes."""
         extra = self.layout.extra_processes
-        existing = json.loads(extra.read_text()) if extra.exists() else []
         names = {spec.name for spec in specs}
-        merged = [item for item in existing if item["name"] not in names] + [asdict(spec) for spec in specs]
-        extra.write_text(json.dumps(merged, indent=2))
+        request = uuid.uuid4().hex
+        # Test processes add processes concurrently (pytest -n): read, merge and replace under a lock, so neither
+        # loses the other's spec and the supervisor never reads a half-written file.
+        with FileLock(f"{extra}.lock"):
+            existing = json.loads(extra.read_text()) if extra.exists() else []
+            merged = [item for item in existing if item["name"] not in names]
+            merged += [asdict(replace(spec, request=request)) for spec in specs]
+            partial = extra.with_suffix(".partial")
+            partial.write_text(json.dumps(merged, indent=2))
+            partial.replace(extra)
         state = self.state() or {}
         earlier = state.get("processes", {})  # pids of earlier runs of the same names (a restart)
         os.kill(int(state["supervisor_pid"]), signal.SIGUSR1)

@@ -30,7 +30,7 @@ from filelock import Timeout as LockTimeout
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.owners import Owners
 from dra_conformance.backends.local.process_plan import Plan, ProcessSpec
-from dra_conformance.processes import die_with_parent
+from dra_conformance.processes import die_with
 
 # How often the readiness probe of a `wait_for` URL is repeated; also bounds how late a signal is noticed then.
 PROBE_INTERVAL = 0.05
@@ -65,6 +65,8 @@ class Supervisor:
         # Every exit of a non-critical process, in order: {"name", "code", "at" (epoch seconds)}; a restart clears
         # `exited` but never this, so a run can count every exit of the driver under test.
         self.exit_history: list[dict[str, Any]] = []
+        # The start request (`ProcessSpec.request`) each extra process was last started for.
+        self.served_requests: dict[str, str] = {}
         # Seconds since the supervisor started at which each process was started or each probe passed.
         self.timeline: dict[str, float] = {}
         self.started = time.monotonic()
@@ -212,8 +214,11 @@ class Supervisor:
             return
         for item in raw:
             spec = ProcessSpec(**item)
-            if spec.name not in self.children or spec.name in self.exited:
+            if spec.name not in self.children or (
+                spec.name in self.exited and spec.request != self.served_requests.get(spec.name)
+            ):
                 self.exited.pop(spec.name, None)
+                self.served_requests[spec.name] = spec.request
                 self._start(spec)
         self.write_state("running")
 
@@ -226,7 +231,7 @@ class Supervisor:
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with(os.getpid()),
             close_fds=True,
             env={**os.environ, **spec.env} if spec.env else None,
         )

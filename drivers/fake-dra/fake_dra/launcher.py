@@ -8,9 +8,9 @@ forks, the child runs the driver's `main` with stdout and stderr going to the lo
 `{"pid": N}` and, once that child has exited, `{"exit": code}` (negative: killed by that signal, as `subprocess`
 reports it) before closing the connection. The caller signals the child by its pid.
 
-Nothing outlives its owner: the launcher gets SIGKILL when the process that started it dies, and every child gets
-SIGKILL when the launcher dies. The launcher creates no thread and no gRPC or API object before it forks, so each
-child starts from a clean state.
+Nothing outlives its owner: the launcher gets SIGKILL when the process that started it dies (its starter asks the
+kernel for that, as `DriverLauncher` does), and every child gets SIGKILL when the launcher dies. The launcher
+creates no thread and no gRPC or API object before it forks, so each child starts from a clean state.
 """
 
 from __future__ import annotations
@@ -36,9 +36,12 @@ PR_SET_PDEATHSIG = 1
 MAX_REQUEST = 64 * 1024
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL once `parent` dies; the kernel signals only deaths after the request, so check for one before it."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _read_request(connection: socket.socket) -> dict[str, Any]:
@@ -54,11 +57,11 @@ def _read_request(connection: socket.socket) -> dict[str, Any]:
     return request
 
 
-def _run_child(inherited: list[int], request: dict[str, Any]) -> None:
-    """In the forked child: close the launcher's descriptors (`inherited`), become one driver instance; no return."""
+def _run_child(launcher: int, inherited: list[int], request: dict[str, Any]) -> None:
+    """In the forked child of `launcher` (a pid): close its descriptors (`inherited`), become one driver instance."""
     code = 1
     try:
-        _die_with_parent()
+        _die_with_parent(launcher)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         for fd in inherited:
@@ -125,10 +128,11 @@ def serve(path: Path) -> None:
                     connection.sendall(json.dumps({"error": str(error)}).encode() + b"\n")
                 connection.close()
                 continue
+            launcher = os.getpid()
             pid = os.fork()
             if pid == 0:
                 inherited = [listener.fileno(), connection.fileno(), read_end, write_end]
-                _run_child([*inherited, *(c.fileno() for c in children.values())], request)
+                _run_child(launcher, [*inherited, *(c.fileno() for c in children.values())], request)
             children[pid] = connection
             _answer(connection, {"pid": pid})
 
@@ -138,7 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="fake_dra.launcher", description=__doc__.splitlines()[0])
     parser.add_argument("--socket", type=Path, required=True, help="Unix socket to accept launch requests on")
     args = parser.parse_args(argv)
-    _die_with_parent()
     load()  # the kubelet API's generated modules, imported now rather than in every child
     serve(args.socket)
     return 0
