@@ -70,6 +70,7 @@ class Capability(StrEnum):
     CONSUMABLE_CAPACITY = "consumableCapacity"
     BINDING_CONDITIONS = "bindingConditions"
     EXTENDED_RESOURCE_MAPPING = "extendedResourceMapping"
+    ROLLING_UPDATE = "rollingUpdate"
     REFERENCE_FAULTS = "referenceFaults"
 
 

@@ -85,14 +85,22 @@ class ResourceTracker:
         """Read an object as a dict."""
         return dict(self.resource(api_version, kind).get(name=name, namespace=namespace).to_dict())
 
-    def delete(self, obj: Manifest | TrackedObject, *, wait: bool = True) -> None:
-        """Delete one object (background propagation), stop tracking it, and by default wait until it is gone."""
+    def delete(self, obj: Manifest | TrackedObject, *, wait: bool = True, grace_seconds: int | None = None) -> None:
+        """Delete one object (background propagation), stop tracking it, and by default wait until it is gone.
+
+        `grace_seconds` overrides a pod's own grace period: the builders' pods have none, so the API server removes
+        them at once, before their kubelet stopped them; with a grace period the pod is gone only once the kubelet
+        finished it (containers stopped, claims unprepared).
+        """
         tracked = obj if isinstance(obj, TrackedObject) else TrackedObject.of(obj)
         with self._lock:
             self._objects = [known for known in self._objects if known != tracked]
         resource = self.resource(tracked.api_version, tracked.kind)
+        body: dict[str, object] = {"propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
         try:
-            resource.delete(name=tracked.name, namespace=tracked.namespace, body={"propagationPolicy": "Background"})
+            resource.delete(name=tracked.name, namespace=tracked.namespace, body=body)
         except NotFoundError:
             pass
         if wait:

@@ -28,7 +28,8 @@ def _names_driver(pod: client.V1Pod, driver: str, kubelet_root: PurePosixPath) -
     return any(driver in word for word in words)
 
 
-def _daemonset_of(pod: client.V1Pod) -> str | None:
+def daemonset_of(pod: client.V1Pod) -> str | None:
+    """The name of the DaemonSet that owns `pod`, if one does."""
     owners = pod.metadata.owner_references or []
     return next((o.name for o in owners if o.kind == "DaemonSet"), None)
 
@@ -43,7 +44,7 @@ def find_driver_pod(
     if not registering:
         return None, f"no pod on {node} mounts {registry}: the driver runs outside the cluster's pods there"
     named = [p for p in registering if _names_driver(p, driver, kubelet_root)]
-    owned = [p for p in named if _daemonset_of(p)]
+    owned = [p for p in named if daemonset_of(p)]
     if len(owned) != 1:
         seen = [f"{p.metadata.namespace}/{p.metadata.name}" for p in registering]
         return None, f"{len(owned)} DaemonSet pods on {node} mount {registry} and name {driver} (registering: {seen})"
@@ -52,12 +53,12 @@ def find_driver_pod(
 
 def restart_driver_pod(core: client.CoreV1Api, pod: client.V1Pod, timeout: float) -> client.V1Pod:
     """Delete the driver's pod and wait for its DaemonSet's replacement on the same node to be Ready."""
-    namespace, node, daemonset = pod.metadata.namespace, pod.spec.node_name, _daemonset_of(pod)
+    namespace, node, daemonset = pod.metadata.namespace, pod.spec.node_name, daemonset_of(pod)
     core.delete_namespaced_pod(pod.metadata.name, namespace)
 
     def replacement() -> client.V1Pod | None:
         candidates = core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={node}").items
-        fresh = [p for p in candidates if _daemonset_of(p) == daemonset and p.metadata.uid != pod.metadata.uid]
+        fresh = [p for p in candidates if daemonset_of(p) == daemonset and p.metadata.uid != pod.metadata.uid]
         return fresh[0] if fresh else None
 
     found: client.V1Pod = waits.until(

@@ -31,15 +31,31 @@ class DriverEndpoint:
         """The driver's socket in the registration directory.
 
         The kubelet considers any socket there whose name does not start with a dot; `<driver>-reg.sock` is only
-        the kubeletplugin helper's default, so that name is preferred, then the first other socket.
+        the kubeletplugin helper's default, so that name is preferred; then, as during a rolling update with
+        per-instance names (`<driver>-<pod uid>-reg.sock`), the newest such socket, as the kubelet uses the most
+        recently registered instance; then the first other socket.
         """
         default = self.registrar_dir / f"{self.driver}-reg.sock"
         if default.is_socket() or not self.registrar_dir.is_dir():
             return default
+        instances = [p for p in self.registrar_dir.glob(f"{self.driver}-*-reg.sock") if p.is_socket()]
+        if instances:
+            return max(instances, key=_modified)
         others = sorted(p for p in self.registrar_dir.iterdir() if p.is_socket() and not p.name.startswith("."))
         return others[0] if others else default
 
     @property
     def control_socket(self) -> Path:
-        """The fake driver's control socket (absent for other drivers)."""
-        return self.kubelet_root / "plugins" / self.driver / "control.sock"
+        """The fake driver's control socket (absent for other drivers); per instance, the newest, as above."""
+        default = self.plugins_dir / "control.sock"
+        instances = (
+            [p for p in self.plugins_dir.glob("control-*.sock") if p.is_socket()] if not default.exists() else []
+        )
+        return max(instances, key=_modified) if instances else default
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # gone since it was listed
+        return 0.0

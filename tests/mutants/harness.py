@@ -31,6 +31,12 @@ EXIT_TESTS_FAILED = 1
 # Kept of a run's output for failure messages.
 OUTPUT_TAIL = 3000
 
+# The as-shipped profile the shipped mutants copy.
+SHIPPED_PROFILE = "reference-driver-shipped.yaml"
+# The reference driver's image from the build cache takes a second; a cold build (Debian root file system, wheels)
+# takes minutes.
+IMAGE_BUILD_DEADLINE = 1200.0
+
 DOWNGRADE_CHECK = "test_driver_upgraded_and_downgraded_with_claims_in_flight_keeps_pools_current_and_claims_known"
 
 
@@ -64,6 +70,9 @@ class Mutant:
     # Further driver arguments, after the profile's (the last of a repeated option wins): e.g. the device profile
     # whose bug the mutant is.
     args: tuple[str, ...] = ()
+    # Runs the reference driver as shipped (its image and DaemonSet, fixtures/profiles/reference-driver-shipped.yaml)
+    # on the local cluster's real node, the broken modes added to the DaemonSet's arguments.
+    shipped: bool = False
 
     def __str__(self) -> str:
         """The pytest id and the table's row name."""
@@ -225,6 +234,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_pod_is_bound_only_after_every_binding_condition_is_true_as_written_by_the_named_identity",
         "binding.conditions-true-only-after-attach",
     ),
+    # The driver as shipped, on the real node (issue 23): a new instance of a rolling update removes the old one's
+    # sockets.
+    Mutant(
+        str(BrokenMode.REMOVES_OTHER_INSTANCES_SOCKETS),
+        "test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to_the_new_instance",
+        "kubelet.rolling-update-leaves-other-instances-sockets",
+        modes=(BrokenMode.REMOVES_OTHER_INSTANCES_SOCKETS,),
+        shipped=True,
+    ),
     # The RBAC the driver ships.
     Mutant(
         "rbac-arbitrary-node",
@@ -240,8 +258,53 @@ def mutant(name: str) -> Mutant:
     return next(m for m in MUTANTS if m.name == name)
 
 
+def shipped_mutant_profile(chosen: Mutant, directory: Path) -> Path:
+    """The as-shipped profile, `chosen`'s modes added to its DaemonSet's arguments, its image built in `directory`."""
+    source = paths.fixtures_dir() / "profiles" / SHIPPED_PROFILE
+    profile: dict[str, Any] = yaml.safe_load(source.read_text())
+    install = profile["install"]
+    manifests = []
+    for relative in install["manifests"]:
+        manifest = (source.parent / relative).resolve()
+        if manifest.name == "daemonset.yaml":
+            daemonset = yaml.safe_load(manifest.read_text())
+            container = daemonset["spec"]["template"]["spec"]["containers"][0]
+            container["args"] += [*(f"--broken-mode={mode}" for mode in chosen.modes), *chosen.args]
+            manifest = directory / f"{chosen.name}-daemonset.yaml"
+            manifest.write_text(yaml.safe_dump(daemonset, sort_keys=False))
+        manifests.append(str(manifest))
+    install["manifests"] = manifests
+    image = directory / "reference-driver.tar"
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dra_conformance.cli",
+            "image",
+            "build",
+            "--image",
+            "reference-driver",
+            "--output",
+            str(image),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=IMAGE_BUILD_DEADLINE,
+        check=False,
+    )
+    if build.returncode != 0:
+        raise RuntimeError(f"image build for mutant {chosen}: {(build.stdout + build.stderr)[-OUTPUT_TAIL:]}")
+    install["images"] = [str(image)]
+    profile["identity"]["rbac"] = [str((source.parent / path).resolve()) for path in profile["identity"]["rbac"]]
+    path = directory / f"{chosen.name}.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
 def mutant_profile(chosen: Mutant, directory: Path) -> Path:
     """The reference driver's profile, broken as `chosen` says; its RBAC paths made absolute for the copy."""
+    if chosen.shipped:
+        return shipped_mutant_profile(chosen, directory)
     source = paths.reference_driver_profile()
     profile: dict[str, Any] = yaml.safe_load(source.read_text())
     for build in [profile["run"], *profile["run"].get("versions", {}).values()]:
@@ -288,7 +351,8 @@ def junit_results(reports: Path) -> tuple[dict[str, str], tuple[str, ...]]:
         problem = case.find("failure")
         if problem is None:
             problem = case.find("error")
-        name = str(case.get("name"))
+        # A check of an xdist group is named with the group after an "@" (test_x@real-node) by pytest-xdist.
+        name = str(case.get("name")).split("@", 1)[0]
         if problem is not None:
             # A test whose call failed and whose teardown then errored has two <testcase> elements, the call's
             # first: keep that one, it says what the check caught.
@@ -315,6 +379,7 @@ def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None) ->
         "1",
         "--nodes",
         "2",
+        *(["--real-node"] if chosen.shipped else []),
         f"--profile={mutant_profile(chosen, workdir)}",
         f"--dra-cluster-state-dir={workdir / 'cluster'}",
         f"--dra-reports-dir={workdir / 'reports'}",

@@ -7,6 +7,7 @@ nothing. bench/mutants runs the same mutants and prints the table and the score.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,7 @@ def test_arbitrary_node_rbac_adds_only_the_arbitrary_node_verb(tmp_path: Path) -
     assert "kind: ServiceAccount" in broken, broken
 
 
-@pytest.mark.parametrize("mutant", MUTANTS, ids=str)
-def test_mutant_is_caught_by_its_check(mutant: Mutant, tmp_path: Path) -> None:
+def _caught(mutant: Mutant, tmp_path: Path) -> None:
     run = run_mutant(mutant, tmp_path)
     assert run.returncode == EXIT_TESTS_FAILED, f"the run against mutant {mutant} did not fail its tests:\n{run.output}"
     assert run.killed, f"mutant {mutant} survived {mutant.killed_by}; failed instead: {run.failed}\n{run.output}"
@@ -47,3 +47,15 @@ def test_mutant_is_caught_by_its_check(mutant: Mutant, tmp_path: Path) -> None:
     assert f"obligation {mutant.breaks} broke" in caught, (
         f"{mutant.killed_by} failed, but not on {mutant.breaks}: {caught}"
     )
+
+
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if not m.shipped], ids=str)
+def test_mutant_is_caught_by_its_check(mutant: Mutant, tmp_path: Path) -> None:
+    _caught(mutant, tmp_path)
+
+
+@pytest.mark.xdist_group("real-node")  # one real node per machine: fixed paths, ports and the bridge
+@pytest.mark.skipif(os.geteuid() != 0, reason="not applicable: a real node needs root (cgroups, mounts, sysctls)")
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.shipped], ids=str)
+def test_shipped_mutant_is_caught_on_the_real_node(mutant: Mutant, tmp_path: Path) -> None:
+    _caught(mutant, tmp_path)

@@ -50,6 +50,12 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         help=f"hard-code the sockets under {STANDARD_KUBELET_ROOT} (plugins_registry/, plugins/<driver>/), as many "
         "vendor drivers do; --kubelet-root is then refused",
     )
+    parser.add_argument(
+        "--rolling-update-uid",
+        default="",
+        help="its pod's UID (downward API): sockets named <driver>-<uid>-reg.sock and dra-<uid>.sock, and prepared "
+        "claims shared through a file lock, so a DaemonSet with maxSurge runs an old and a new instance side by side",
+    )
     parser.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"))
     parser.add_argument("--state-dir", type=Path, default=Path("/var/lib/fake-dra"))
     parser.add_argument("--profile", choices=PROFILES, default="gpu")
@@ -154,7 +160,20 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         api_burst=args.api_burst,
         controller_kubeconfig=args.controller_kubeconfig,
         attach_delay=args.attach_delay,
+        rolling_update_uid=args.rolling_update_uid,
     )
+
+
+def remove_other_instances_sockets(config: DriverConfig) -> None:
+    """The REMOVES_OTHER_INSTANCES_SOCKETS bug: every socket of this driver but its own is taken for a stale one."""
+    own = {config.registration_socket, config.dra_socket, config.control_socket}
+    candidates = [
+        *config.registration_socket.parent.glob(f"{config.driver_name}*.sock"),
+        *config.plugin_dir.glob("*.sock"),
+    ]
+    for path in candidates:
+        if path not in own:
+            path.unlink(missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             api,
             FaultSet(),
             CallLog(config.state_dir / "calls.jsonl", config.node_name),
-            PreparedClaims(config.state_dir / PREPARED_FILE, config.driver_version),
+            PreparedClaims(
+                config.state_dir / PREPARED_FILE, config.driver_version, shared=bool(config.rolling_update_uid)
+            ),
         )
         if core.prepared.written_by_major > config.major and config.is_broken(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE):
             api.delete_pool(config.node_name)  # the bug: a newer release's state makes it give up its pool
@@ -184,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     except ApiException as error:
         print(f"fake-dra: publish slices for {config.node_name}: {denial(error)}", file=sys.stderr)
         return 1
+    if config.is_broken(BrokenMode.REMOVES_OTHER_INSTANCES_SOCKETS):
+        remove_other_instances_sockets(config)
     grpc_servers = server.start(core, load())
     control_server = control.serve(core, config.control_socket)
     controller = None

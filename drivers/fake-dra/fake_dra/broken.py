@@ -99,6 +99,10 @@ class BrokenMode(StrEnum):
     # binding (issue 22): its attach controller writes the binding condition `attached=True` as soon as it sees the
     # allocation, before its attach step ran: the scheduler binds the pod to a node the device is not attached to.
     BINDING_CONDITIONS_BEFORE_ATTACH = "binding-conditions-before-attach"
+    # Rolling update (issue 23): a new instance deletes every other socket of its driver in plugins_registry and in
+    # its plugin directory at start, taking them for stale ones, while the old instance still serves behind them: the
+    # kubelet unregisters the old instance before the new one is ready.
+    REMOVES_OTHER_INSTANCES_SOCKETS = "removes-other-instances-sockets"
 
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).

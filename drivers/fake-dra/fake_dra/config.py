@@ -81,6 +81,14 @@ class DriverConfig:
     controller_kubeconfig: Path | None = None
     # gpu-fabric: how long one attach takes before the controller writes the binding condition (--attach-delay).
     attach_delay: float = 1.0
+    # Its pod's UID, for seamless rolling updates (--rolling-update-uid): every socket's name carries it, so an old
+    # and a new instance can both be registered with the kubelet, and the prepared claims are shared between them
+    # (the upstream kubeletplugin helper's naming: <driver>-<uid>-reg.sock, dra-<uid>.sock). Empty: fixed names.
+    rolling_update_uid: str = ""
+
+    @property
+    def _instance_suffix(self) -> str:
+        return f"-{self.rolling_update_uid}" if self.rolling_update_uid else ""
 
     @property
     def major(self) -> int:
@@ -99,14 +107,14 @@ class DriverConfig:
     @property
     def registration_socket(self) -> Path:
         """Where the kubelet's plugin watcher looks for this driver."""
-        return self.kubelet_root / "plugins_registry" / f"{self.driver_name}-reg.sock"
+        return self.kubelet_root / "plugins_registry" / f"{self.driver_name}{self._instance_suffix}-reg.sock"
 
     @property
     def dra_socket(self) -> Path:
         """DRAPlugin and DRAResourceHealth services."""
-        return self.plugin_dir / "dra.sock"
+        return self.plugin_dir / f"dra{self._instance_suffix}.sock"
 
     @property
     def control_socket(self) -> Path:
         """HTTP control endpoint for faults and the call log (see control.py)."""
-        return self.plugin_dir / "control.sock"
+        return self.plugin_dir / f"control{self._instance_suffix}.sock"

@@ -1,9 +1,17 @@
-"""Prepared claims, keyed by UID and persisted, so prepare is idempotent and unprepare works after a restart."""
+"""Prepared claims, keyed by UID and persisted, so prepare is idempotent and unprepare works after a restart.
+
+During a rolling update two instances of the driver serve one node, and the kubelet may prepare a claim through one
+and unprepare it through the other. Shared (`shared=True`), every operation reads the file under an exclusive file
+lock and writes it before letting go, so neither instance works from a stale copy.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,38 +23,58 @@ ENVELOPE_FORMAT = 2
 class PreparedClaims:
     """UID -> what was prepared (namespace, name, devices, CDI IDs); written atomically on every change."""
 
-    def __init__(self, path: Path, driver_version: str = "1.0.0") -> None:
-        """Load what an earlier run of this driver (maybe another release) left in `path`."""
+    def __init__(self, path: Path, driver_version: str = "1.0.0", *, shared: bool = False) -> None:
+        """Load what an earlier run of this driver (maybe another release) left in `path`.
+
+        `shared`: other instances on this node write the file too (a rolling update); read it on every operation.
+        """
         self.path = path
         self.driver_version = driver_version
+        self.shared = shared
         self._lock = threading.Lock()
-        loaded = json.loads(path.read_text()) if path.exists() else {}
-        enveloped = isinstance(loaded.get("format"), int)
-        self._claims: dict[str, dict[str, Any]] = loaded.get("claims", {}) if enveloped else loaded
+        self._claims: dict[str, dict[str, Any]] = {}
         # The major release that wrote the file (1 for the bare map, or no file).
+        self.written_by_major = 1
+        self._load()
+
+    def _load(self) -> None:
+        loaded = json.loads(self.path.read_text()) if self.path.exists() else {}
+        enveloped = isinstance(loaded.get("format"), int)
+        self._claims = loaded.get("claims", {}) if enveloped else loaded
         self.written_by_major = int(str(loaded.get("writtenBy", "1")).split(".", 1)[0]) if enveloped else 1
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        with self._lock:
+            if not self.shared:
+                yield
+                return
+            with self.path.with_suffix(".lock").open("a") as lock_file:
+                fcntl.flock(lock_file, fcntl.LOCK_EX)  # released when the file closes
+                self._load()
+                yield
 
     def get(self, uid: str) -> dict[str, Any] | None:
         """The prepared record of a claim, or None."""
-        with self._lock:
+        with self._locked():
             record = self._claims.get(uid)
             return dict(record) if record else None
 
     def put(self, uid: str, record: dict[str, Any]) -> None:
         """Remember a prepared claim."""
-        with self._lock:
+        with self._locked():
             self._claims[uid] = record
             self._save()
 
     def remove(self, uid: str) -> None:
         """Forget a claim (unprepared)."""
-        with self._lock:
+        with self._locked():
             self._claims.pop(uid, None)
             self._save()
 
     def all(self) -> dict[str, dict[str, Any]]:
         """Copies of every prepared record, by UID, sorted."""
-        with self._lock:
+        with self._locked():
             return {uid: dict(self._claims[uid]) for uid in sorted(self._claims)}
 
     def _save(self) -> None:
