@@ -101,21 +101,20 @@ def running_pod(
     return await_ready(api_client, build.namespace, name, timeouts.pod_running, f"pod {name} Ready")
 
 
+def pod_on(
+    build: Builder, node: RealNodeTarget, uses: list[ClaimUse], command: tuple[str, ...] = PRINT_ENV_AND_WAIT
+) -> Manifest:
+    """The manifest of a pod on `node` (its taints tolerated, its image) running `command` with the claims `uses`."""
+    return build.pod_with(uses, node=node.name, tolerations=node.tolerations, image=node.image, command=command)
+
+
 def claimed_pod(
     tracker: ResourceTracker, build: Builder, node: RealNodeTarget, command: tuple[str, ...] = PRINT_ENV_AND_WAIT
 ) -> tuple[Manifest, Manifest]:
     """A pod on `node` running `command` with a claim of its own (and a DeviceClass of its own): (pod, claim)."""
     device_class = tracker.create(build.device_class())["metadata"]["name"]
     claim = tracker.create(build.claim(device_class))
-    pod = tracker.create(
-        build.pod_with(
-            [ClaimUse("devices", claim=claim["metadata"]["name"])],
-            node=node.name,
-            tolerations=node.tolerations,
-            image=node.image,
-            command=command,
-        )
-    )
+    pod = tracker.create(pod_on(build, node, [ClaimUse("devices", claim=claim["metadata"]["name"])], command))
     return pod, claim
 
 

@@ -367,7 +367,11 @@ class ExtendedResourceRehearsal:
     # --- what a rollback leaves --------------------------------------------------------------------------------
 
     def left_behind(self) -> list[str]:
-        """Pods that still hold claims of a class that no longer serves the resource, and orphaned claims."""
+        """Pods that still hold claims of a class that no longer serves the resource, and orphaned claims.
+
+        The claim of a pod deleted a moment ago goes only once the claim controller has seen the pod go (it removes
+        the reservation, then the claim): orphans are waited for, up to the delete deadline, before they count.
+        """
         found = []
         serving = self.serving_classes()
         pods = self.core.list_namespaced_pod(self.setup.namespace).items
@@ -382,17 +386,33 @@ class ExtendedResourceRehearsal:
                         f"{self.setup.resource} through DRA, but no DeviceClass serves {self.setup.resource} any more "
                         "(the class was removed before its pods were drained)"
                     )
-        for claim in self.claims():
-            name = claim["metadata"]["name"]
-            annotated = (claim["metadata"].get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true"
-            if annotated and name not in holders:
-                allocated = bool((claim.get("status") or {}).get("allocation"))
-                finalizers = claim["metadata"].get("finalizers") or []
-                found.append(
-                    f"claim {name} of {self.setup.resource} outlives its pod (allocated={allocated}, "
-                    f"finalizers={finalizers})"
-                )
+        try:
+            orphans = waits.until(
+                lambda: self._orphaned_claims(set(holders)),
+                lambda left: not left,
+                timeout=self.timeouts.delete,
+                what=f"claims of {self.setup.resource} whose pods are gone deleted",
+                describe=lambda left: [claim["metadata"]["name"] for claim in left],
+            )
+        except WaitTimeout:
+            orphans = self._orphaned_claims(set(holders))
+        for claim in orphans:
+            allocated = bool((claim.get("status") or {}).get("allocation"))
+            finalizers = claim["metadata"].get("finalizers") or []
+            found.append(
+                f"claim {claim['metadata']['name']} of {self.setup.resource} outlives its pod (allocated={allocated}, "
+                f"finalizers={finalizers}, after {self.timeouts.delete:g} s)"
+            )
         return found
+
+    def _orphaned_claims(self, held: set[str]) -> list[dict[str, Any]]:
+        """The scheduler's extended-resource claims no pod of `held` names."""
+        return [
+            claim
+            for claim in self.claims()
+            if (claim["metadata"].get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true"
+            and claim["metadata"]["name"] not in held
+        ]
 
     def teardown(self) -> list[str]:
         """Delete every workload, wait for their claims to go, withdraw a stand-in; what would not go."""

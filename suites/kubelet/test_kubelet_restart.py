@@ -16,7 +16,7 @@ from kubernetes import client
 
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
-from dra_conformance.driver.real_node import RealNodeTarget, await_ready, claimed_pod, running_pod
+from dra_conformance.driver.real_node import RealNodeTarget, await_ready, claimed_pod, pod_on, running_pod
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
@@ -73,15 +73,7 @@ def test_a_kubelet_restart_keeps_running_pods_and_their_claims_and_prepares_the_
     held_claim = tracker.create(build.claim(device_class))
     held_uid = str(held_claim["metadata"]["uid"])
     interposer.set_faults([InterposedFault(PREPARE, "hang", claim=held_uid)])
-    held_pod = tracker.create(
-        build.pod_with(
-            [ClaimUse("devices", claim=held_claim["metadata"]["name"])],
-            node=real_node.name,
-            tolerations=real_node.tolerations,
-            image=real_node.image,
-            command=("sh", "-c", "env; exec sleep 3600"),
-        )
-    )
+    held_pod = tracker.create(pod_on(build, real_node, [ClaimUse("devices", claim=held_claim["metadata"]["name"])]))
     held = str(held_pod["metadata"]["name"])
     where = f"node {real_node.name}, pods {running.metadata.name} (running) and {held} (prepare held)"
     try:

@@ -180,6 +180,7 @@ def _driver_sockets(api: KubeletAPI, registry: Path, names: frozenset[str], driv
     return found
 
 
+@pytest.mark.capability(Capability.ROLLING_UPDATE.value)
 def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to_the_new_instance(
     real_node: RealNodeTarget,
     driver_under_test: DriverUnderTest,

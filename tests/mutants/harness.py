@@ -400,3 +400,14 @@ def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None) ->
         (result.stdout + result.stderr)[-OUTPUT_TAIL:],
         time.monotonic() - started,
     )
+
+
+def assert_caught(mutant: Mutant, tmp_path: Path) -> None:
+    """Run the suites against `mutant`: the run fails, and its named check fails on the obligation it breaks."""
+    run = run_mutant(mutant, tmp_path)
+    assert run.returncode == EXIT_TESTS_FAILED, f"the run against mutant {mutant} did not fail its tests:\n{run.output}"
+    assert run.killed, f"mutant {mutant} survived {mutant.killed_by}; failed instead: {run.failed}\n{run.output}"
+    caught = run.failed[mutant.killed_by]
+    assert f"obligation {mutant.breaks} broke" in caught, (
+        f"{mutant.killed_by} failed, but not on {mutant.breaks}: {caught}"
+    )

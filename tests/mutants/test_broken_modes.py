@@ -7,13 +7,12 @@ nothing. bench/mutants runs the same mutants and prints the table and the score.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from fake_dra.broken import BrokenMode
-from tests.mutants.harness import EXIT_TESTS_FAILED, MUTANTS, Mutant, arbitrary_node_rbac, run_mutant
+from tests.mutants.harness import MUTANTS, Mutant, arbitrary_node_rbac, assert_caught
 
 # One private cluster per mutant, one after the other: three clusters on two cores would starve the others.
 pytestmark = pytest.mark.xdist_group("mutants")
@@ -39,23 +38,6 @@ def test_arbitrary_node_rbac_adds_only_the_arbitrary_node_verb(tmp_path: Path) -
     assert "kind: ServiceAccount" in broken, broken
 
 
-def _caught(mutant: Mutant, tmp_path: Path) -> None:
-    run = run_mutant(mutant, tmp_path)
-    assert run.returncode == EXIT_TESTS_FAILED, f"the run against mutant {mutant} did not fail its tests:\n{run.output}"
-    assert run.killed, f"mutant {mutant} survived {mutant.killed_by}; failed instead: {run.failed}\n{run.output}"
-    caught = run.failed[mutant.killed_by]
-    assert f"obligation {mutant.breaks} broke" in caught, (
-        f"{mutant.killed_by} failed, but not on {mutant.breaks}: {caught}"
-    )
-
-
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if not m.shipped], ids=str)
 def test_mutant_is_caught_by_its_check(mutant: Mutant, tmp_path: Path) -> None:
-    _caught(mutant, tmp_path)
-
-
-@pytest.mark.xdist_group("real-node")  # one real node per machine: fixed paths, ports and the bridge
-@pytest.mark.skipif(os.geteuid() != 0, reason="not applicable: a real node needs root (cgroups, mounts, sysctls)")
-@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.shipped], ids=str)
-def test_shipped_mutant_is_caught_on_the_real_node(mutant: Mutant, tmp_path: Path) -> None:
-    _caught(mutant, tmp_path)
+    assert_caught(mutant, tmp_path)
