@@ -137,3 +137,12 @@ def test_a_kubelet_restart_keeps_running_pods_and_their_claims_and_prepares_the_
         await_ready(api_client, namespace, fresh, AFTER_RESTART_DEADLINE, f"new pod {fresh} Ready after the restart")
     except WaitTimeout as error:
         obligations.fail("kubelet.driver-registers-again-after-restart", str(error), f"pod {fresh} on {real_node.name}")
+    # What ran and what was seen, shown with -rP.
+    print(
+        f"running pod {running.metadata.name}: container (id, restarts) before {before}, after {_container(after)}, "
+        f"phase {after.status.phase}\n"
+        f"claim {claim_uid}: CDI specs naming it before {sorted(kept)}, after "
+        f"{sorted(kept & set(real_node.cdi_specs.read())) if real_node.cdi_specs is not None else 'not readable'}\n"
+        f"held pod {held}: its prepare held in the interposer across the restart, then Ready\n"
+        f"new pod {fresh}: Ready after the restart (the driver registered with the new kubelet)"
+    )
