@@ -121,6 +121,7 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
     after = health_becomes("Healthy")
     seen_text = f"during: {during}\nafter: {after}"
     allure.attach(seen_text, "allocatedResourcesStatus, fault and back", allure.attachment_type.TEXT)
+    print(f"pod {name} allocatedResourcesStatus {seen_text}")  # shown with -rP
     obligations.check(
         "kubelet.pod-status-follows-health-change",
         during.get(entry) == ["Unhealthy"] * len(devices) and after.get(entry) == ["Healthy"] * len(devices),
