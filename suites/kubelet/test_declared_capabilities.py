@@ -20,6 +20,7 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse
+from dra_conformance.kube.device_taints import DeviceSelection, allocated_devices
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.findings import Obligations
 from dra_conformance.scenarios.runner import ADMIN_ACCESS_LABEL
@@ -36,17 +37,18 @@ def _require(driver: DriverUnderTest, capability: Capability) -> None:
         pytest.skip(f"not applicable: {capability} not declared")
 
 
-def _claim_status(api_client: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+def _claim(api_client: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     group, version = RESOURCE_API.split("/")
-    claim = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-        group, version, namespace, "resourceclaims", name
+    return dict(
+        client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+            group, version, namespace, "resourceclaims", name
+        )
     )
-    return dict(claim.get("status") or {})
 
 
 def _allocated(api_client: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    """The claim's allocation results (empty while it is not allocated)."""
-    status = _claim_status(api_client, namespace, name)
+    """The claim's allocation results as the API writes them (adminAccess included; empty while unallocated)."""
+    status = _claim(api_client, namespace, name).get("status") or {}
     return list(((status.get("allocation") or {}).get("devices") or {}).get("results") or [])
 
 
@@ -66,11 +68,10 @@ def test_a_driver_declaring_status_devices_writes_them_for_the_claim_the_kubelet
     await_ready(api_client, namespace, pod["metadata"]["name"], timeouts.pod_running, "pod with a claim Ready")
     name = claim["metadata"]["name"]
 
-    def entries() -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
-        status = _claim_status(api_client, namespace, name)
-        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        allocated = {(r["driver"], r["pool"], r["device"]) for r in results if r["driver"] == driver_under_test.name}
-        reported = {(d["driver"], d["pool"], d["device"]) for d in status.get("devices") or []}
+    def entries() -> tuple[set[DeviceSelection], set[DeviceSelection]]:
+        read = _claim(api_client, namespace, name)
+        allocated = {d for d in allocated_devices(read) if d.driver == driver_under_test.name}
+        reported = {DeviceSelection(d["driver"], d["pool"], d["device"]) for d in read["status"].get("devices") or []}
         return allocated, reported
 
     try:
@@ -79,7 +80,7 @@ def test_a_driver_declaring_status_devices_writes_them_for_the_claim_the_kubelet
             lambda seen: bool(seen[0]) and seen[0] <= seen[1],
             timeout=timeouts.status_written,
             what=f"status.devices of claim {name} naming every device the driver was allocated",
-            describe=lambda seen: f"allocated {sorted(seen[0])}, status.devices {sorted(seen[1])}",
+            describe=lambda seen: f"allocated {sorted(map(str, seen[0]))}, status.devices {sorted(map(str, seen[1]))}",
         )
     except WaitTimeout as error:
         obligations.fail("status.declared-status-written", str(error), f"claim {name} on {real_node.name}")
