@@ -61,6 +61,9 @@ class Timeouts:
     eviction: float = 60.0
     # Graceful stop of one control-plane process before it is killed: etcd flushes, apiserver drains watches.
     process_stop: float = 15.0
+    # A reference driver instance stops its gRPC servers (5 s grace for calls in flight), then lists and deletes its
+    # slices (10 s per request at most); 30 s covers that on a loaded API server before the harness kills it.
+    driver_stop: float = 30.0
     # A cold build of the Kubernetes binaries from source takes 10-30 min on 2 cores; this guards a hung toolchain.
     build: float = 3600.0
 

@@ -8,6 +8,7 @@ import re
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -219,16 +220,21 @@ def main(argv: list[str] | None = None) -> int:
         f"fake-dra {config.driver_name} serving node {config.node_name}, pool generation {core.generation}", flush=True
     )
     stop.wait()
+    began = time.monotonic()
+    print(f"fake-dra stopping: gRPC servers ({SHUTDOWN_GRACE:g} s grace), then the control socket", flush=True)
     core.stop_keeping_pool()
     if controller is not None:
         controller.stop()
+    stopped = [grpc_server.stop(SHUTDOWN_GRACE) for grpc_server in grpc_servers]  # one grace period for all
+    for done in stopped:
+        done.wait()
     control_server.shutdown()
-    for grpc_server in grpc_servers:
-        grpc_server.stop(SHUTDOWN_GRACE).wait()
     for path in (config.registration_socket, config.dra_socket, config.control_socket):
         path.unlink(missing_ok=True)
     if config.delete_slices_on_exit:
+        print(f"fake-dra stopped serving after {time.monotonic() - began:.1f} s; deleting its slices", flush=True)
         api.delete_pool(config.node_name)
+    print(f"fake-dra stopped after {time.monotonic() - began:.1f} s", flush=True)
     return 0
 
 
