@@ -2,8 +2,8 @@
 """Benchmark: the mutation score of the bundled suites against the reference driver's broken modes.
 
 Each mutant (a realistic vendor bug: a `--broken-mode` of the reference driver, or a broken RBAC manifest) runs as
-the driver under test on a private local cluster, one after the other (tests/mutants/harness.py, the same code the
-tests/mutants tests use).
+the driver under test, one after the other, on one local cluster whose driver each swaps (tests/mutants/harness.py,
+the same code the tests/mutants tests use).
 
     python bench/mutants [--mutant NAME ...] [--all-checks [--workdir DIR]] [--json [PATH]]
 
@@ -39,6 +39,7 @@ from dra_conformance.model.obligations import Basis, Registry
 sys.path.insert(0, str(paths.CHECKOUT))
 from tests.mutants.all_checks import AllChecksRun, MutantVerdicts, Result, run_mutant_verdicts
 from tests.mutants.harness import MUTANTS, Mutant, MutantRun, mutant, run_mutant
+from tests.shared_cluster import stop_shared_cluster
 
 NAMED_MARK = "*"
 # Characters of the named check's failure message shown under each row (what it caught).
@@ -76,12 +77,16 @@ def named_checks(chosen: list[Mutant], record: str | None) -> int:
     """The default mode: each mutant against its named check only."""
     runs = []
     with tempfile.TemporaryDirectory(prefix="dra-bench-mutants-") as scratch:
-        for index, each in enumerate(chosen, 1):
-            run = run_mutant(each, Path(scratch) / each.name)
-            runs.append(run)
-            print(f"[{index}/{len(chosen)}] {each.name}: {verdict(run)} in {run.seconds:.0f} s", flush=True)
-            if verdict(run).startswith("no verdict"):
-                print(f"  output tail: {run.output[-600:]}", flush=True)
+        shared = Path(scratch) / "shared-cluster"  # one cluster, each mutant's driver swapped in
+        try:
+            for index, each in enumerate(chosen, 1):
+                run = run_mutant(each, Path(scratch) / each.name, cluster=shared)
+                runs.append(run)
+                print(f"[{index}/{len(chosen)}] {each.name}: {verdict(run)} in {run.seconds:.0f} s", flush=True)
+                if verdict(run).startswith("no verdict"):
+                    print(f"  output tail: {run.output[-600:]}", flush=True)
+        finally:
+            stop_shared_cluster(shared)
     width = max(len(run.mutant.name) for run in runs)
     print(f"\n{'mutant':<{width}}  {'verdict':<8}  failing tests ({NAMED_MARK} = the check named for the mutant)")
     for run in runs:

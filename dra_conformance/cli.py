@@ -66,14 +66,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"dra-conformance: error: {message} (see --help)\n")
 
 
-def _positive_int(text: str) -> int:
+def _whole_number(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    if value < minimum:
+        wanted = "0 or more" if minimum == 0 else f"at least {minimum}"
+        raise argparse.ArgumentTypeError(f"expected {wanted}, got {value}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _whole_number(text, 1)
+
+
+def _workers(text: str) -> int:
+    return _whole_number(text, 0)
+
+
+WORKERS_HELP = (
+    "pytest-xdist workers (default 2); 0 runs the checks in the run's own process, which saves a worker's start "
+    "(a few CPU-seconds) for a run of a few checks, but a check that crashes the process ends the run"
+)
 
 
 def _positive_seconds(text: str) -> float:
@@ -95,6 +110,11 @@ def _duration(text: str) -> timedelta:
 
 # The deadlines of bringing a cluster up and down, which `cluster up` takes with the plugin's spelling; a host that
 # starts many clusters at once (a CI matrix on one machine) lengthens them instead of failing readiness under load.
+REPLACE_DRIVER_HELP = (
+    "when the local cluster of the state directory runs another profile's driver, replace that driver with this "
+    "profile's (its processes, slices, RBAC and node directories; the control plane, nodes and metrics adapter "
+    "stay) instead of refusing; for kwok nodes only"
+)
 CLUSTER_DEADLINES = ("etcd_ready", "apiserver_ready", "node_ready", "driver_ready", "metrics_available", "process_stop")
 
 
@@ -121,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument(
         "--real-node", action="store_true", help="add a real node: kubelet on containerd and runc (root only)"
     )
+    cluster.add_argument("--replace-driver", action="store_true", help=REPLACE_DRIVER_HELP)
     cluster.add_argument(
         "--metrics",
         choices=METRICS_IMPLEMENTATIONS,
@@ -152,7 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="--real-node where this machine can host a real node (root, writable cgroups, its Debian packages "
         "installable); elsewhere the summary says why not",
     )
-    run.add_argument("-n", "--workers", type=_positive_int, default=2, help="pytest-xdist workers (default 2)")
+    run.add_argument("--replace-driver", action="store_true", help=REPLACE_DRIVER_HELP)
+    run.add_argument(
+        "--no-html",
+        action="store_true",
+        help="skip rendering the Allure HTML after the run (a few CPU-seconds; its results stay in allure-results, "
+        "and `dra-conformance report RUN` renders them later)",
+    )
+    run.add_argument("-n", "--workers", type=_workers, default=2, help=WORKERS_HELP)
     run.add_argument(
         "--allow-partial",
         action="store_true",
@@ -357,6 +385,7 @@ def cluster_config(args: argparse.Namespace) -> SuiteConfig:
         metrics=args.metrics,
         profile=args.profile,
         real_node=args.real_node,
+        replace_driver=args.replace_driver,
         timeouts=Timeouts().override(
             **{name: value for name in CLUSTER_DEADLINES if (value := getattr(args, f"timeout_{name}")) is not None}
         ),
@@ -471,10 +500,12 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _pytest_then_html(pytest_args: list[str]) -> int:
-    """One pytest run, then its Allure HTML; the exit code is pytest's, whatever the rendering does."""
+def _pytest_then_html(pytest_args: list[str], html: bool) -> int:
+    """One pytest run, then (`html`) its Allure HTML; the exit code is pytest's, whatever the rendering does."""
     import pytest
 
+    if not html:
+        return int(pytest.main(pytest_args))
     renderer = RunRenderer(default_cache_dir())
     code = int(pytest.main(pytest_args, plugins=[renderer]))
     renderer.render_now(lambda line: print(line, file=sys.stderr))
@@ -552,11 +583,13 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         options.append(f"--dra-real-node-absent={why}")
     if args.allow_partial:
         options.append("--dra-allow-partial")
+    if args.replace_driver:
+        options.append("--dra-replace-driver")
     if args.profile:
         options.append(f"--dra-profile={args.profile.resolve()}")
     targets = [] if chosen_targets(pytest_args) else [str(paths.suites_dir())]
     if args.repeat == 1:
-        return _pytest_then_html([*options, *pytest_args, *targets])
+        return _pytest_then_html([*options, *pytest_args, *targets], html=not args.no_html)
     if any(arg.startswith("--dra-reports-dir") for arg in pytest_args):
         raise UsageError("--repeat writes each run under reports/repeat-<time>/run-<n>/; leave out --dra-reports-dir")
     batch = root / "reports" / f"repeat-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -567,7 +600,8 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         # it), so the last run stops it unless the user keeps it. (--dra-keep-cluster would disown it: it leaked.)
         keep = ["--dra-keep-cluster-for-next-run"] if index < args.repeat - 1 else []
         reports = batch / f"run-{index + 1:03d}"
-        codes.append(_pytest_then_html([*options, *keep, f"--dra-reports-dir={reports}", *pytest_args, *targets]))
+        one_run = [*options, *keep, f"--dra-reports-dir={reports}", *pytest_args, *targets]
+        codes.append(_pytest_then_html(one_run, html=not args.no_html))
         summaries.append(next(iter(sorted(reports.glob("*/summary.json"))), reports / "no-summary.json"))
     record = flake_record(read_outcomes(summaries))
     write_flake_record(record, batch)

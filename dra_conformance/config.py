@@ -36,4 +36,6 @@ class SuiteConfig:
     profile: Path | None = None
     # Add a real node (kubelet on containerd and runc, as root on this machine) to a local cluster.
     real_node: bool = False
+    # A running local cluster of the state directory with another profile's driver gets this profile's instead.
+    replace_driver: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)

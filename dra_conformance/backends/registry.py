@@ -30,6 +30,7 @@ def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClu
         owner_pid=owner_pid,
         profile=config.profile or defaults.profile,
         real_node=config.real_node,
+        replace_driver=config.replace_driver,
     )
 
 

@@ -77,6 +77,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="add a real node to a local cluster (kubelet, containerd, runc; root) for the kubelet-mode checks",
     )
     group.addoption(
+        "--dra-replace-driver",
+        action="store_true",
+        help="a running local cluster of the state directory with another profile's driver gets this profile's "
+        "driver instead (control plane, nodes and metrics adapter kept); else such a run is refused",
+    )
+    group.addoption(
         "--dra-real-node-absent",
         default=None,
         metavar="WHY",
@@ -146,6 +152,7 @@ def suite_config_from(config: pytest.Config) -> SuiteConfig:
         audit_log=config.getoption("--dra-audit-log"),
         profile=config.getoption("--dra-profile"),
         real_node=config.getoption("--dra-real-node"),
+        replace_driver=config.getoption("--dra-replace-driver"),
         timeouts=Timeouts().override(**overrides),
     )
     if suite.backend == "existing" and suite.kubeconfig is None:

@@ -63,6 +63,7 @@ def test_binding_checks_run_on_a_leased_node_of_a_driver_without_fault_switches(
             "-m",
             "dra_conformance.cli",
             "run",
+            "--no-html",
             "-n",
             "1",
             f"--profile={vendor_like_profile(tmp_path)}",

@@ -34,6 +34,7 @@ def test_repeat_reports_each_tests_pass_rate_and_stops_its_cluster_after_the_las
                 "-m",
                 "dra_conformance.cli",
                 "run",
+                "--no-html",
                 "--repeat",
                 "2",
                 "--nodes",

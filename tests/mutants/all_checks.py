@@ -247,6 +247,7 @@ def command(chosen: Mutant, workdir: Path, strictness: Strictness) -> list[str]:
         "-m",
         "dra_conformance.cli",
         "run",
+        "--no-html",
         "-n",
         str(WORKERS),
         "--nodes",

@@ -2,7 +2,9 @@
 
 A mutant is one realistic vendor bug: a broken mode of the reference driver (`fake_dra.broken.BrokenMode`, started
 with `--broken-mode`), or a broken RBAC manifest the driver ships. Each runs as the driver under test from a copy
-of the reference driver's profile, on a private local cluster, like a vendor's binary. The check named for it must
+of the reference driver's profile, like a vendor's binary, on a local cluster: a private one, or one that mutants
+run one after another share, each swapping its driver in (`--replace-driver`: a fresh driver, the control plane
+kept). The check named for it must
 fail; a mutant no check kills means the suite proves nothing about that bug.
 
 Used by tests/mutants (one test per mutant) and bench/mutants (the table and the score).
@@ -23,11 +25,16 @@ import yaml
 
 from dra_conformance import paths
 from fake_dra.broken import BrokenMode
+from tests.shared_cluster import swap_in
 
 # Cluster start (~15 s), the checks, and the cluster's stop, with room for a busy CI machine.
 MUTANT_RUN_DEADLINE = 600.0
 # `dra-conformance run` exits with this when tests failed (and ran): anything else is no verdict.
 EXIT_TESTS_FAILED = 1
+# What a mutant run reports when its driver did not even start on the shared cluster (no run, no verdict).
+EXIT_NO_START = -1
+# Fake nodes of a mutant's cluster: two, so that node-local checks have another node to compare with.
+MUTANT_NODES = 2
 # Kept of a run's output for failure messages.
 OUTPUT_TAIL = 3000
 
@@ -367,21 +374,33 @@ def selection(tests: list[str]) -> str:
     return " or ".join(sorted({test.split("[", 1)[0] for test in tests}))
 
 
-def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None) -> MutantRun:
-    """Run the bundled suites' `tests` (default: the named check) against `chosen` on a private local cluster."""
+def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None, cluster: Path | None = None) -> MutantRun:
+    """Run the bundled suites' `tests` (default: the named check) against `chosen` on a private local cluster.
+
+    `cluster`: the state directory of a cluster shared by mutants run one after another (`swap_in` puts this
+    mutant's driver in; a shipped mutant still gets a cluster of its own); None starts one in `workdir`.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    profile = mutant_profile(chosen, workdir)
+    state_dir = workdir / "cluster" if cluster is None or chosen.shipped else cluster
+    if state_dir == cluster:
+        refused = swap_in(profile, cluster, MUTANT_NODES)
+        if refused is not None:
+            return MutantRun(chosen, EXIT_NO_START, {}, (), refused[-OUTPUT_TAIL:], time.monotonic() - started)
     command = [
         sys.executable,
         "-m",
         "dra_conformance.cli",
         "run",
+        "--no-html",
         "-n",
-        "1",
+        "0",  # one check: in the run's own process, no xdist worker to start
         "--nodes",
-        "2",
+        str(MUTANT_NODES),
         *(["--real-node"] if chosen.shipped else []),
-        f"--profile={mutant_profile(chosen, workdir)}",
-        f"--dra-cluster-state-dir={workdir / 'cluster'}",
+        f"--profile={profile}",
+        f"--dra-cluster-state-dir={state_dir}",
         f"--dra-reports-dir={workdir / 'reports'}",
         "-p",
         "no:cacheprovider",
@@ -389,7 +408,6 @@ def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None) ->
         selection(tests or [chosen.killed_by]),
         str(paths.suites_dir()),
     ]
-    started = time.monotonic()
     result = subprocess.run(command, capture_output=True, text=True, timeout=MUTANT_RUN_DEADLINE, check=False)
     failed, passed = junit_results(workdir / "reports")
     return MutantRun(
@@ -402,9 +420,12 @@ def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None) ->
     )
 
 
-def assert_caught(mutant: Mutant, tmp_path: Path) -> None:
-    """Run the suites against `mutant`: the run fails, and its named check fails on the obligation it breaks."""
-    run = run_mutant(mutant, tmp_path)
+def assert_caught(mutant: Mutant, tmp_path: Path, cluster: Path | None = None) -> None:
+    """Run the suites against `mutant`: the run fails, and its named check fails on the obligation it breaks.
+
+    `cluster`: as for `run_mutant`.
+    """
+    run = run_mutant(mutant, tmp_path, cluster=cluster)
     assert run.returncode == EXIT_TESTS_FAILED, f"the run against mutant {mutant} did not fail its tests:\n{run.output}"
     assert run.killed, f"mutant {mutant} survived {mutant.killed_by}; failed instead: {run.failed}\n{run.output}"
     caught = run.failed[mutant.killed_by]

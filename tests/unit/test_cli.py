@@ -41,6 +41,7 @@ def _one_line(text: str) -> str:
         (["cluster", "up", "--dra-timeout-apiserver-ready", "0"], "expected more than 0 seconds, got 0"),
         (["cluster", "up", "--dra-timeout-etcd-ready=soon"], "expected seconds, got 'soon'"),
         (["cluster", "up", "--dra-timeout-pod-scheduled=5"], "unrecognized arguments: --dra-timeout-pod-scheduled=5"),
+        (["run", "-n", "-1"], "expected 0 or more, got -1"),
     ],
     ids=[
         "unknown-action",
@@ -51,6 +52,7 @@ def _one_line(text: str) -> str:
         "zero-deadline",
         "non-numeric-deadline",
         "deadline-not-of-cluster-start",
+        "negative-workers",
     ],
 )
 def test_bad_flags_exit_with_one_line(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,7 +23,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.local import control_plane, drivers, images, real_node, shipped
+from dra_conformance.backends.local import control_plane, driver_swap, drivers, images, real_node, shipped
 from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
 from dra_conformance.backends.local.components import driver as driver_component
 from dra_conformance.backends.local.components import fake_nodes, kwok, metrics_adapter, shipped_driver
@@ -98,6 +98,9 @@ class LocalClusterConfig:
     profile: Path = field(default_factory=paths.reference_driver_profile)
     # Add a real node: a kubelet on containerd and runc on this machine (root only), for kubelet-mode checks.
     real_node: bool = False
+    # A running cluster of this state directory with another profile's driver gets this profile's driver instead
+    # (`driver_swap`), rather than refusing the run.
+    replace_driver: bool = False
     # The scheduler's client QPS and burst (bench/scheduling --scheduler-qps, as upstream's scheduler_perf lifts
     # them); None leaves the scheduler's defaults, as on a default cluster.
     scheduler_qps: int | None = None
@@ -191,6 +194,10 @@ class LocalBackend:
         with FileLock(str(self.layout.lock)):
             running = self.info()
             if running is not None:
+                if self.config.replace_driver and running.details.get("profile.digest") != profile_hash(
+                    self.config.profile
+                ):
+                    running = self._replace_driver()
                 self._check_same_driver(running)
                 self._join(running)
                 return running
@@ -320,6 +327,13 @@ class LocalBackend:
             "real_nodes": [real_node.REAL_NODE] if with_real_node else [],
             "startup": timings.laps,
             "metrics": self.config.metrics if self.config.metrics != "none" else None,
+        }
+        self._write_record(recorded, endpoints)
+
+    def _write_record(self, recorded: dict[str, Any], endpoints: list[DriverEndpoint]) -> None:
+        """cluster.json: `recorded` with this config's profile and the driver's `endpoints`."""
+        recorded = {
+            **recorded,
             "profile": str(self.config.profile),
             "profile_digest": profile_hash(self.config.profile),
             "drivers": [
@@ -327,7 +341,40 @@ class LocalBackend:
                 for e in endpoints
             ],
         }
-        (self.layout.root / "cluster.json").write_text(json.dumps(recorded))
+        partial = self.layout.root / "cluster.json.partial"
+        partial.write_text(json.dumps(recorded))
+        partial.replace(self.layout.root / "cluster.json")
+
+    def _replace_driver(self) -> ClusterInfo:
+        """Swap the running cluster's driver for this config's profile's (`driver_swap`); under the cluster's lock."""
+        began = time.monotonic()
+        profile = load_profile(self.config.profile)
+        recorded = json.loads((self.layout.root / "cluster.json").read_text())
+        refused = driver_swap.refusal(self.layout, recorded, profile, self.config.owner_pid)
+        if refused is not None:
+            raise UsageError(
+                f"cannot replace the driver of the local cluster in {self.layout.root}: {refused}; stop it first "
+                "(dra-conformance cluster down) or use another state directory"
+            )
+        for entry in recorded.get("drivers", []):
+            self._stop_driver_process(entry["node"])
+        self._kill_log().unlink(missing_ok=True)  # the old driver's kills: no exit of the new one is the suite's
+        with self.supervised.api() as api_client:
+            old = driver_swap.remove_old_driver(api_client, self.layout, self.config.timeouts.delete)
+        binaries = Builder(
+            self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
+        ).ensure_all()
+        nodes = fake_nodes.FakeNodes(tuple(recorded["nodes"])).all
+        endpoints = driver_component.DriverUnderTest(profile, vars(binaries), nodes).start(self.supervised)
+        self._write_record(recorded, endpoints)
+        self.echo(
+            f"driver {old} replaced by {profile.driver} of {profile.source} in {time.monotonic() - began:.1f} s "
+            "(control plane, nodes and metrics adapter kept)"
+        )
+        info = self.info()
+        if info is None:
+            raise BackendError(f"replace driver: the cluster stopped meanwhile: {self.supervised.reason()}")
+        return info
 
     def _join(self, running: ClusterInfo) -> None:
         """Hold the running cluster too (under the lock): it stops only once every holder released it or exited."""
@@ -345,7 +392,8 @@ class LocalBackend:
         if running.details.get("profile.digest") != wanted:
             raise UsageError(
                 f"the local cluster in {self.layout.root} runs the driver of {running.details.get('profile')}, not "
-                f"{self.config.profile}; stop it first (dra-conformance cluster down) or use another state directory"
+                f"{self.config.profile}; replace its driver (--replace-driver), stop it first (dra-conformance "
+                "cluster down) or use another state directory"
             )
 
     # --- the driver under test ----------------------------------------------------------------------------------
@@ -356,15 +404,25 @@ class LocalBackend:
         processes = (self._state() or {}).get("processes", {})
         if name not in processes:
             raise BackendError(self._not_supervised(node))
-        pid = int(processes[name])
+        # Noted before the kill, so the run counts the exit as the suite's doing (`driver_exits`).
+        with self._kill_log().open("a") as log:
+            log.write(json.dumps({"name": name, "at": time.time()}) + "\n")
+        return self._sigkill(name, int(processes[name]))
+
+    def _stop_driver_process(self, node: str) -> None:
+        """SIGKILL the driver process on `node` if it runs, without noting it as the suite's kill (a swap's)."""
+        name = drivers.process_name(node)
+        pid = (self._state() or {}).get("processes", {}).get(name)
+        if pid is not None and self.supervised.exit_code(name) is None:
+            self._sigkill(name, int(pid))
+
+    def _sigkill(self, name: str, pid: int) -> int:
+        """SIGKILL supervised process `name` (`pid`); return its exit status once the supervisor recorded the exit."""
 
         def exits() -> list[int]:
             return [int(e["code"]) for e in (self._state() or {}).get("exit_history", []) if e["name"] == name]
 
         before = len(exits())
-        # Noted before the kill, so the run counts the exit as the suite's doing (`driver_exits`).
-        with self._kill_log().open("a") as log:
-            log.write(json.dumps({"name": name, "at": time.time()}) + "\n")
         with contextlib.suppress(ProcessLookupError):  # it exited on its own; the supervisor records that exit
             os.kill(pid, signal.SIGKILL)
         try:
@@ -372,7 +430,7 @@ class LocalBackend:
                 exits,
                 lambda codes: len(codes) > before,
                 timeout=self.config.timeouts.process_stop,
-                what=f"supervisor recording an exit of driver {name} (pid {pid}) after SIGKILL",
+                what=f"supervisor recording an exit of {name} (pid {pid}) after SIGKILL",
                 describe=lambda codes: f"{len(codes)} exits recorded, {before} before the kill",
                 max_interval=STARTUP_POLL_CAP,
             )

@@ -67,8 +67,24 @@ def node_of_process(name: str) -> str | None:
     return name.removeprefix(PROCESS_PREFIX) if name.startswith(PROCESS_PREFIX) else None
 
 
-def apply_manifests(api_client: client.ApiClient, files: tuple[Path, ...], account: ServiceAccountRef) -> None:
-    """Create the profile's namespace, its RBAC objects and its ServiceAccount (what already exists is kept)."""
+def object_ref(document: dict[str, Any]) -> dict[str, str]:
+    """apiVersion, kind, name and namespace ("" when cluster-scoped) of a manifest: enough to delete it again."""
+    metadata = document["metadata"]
+    return {
+        "apiVersion": document["apiVersion"],
+        "kind": document["kind"],
+        "name": metadata["name"],
+        "namespace": metadata.get("namespace") or "",
+    }
+
+
+def apply_manifests(
+    api_client: client.ApiClient, files: tuple[Path, ...], account: ServiceAccountRef
+) -> list[dict[str, str]]:
+    """Create the profile's namespace, its RBAC objects and its ServiceAccount (what already exists is kept).
+
+    Returns every object but namespaces (which other tenants may share), as `object_ref`s.
+    """
     namespace: dict[str, Any] = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": account.namespace}}
     documents = [namespace]
     for path in files:
@@ -83,6 +99,7 @@ def apply_manifests(api_client: client.ApiClient, files: tuple[Path, ...], accou
         except ApiException as error:
             if error.status != 409:
                 raise
+    return [object_ref(document) for document in documents if document["kind"] != "Namespace"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,16 @@ class DriverDeployment:
     builds: dict[str, dict[str, ProcessSpec]] = field(default_factory=dict)
     # Per node, the directories the driver writes to (sockets, CDI specs, data, the profile's `createDirs`).
     directories: dict[str, tuple[Path, ...]] = field(default_factory=dict)
+    # The objects installed for the driver's identity (RBAC, ServiceAccount, token-holder pods), as `object_ref`s.
+    objects: list[dict[str, str]] = field(default_factory=list)
+
+    def record(self, profile: DriverProfile) -> dict[str, Any]:
+        """What `driver_swap` needs to remove this deployment again, as JSON (`identity_path`)."""
+        return {
+            "driver": profile.driver,
+            "objects": self.objects,
+            "directories": {node: [str(path) for path in paths] for node, paths in self.directories.items()},
+        }
 
 
 # The build a profile's `run` describes; `run.versions` names the others (`previous`).
@@ -104,6 +131,11 @@ CURRENT_BUILD = "current"
 def builds_path(layout: ClusterLayout) -> Path:
     """Where the rendered builds of the driver, per node, are kept for restarts with another build."""
     return layout.root / "driver-builds.json"
+
+
+def identity_path(layout: ClusterLayout) -> Path:
+    """Where the driver's identity objects and node directories are kept, for `driver_swap` to remove them."""
+    return layout.root / "driver-identity.json"
 
 
 def placeholder_values(
@@ -141,7 +173,7 @@ def deploy(
             f"{profile.source}: driver {profile.driver} has no `run` section: the local backend cannot run it"
         )
     account = profile.identity.service_account
-    apply_manifests(api_client, profile.identity.rbac, account)
+    objects = apply_manifests(api_client, profile.identity.rbac, account)
     endpoints, processes = [], []
     builds: dict[str, dict[str, ProcessSpec]] = {}
     directories: dict[str, tuple[Path, ...]] = {}
@@ -151,10 +183,10 @@ def deploy(
         )
         bound_pod = None
         if profile.identity.node_bound_token:
-            pod = client.CoreV1Api(api_client).create_namespaced_pod(
-                account.namespace, token_holder_pod(account.namespace, account.name, node, f"{account.name}-{node}")
-            )
+            holder = token_holder_pod(account.namespace, account.name, node, f"{account.name}-{node}")
+            pod = client.CoreV1Api(api_client).create_namespaced_pod(account.namespace, holder)
             bound_pod = (pod.metadata.name, pod.metadata.uid)
+            objects.append(object_ref(holder))
         token = request_token(
             api_client, account.namespace, account.name, bound_pod=bound_pod, lifetime=DRIVER_TOKEN_LIFETIME
         )
@@ -191,4 +223,4 @@ def deploy(
         }
         processes.append(builds[node][CURRENT_BUILD])
         endpoints.append(endpoint)
-    return DriverDeployment(endpoints, processes, builds, directories)
+    return DriverDeployment(endpoints, processes, builds, directories, objects)

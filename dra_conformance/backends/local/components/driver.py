@@ -74,6 +74,8 @@ class DriverUnderTest:
             builds = self._deployment.builds
             recorded = {node: {b: asdict(spec) for b, spec in specs.items()} for node, specs in builds.items()}
             drivers.builds_path(cluster.layout).write_text(json.dumps(recorded, indent=2))
+            identity = self._deployment.record(self.profile)
+            drivers.identity_path(cluster.layout).write_text(json.dumps(identity, indent=2))
             cluster.add_processes(processes)
 
     def _create_daemonsets(self, api_client: client.ApiClient, deployment: drivers.DriverDeployment) -> None:
