@@ -25,6 +25,9 @@ no slower than kwokctl's api_and_nodes, and our API-and-nodes figure ahead of it
 
     python bench/cluster_up [--runs 5] [--nodes 2] [--skip-cold] [--real-node] [--json [PATH]]
 
+Then (without --real-node) the driver swap: on one warm cluster, `--runs` swaps of the driver under test between
+two copies of the reference driver (`LocalBackend` with `replace_driver`), against the warm start it saves.
+
 With --real-node the clusters also start the real node (kubelet, containerd, runc; root), and the extra start
 time it costs is printed: the backend's phases from the fake drivers ready until the real node is Ready
 (containerd, image import, kubelet registration) and its driver registered with a complete pool.
@@ -60,7 +63,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from dra_conformance import versions
+from dra_conformance import paths, versions
 from dra_conformance.backends.local.backend import KWOK_NODE_ANNOTATION, NODE_CAPACITY, LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.build import COMPONENTS, KWOKCTL, Binaries, Builder
 from dra_conformance.backends.local.network import LOOPBACK, node_address
@@ -69,6 +72,10 @@ from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig, raw_request
 from dra_conformance.kube.nodes import ready_node_names
+
+# The profile copies the swap uses come from the tests' helper, in the checkout (tests/), not in the installed engine.
+sys.path.insert(0, str(paths.CHECKOUT))
+from tests.shared_cluster import renamed_reference_profile
 
 # The issue's target for a warm start on 2 cores, and published figures of comparable tools (seconds).
 TARGET_WARM_SECONDS = 5.0
@@ -340,6 +347,42 @@ def warm_start(nodes: int, real_node: bool) -> WarmStart:
     return WarmStart(total, stop, phases, timeline)
 
 
+def driver_swaps(nodes: int, runs: int) -> list[float]:
+    """Seconds of each `--replace-driver` swap on one warm cluster, alternating between two drivers.
+
+    What a vendor's fast loop (and the mutation tests) pays per build instead of a whole warm start.
+    """
+    seconds = []
+    with tempfile.TemporaryDirectory(prefix="dra-bench-swap-") as scratch:
+        profiles = [renamed_reference_profile(Path(scratch), f"gpu-{n}.swap.example.com") for n in ("a", "b")]
+        state_dir = Path(scratch) / "cluster"
+
+        def config(profile: Path) -> LocalClusterConfig:
+            return LocalClusterConfig(
+                state_dir=state_dir, nodes=nodes, profile=profile, owner_pid=os.getpid(), replace_driver=True
+            )
+
+        try:
+            LocalBackend(config(profiles[0])).start()
+            for run in range(runs):
+                started = time.monotonic()
+                LocalBackend(config(profiles[(run + 1) % 2]), echo=lambda _: None).start()
+                seconds.append(time.monotonic() - started)
+                print(f"driver swap {run + 1}: {seconds[-1]:.2f} s", flush=True)
+        finally:
+            LocalBackend(config(profiles[0])).stop()
+    return seconds
+
+
+def report_swaps(swaps: list[float], ours: list[WarmStart]) -> None:
+    """The swap against the whole warm start it replaces, both measured in this run."""
+    swap, warm = statistics.median(swaps), statistics.median(run.total for run in ours)
+    print(
+        f"driver swap (--replace-driver) median of {len(swaps)}: {swap:.2f} s (min {min(swaps):.2f}, max "
+        f"{max(swaps):.2f}); a warm start with the driver {warm:.2f} s; ratio swap / warm start {ratio(swap, warm)}"
+    )
+
+
 def ratio(ours: float, theirs: float) -> str:
     return f"{ours / theirs:.2f}" if theirs > 0 else "n/a"
 
@@ -475,12 +518,17 @@ def main() -> None:
             print(
                 f"{line}; kwokctl {theirs[-1].api:.2f} s API, {theirs[-1].api_and_nodes:.2f} s with nodes", flush=True
             )
+        swaps = [] if args.real_node else driver_swaps(args.nodes, args.runs)
     except KeyboardInterrupt:
         sys.exit("bench/cluster_up: interrupted; clusters stopped and deleted, temporary directories removed")
     except (BenchError, ConformanceError) as error:
         sys.exit(f"bench/cluster_up: {type(error).__name__}: {error}")
     report(ours, theirs, args.nodes, args.real_node)
-    bench_record.save(args.json, "cluster_up", figures(ours, theirs, cold, args.real_node))
+    found = figures(ours, theirs, cold, args.real_node)
+    if swaps:
+        report_swaps(swaps, ours)
+        found.append(lower("driver_swap_s", statistics.median(swaps), "s"))
+    bench_record.save(args.json, "cluster_up", found)
 
 
 if __name__ == "__main__":

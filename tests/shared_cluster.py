@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
+
+from dra_conformance import paths
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.errors import ConformanceError
 
@@ -33,3 +36,20 @@ def swap_in(profile: Path, cluster: Path, nodes: int) -> str | None:
 def stop_shared_cluster(cluster: Path) -> None:
     """Stop the cluster `swap_in` started in `cluster` (a no-op if none runs)."""
     LocalBackend(LocalClusterConfig(state_dir=cluster)).stop()
+
+
+def renamed_reference_profile(directory: Path, driver: str, devices: int | None = None) -> Path:
+    """The reference driver's profile under another driver name (and device count), written to `directory`.
+
+    Its RBAC paths are made absolute, so the copy works from anywhere.
+    """
+    source = paths.reference_driver_profile()
+    profile = yaml.safe_load(source.read_text())
+    profile["driver"] = driver
+    if devices is not None:
+        profile["devices"]["perNode"] = devices
+    for identity in (profile["identity"], profile["identity"]["controller"]):
+        identity["rbac"] = [str((source.parent / path).resolve()) for path in identity["rbac"]]
+    path = directory / f"{driver}.yaml"
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path

@@ -11,30 +11,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes import client
 
-from dra_conformance import paths
 from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.errors import UsageError
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.timeouts import Timeouts
-
-
-def _profile(directory: Path, driver: str, devices: int) -> Path:
-    """The reference driver's profile under another driver name and device count (RBAC paths made absolute)."""
-    source = paths.reference_driver_profile()
-    profile = yaml.safe_load(source.read_text())
-    profile["driver"] = driver
-    profile["devices"]["perNode"] = devices
-    profile["identity"]["rbac"] = [str((source.parent / path).resolve()) for path in profile["identity"]["rbac"]]
-    controller = profile["identity"]["controller"]
-    controller["rbac"] = [str((source.parent / path).resolve()) for path in controller["rbac"]]
-    path = directory / f"{driver}.yaml"
-    path.write_text(yaml.safe_dump(profile, sort_keys=False))
-    return path
+from tests.shared_cluster import renamed_reference_profile
 
 
 def _alive(pid: int) -> bool:
@@ -52,7 +37,7 @@ def first_driver(tmp_path: Path, timeouts: Timeouts) -> Iterator[tuple[LocalBack
         nodes=1,
         timeouts=timeouts,
         owner_pid=None,
-        profile=_profile(tmp_path, "gpu-a.swap.example.com", 2),
+        profile=renamed_reference_profile(tmp_path, "gpu-a.swap.example.com", 2),
     )
     backend = LocalBackend(config)
     try:
@@ -70,7 +55,7 @@ def test_replaced_driver_leaves_no_process_slice_or_socket_and_the_new_one_publi
     assert before is not None
     old_pids = {k: int(v) for k, v in before.details.items() if k.startswith("pid.driver-")}
     old_sockets = [endpoint.registration_socket for endpoint in before.drivers]
-    second = _profile(directory, "gpu-b.swap.example.com", 3)
+    second = renamed_reference_profile(directory, "gpu-b.swap.example.com", 3)
 
     after = LocalBackend(
         LocalClusterConfig(
@@ -107,7 +92,7 @@ def test_replace_is_refused_while_another_run_holds_the_cluster(
             owner_pid=holder.pid,
         )
         LocalBackend(attach).start()
-        second = _profile(directory, "gpu-b.swap.example.com", 3)
+        second = renamed_reference_profile(directory, "gpu-b.swap.example.com", 3)
         replace = LocalClusterConfig(
             state_dir=backend.config.state_dir, nodes=1, timeouts=timeouts, profile=second, replace_driver=True
         )
