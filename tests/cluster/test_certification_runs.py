@@ -23,12 +23,11 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
+from tests.reference_image import build_reference_image
 
 # A whole default run on kwok nodes, or the kubelet suite on a real node (~4 min alone), on a CI machine whose two
 # cores the other tests keep busy.
 CERTIFICATION_RUN_DEADLINE = 1800.0
-# The reference driver's image from the build cache takes seconds; a cold build (Debian root file system) minutes.
-IMAGE_BUILD_DEADLINE = 1200.0
 OUTPUT_TAIL = 4000
 
 
@@ -74,28 +73,6 @@ RUNS = (
 )
 
 
-def _build_shipped_image() -> None:
-    """The reference driver's image archive the shipped profile installs (reports/images/reference-driver.tar)."""
-    build = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dra_conformance.cli",
-            "image",
-            "build",
-            "--image",
-            "reference-driver",
-            "--output",
-            str(paths.CHECKOUT / "reports" / "images" / "reference-driver.tar"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=IMAGE_BUILD_DEADLINE,
-        check=False,
-    )
-    assert build.returncode == 0, f"image build: {(build.stdout + build.stderr)[-OUTPUT_TAIL:]}"
-
-
 def _summary(reports: Path) -> dict[str, object]:
     found = sorted(reports.glob("*/summary.json"))
     assert len(found) == 1, f"one run's summary expected under {reports}: {found}"
@@ -109,8 +86,9 @@ def _summary(reports: Path) -> dict[str, object]:
     ids=lambda r: r.name,
 )
 def test_certification_run_ends_in_its_verdict_with_no_check_failed(run: CertificationRun) -> None:
-    if run.shipped_image:
-        _build_shipped_image()
+    if run.shipped_image:  # where the shipped profile's install.images names it
+        failed = build_reference_image(paths.CHECKOUT / "reports" / "images" / "reference-driver.tar")
+        assert failed is None, f"image build: {failed}"
     reports = paths.CHECKOUT / "reports" / "ci" / run.name
     shutil.rmtree(reports, ignore_errors=True)  # this check's earlier run: its summary would be read as this one's
     command = [

@@ -25,6 +25,7 @@ import yaml
 
 from dra_conformance import paths
 from fake_dra.broken import BrokenMode
+from tests.reference_image import build_reference_image
 from tests.shared_cluster import swap_in
 
 # Cluster start (~15 s), the checks, and the cluster's stop, with room for a busy CI machine.
@@ -40,9 +41,6 @@ OUTPUT_TAIL = 3000
 
 # The as-shipped profile the shipped mutants copy.
 SHIPPED_PROFILE = "reference-driver-shipped.yaml"
-# The reference driver's image from the build cache takes a second; a cold build (Debian root file system, wheels)
-# takes minutes.
-IMAGE_BUILD_DEADLINE = 1200.0
 
 DOWNGRADE_CHECK = "test_driver_upgraded_and_downgraded_with_claims_in_flight_keeps_pools_current_and_claims_known"
 
@@ -282,25 +280,9 @@ def shipped_mutant_profile(chosen: Mutant, directory: Path) -> Path:
         manifests.append(str(manifest))
     install["manifests"] = manifests
     image = directory / "reference-driver.tar"
-    build = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dra_conformance.cli",
-            "image",
-            "build",
-            "--image",
-            "reference-driver",
-            "--output",
-            str(image),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=IMAGE_BUILD_DEADLINE,
-        check=False,
-    )
-    if build.returncode != 0:
-        raise RuntimeError(f"image build for mutant {chosen}: {(build.stdout + build.stderr)[-OUTPUT_TAIL:]}")
+    failed = build_reference_image(image)
+    if failed is not None:
+        raise RuntimeError(f"image build for mutant {chosen}: {failed}")
     install["images"] = [str(image)]
     profile["identity"]["rbac"] = [str((source.parent / path).resolve()) for path in profile["identity"]["rbac"]]
     path = directory / f"{chosen.name}.yaml"
