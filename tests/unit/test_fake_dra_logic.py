@@ -180,16 +180,17 @@ class _FakeSlices:
 
 
 class _FakeNodes:
-    """read_node of CoreV1Api: every node exists, with a UID derived from its name."""
+    """CoreReader of Nodes: every node exists, with a UID derived from its name."""
 
-    def read_node(self, name: str, **_: object) -> SimpleNamespace:
-        return SimpleNamespace(metadata=SimpleNamespace(uid=f"uid-{name}"))
+    def get(self, path: str, **params: str) -> dict[str, Any]:
+        assert path == "/api/v1/nodes/{name}", path
+        return {"metadata": {"name": params["name"], "uid": f"uid-{params['name']}"}}
 
 
 def _fake_api(slices: _FakeSlices) -> DriverAPI:
     api = DriverAPI(ApiClient(), "gpu.example.com")
     api.resource = slices
-    api.core = _FakeNodes()
+    api.nodes = _FakeNodes()  # type: ignore[assignment]
     return api
 
 

@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.api.resource_v1_api import ResourceV1Api
 from kubernetes.client.exceptions import ApiException
 
+from dra_wire.kube_json import CoreReader
 from fake_dra.rate_limit import TokenBucket
 
 Manifest = dict[str, Any]
@@ -60,8 +62,8 @@ class DriverAPI:
 
     def __init__(self, api: client.ApiClient, driver_name: str, limit: TokenBucket | None = None) -> None:
         """Call the API server through `api`, within `limit` if given; status writes use `driver_name` as manager."""
-        self.resource = client.ResourceV1Api(api)
-        self.core = client.CoreV1Api(api)
+        self.resource = ResourceV1Api(api)  # imported with this module: the launcher's children inherit it
+        self.nodes = CoreReader(api, REQUEST_TIMEOUT)
         self.driver_name = driver_name
         self.limit = limit
         # Owner reference per node name, read once: a Node's UID does not change while the driver runs.
@@ -148,13 +150,9 @@ class DriverAPI:
         with the Node.
         """
         if node not in self._node_owners:
-            try:
-                self._admit()
-                uid = self.core.read_node(node, _request_timeout=REQUEST_TIMEOUT).metadata.uid
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-                uid = None
+            self._admit()
+            found = self.nodes.get("/api/v1/nodes/{name}", name=node)
+            uid = found["metadata"]["uid"] if found else None
             owner = {"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": True}
             self._node_owners[node] = owner if uid else None
         return self._node_owners[node]

@@ -9,8 +9,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import config
 
+from dra_wire.kube_json import CoreReader
 from fake_metrics import control, server
 from fake_metrics.samples import FaultBox
 
@@ -28,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--control-socket", type=Path, required=True)
     args = parser.parse_args(argv)
 
-    core = client.CoreV1Api(config.new_client_from_config(config_file=str(args.kubeconfig), persist_config=False))
+    core = CoreReader(
+        config.new_client_from_config(config_file=str(args.kubeconfig), persist_config=False), server.LIST_TIMEOUT
+    )
     faults = FaultBox()
     requests: list[dict[str, Any]] = []
     https = server.serve(

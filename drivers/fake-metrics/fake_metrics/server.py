@@ -6,19 +6,15 @@ proxy client); the user it acts for comes in X-Remote-User. kube-apiserver has a
 
 from __future__ import annotations
 
-import json
 import re
 import ssl
 import threading
-from collections.abc import Callable
 from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-
+from dra_wire.kube_json import CoreReader
 from dra_wire.unix_http import JSONRequestHandler
 from fake_metrics.samples import GROUP, VERSIONS, FaultBox, node_metrics, pod_metrics
 
@@ -28,29 +24,13 @@ NODE_PATH = re.compile(r"^/apis/metrics\.k8s\.io/(?P<v>[^/]+)/nodes(/(?P<name>[^
 LIST_TIMEOUT = 10.0
 RUNNING = "Running"
 RUNNING_SELECTOR = f"status.phase={RUNNING}"
-NOT_FOUND = 404
-
-
-def _json(response: Any) -> Any:
-    """The body of an answer read with `_preload_content=False`, as plain JSON (no model objects)."""
-    return json.loads(response.data)
-
-
-def _read(get: Callable[[], Any]) -> Any:
-    """One object as plain JSON, or None when the API server answers 404."""
-    try:
-        return _json(get())
-    except ApiException as error:
-        if error.status == NOT_FOUND:
-            return None
-        raise
 
 
 class MetricsHandler(JSONRequestHandler):
     """Serves one request; configured through class attributes set by `serve`."""
 
     faults: FaultBox
-    core: client.CoreV1Api
+    core: CoreReader
     allowed_names: set[str]
     requests: list[dict[str, Any]]
 
@@ -119,12 +99,12 @@ class MetricsHandler(JSONRequestHandler):
             return
         faults = self.faults.get()
         if name is not None:
-            if _read(lambda: self.core.read_node(name, _preload_content=False, _request_timeout=LIST_TIMEOUT)) is None:
+            if self.core.get("/api/v1/nodes/{name}", name=name) is None:
                 self._status(HTTPStatus.NOT_FOUND, f'nodemetrics "{name}" not found')
             else:
                 self.reply(HTTPStatus.OK, node_metrics(name, version, faults))
             return
-        listed = _json(self.core.list_node(_preload_content=False, _request_timeout=LIST_TIMEOUT))
+        listed = self.core.get("/api/v1/nodes")
         names = [node["metadata"]["name"] for node in listed["items"]]
         items = [node_metrics(n, version, faults) for n in sorted(names)]
         self.reply(
@@ -138,11 +118,7 @@ class MetricsHandler(JSONRequestHandler):
             return
         faults = self.faults.get()
         if name is not None and namespace:
-            pod = _read(
-                lambda: self.core.read_namespaced_pod(
-                    name, namespace, _preload_content=False, _request_timeout=LIST_TIMEOUT
-                )
-            )
+            pod = self.core.get("/api/v1/namespaces/{namespace}/pods/{name}", namespace=namespace, name=name)
             sample = pod_metrics(pod, version, faults) if pod and pod["status"].get("phase") == RUNNING else None
             if sample is not None:
                 self.reply(HTTPStatus.OK, sample)
@@ -150,14 +126,11 @@ class MetricsHandler(JSONRequestHandler):
                 self._status(HTTPStatus.NOT_FOUND, f'podmetrics "{name}" not found')
             return
         # Raw JSON, and only Running pods: the answer stays a plain dict (no model per pod) on a large cluster.
-        listed = _json(
-            self.core.list_namespaced_pod(
-                namespace, field_selector=RUNNING_SELECTOR, _preload_content=False, _request_timeout=LIST_TIMEOUT
-            )
+        running = {"fieldSelector": RUNNING_SELECTOR}
+        listed = (
+            self.core.get("/api/v1/namespaces/{namespace}/pods", namespace=namespace, query=running)
             if namespace
-            else self.core.list_pod_for_all_namespaces(
-                field_selector=RUNNING_SELECTOR, _preload_content=False, _request_timeout=LIST_TIMEOUT
-            )
+            else self.core.get("/api/v1/pods", query=running)
         )
         samples = [s for p in listed["items"] if (s := pod_metrics(p, version, faults)) is not None]
         if name is not None:  # a name without a namespace: the first Running pod of that name, in any namespace
@@ -205,7 +178,7 @@ def serve(
     front_proxy_ca: Path,
     allowed_names: set[str],
     faults: FaultBox,
-    core: client.CoreV1Api,
+    core: CoreReader,
     requests: list[dict[str, Any]],
 ) -> ThreadingHTTPServer:
     """Start the HTTPS server in a background thread."""
