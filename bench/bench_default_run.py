@@ -41,7 +41,9 @@ RUN_CLI = "from dra_conformance.cli import main; raise SystemExit(main())"
 def _environment(checkout: Path) -> dict[str, str]:
     if checkout == CHECKOUT:
         return dict(os.environ)
-    paths = [checkout, checkout / "drivers" / "fake-dra", checkout / "drivers" / "fake-metrics"]
+    # dra-wire too: what the reference programs share (sockets, client helpers) changes with them.
+    drivers = checkout / "drivers"
+    paths = [checkout, drivers / "fake-dra", drivers / "fake-metrics", drivers / "dra-wire"]
     inherited = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), *([inherited] if inherited else [])])}
 
