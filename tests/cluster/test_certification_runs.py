@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
-from tests.reference_image import build_reference_image
+from tests.reference_image import IMAGE_BUILD_DEADLINE, build_reference_image
 
 # A whole default run on kwok nodes, or the kubelet suite on a real node (~4 min alone), on a CI machine whose two
 # cores the other tests keep busy.
@@ -80,6 +80,9 @@ def _summary(reports: Path) -> dict[str, object]:
     return summary
 
 
+# The body holds its own named deadlines (the image build, the run); the suite-wide 300 s would cut a cold image
+# build (any change to the driver's files, ~2 min) plus a real-node run on a busy machine first, without saying which.
+@pytest.mark.timeout(IMAGE_BUILD_DEADLINE + CERTIFICATION_RUN_DEADLINE)
 @pytest.mark.parametrize(
     "run",
     [pytest.param(r, marks=[pytest.mark.xdist_group("real-node")] if r.real_node else []) for r in RUNS],

@@ -10,11 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.mutants.harness import MUTANTS, Mutant, assert_caught
+from tests.mutants.harness import MUTANT_RUN_DEADLINE, MUTANTS, Mutant, assert_caught
+from tests.reference_image import IMAGE_BUILD_DEADLINE
 
 pytestmark = [
     pytest.mark.xdist_group("real-node"),  # one real node per machine: fixed paths, ports and the bridge
     pytest.mark.skipif(os.geteuid() != 0, reason="not applicable: a real node needs root (cgroups, mounts, sysctls)"),
+    # The image build and the run have their own deadlines; the suite-wide 300 s would cut a cold build first.
+    pytest.mark.timeout(IMAGE_BUILD_DEADLINE + MUTANT_RUN_DEADLINE),
 ]
 
 
