@@ -259,17 +259,76 @@ def _sample(kind: str, item: dict[str, Any]) -> Sample:
     )
 
 
-def samples(api: client.ApiClient, version: str) -> dict[str, Sample]:
-    """Every node and pod sample one version serves, by "node/<name>" and "pod/<ns>/<name>"."""
-    found: dict[str, Sample] = {}
-    for kind, path in (("node", "nodes"), ("pod", "pods")):
-        status, body = _get(api, f"/apis/{GROUP}/{version}/{path}")
-        if status != 200:
-            raise ApiException(status=status, reason=f"GET {GROUP}/{version}/{path}: {body.get('message', body)}")
-        for item in body.get("items", []):
-            sample = _sample(kind, item)
-            found[f"{kind}/{sample.key}"] = sample
+# Nodes whose samples the checks judge: a few are enough to judge an implementation, and the count must not grow
+# with the cluster (on 1,000 nodes a run reads what it reads on 4).
+SCOPE_NODES = 4
+
+
+@dataclass(frozen=True)
+class SampleScope:
+    """Which samples the checks read: NodeMetrics of a few named nodes, PodMetrics of the Running pods on them.
+
+    Every read selects by node name, node or namespace, never the whole cluster: neither the suite nor the
+    implementation answering it (which lists what it is asked for) does more work on a larger cluster.
+    """
+
+    nodes: tuple[str, ...]
+
+    @classmethod
+    def of_cluster(cls, real_nodes: Sequence[str], nodes: Sequence[str]) -> SampleScope:
+        """The real kubelets first (their samples are measured, not synthesized), then nodes in name order."""
+        return cls(tuple(dict.fromkeys([*real_nodes, *sorted(nodes)]))[:SCOPE_NODES])
+
+    def describe(self) -> str:
+        """One line for messages: which samples were read."""
+        return f"NodeMetrics of {list(self.nodes)} and PodMetrics of the Running pods on them"
+
+
+def running_pods(api: client.ApiClient, nodes: Iterable[str]) -> set[str]:
+    """The Running pods on `nodes` as "<namespace>/<name>" (one list per node, selected by field)."""
+    found = set()
+    for node in nodes:
+        query = {"fieldSelector": f"spec.nodeName={node},status.phase=Running"}
+        body = _ok(api, "/api/v1/pods", query)
+        found |= {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in body.get("items", [])}
     return found
+
+
+def samples(api: client.ApiClient, version: str, scope: SampleScope) -> dict[str, Sample]:
+    """The node and pod samples `version` serves within `scope`, by "node/<name>" and "pod/<ns>/<name>".
+
+    A version that does not answer raises `ApiException`; a node or pod it has no sample for is left out (metrics
+    pipelines skip objects they could not scrape).
+    """
+    _ok(api, f"/apis/{GROUP}/{version}")
+    found: dict[str, Sample] = {}
+    for node in scope.nodes:
+        status, body = _get(api, f"/apis/{GROUP}/{version}/nodes/{node}")
+        if status == 404:
+            continue
+        _raise_unless_ok(status, body, f"{GROUP}/{version}/nodes/{node}")
+        sample = _sample("node", body)
+        found[f"node/{sample.key}"] = sample
+    pods = running_pods(api, scope.nodes)
+    for namespace in sorted({pod.split("/", 1)[0] for pod in pods}):
+        body = _ok(api, f"/apis/{GROUP}/{version}/namespaces/{namespace}/pods")
+        for item in body.get("items", []):
+            sample = _sample("pod", item)
+            if sample.key in pods:
+                found[f"pod/{sample.key}"] = sample
+    return found
+
+
+def _ok(api: client.ApiClient, path: str, query: dict[str, str] | None = None) -> Any:
+    status, body = _get(api, path, query)
+    _raise_unless_ok(status, body, path)
+    return body
+
+
+def _raise_unless_ok(status: int, body: Any, what: str) -> None:
+    if status != 200:
+        message = body.get("message", body) if isinstance(body, dict) else body
+        raise ApiException(status=status, reason=f"GET {what}: {message}")
 
 
 def get_status(api: client.ApiClient, path: str) -> int:
@@ -401,8 +460,10 @@ def verdict(evidence: Evidence) -> list[str]:
     return decisions or [DECISIONS[4]]
 
 
-def point_in_time_evidence(api: client.ApiClient, availability: Availability, slo: float) -> Evidence:
-    """The verdict's evidence from one availability read and the samples of the preferred usable version.
+def point_in_time_evidence(
+    api: client.ApiClient, availability: Availability, slo: float, scope: SampleScope
+) -> Evidence:
+    """The verdict's evidence from one availability read and the samples in `scope` of the preferred usable version.
 
     Nothing is read from an unavailable version; a version that serves no sample leaves the lag unknown (None),
     never zero.
@@ -411,7 +472,7 @@ def point_in_time_evidence(api: client.ApiClient, availability: Availability, sl
     evidence.messages = {s.version: s.message for s in availability.unavailable() if s.message}
     for version in availability.usable()[:1]:
         try:
-            found = samples(api, version)
+            found = samples(api, version, scope)
         except ApiException:
             continue
         lags = lag_seconds(found.values(), utc_now())
@@ -452,12 +513,13 @@ def summarize_lag(values: list[float]) -> tuple[float, float]:
 
 
 def wait_answering(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
-    """Wait until every version answers a NodeMetrics list through the aggregator.
+    """Wait until every version answers through the aggregator (its resource list, proxied to the implementation).
 
     The aggregator's proxy follows an APIService's Available condition through an informer, so right after the
-    condition turns True it can still answer 503 for a moment.
+    condition turns True it can still answer 503 for a moment. The resource list, not a NodeMetrics list: that
+    would list every node of the cluster.
     """
-    paths = {version: f"/apis/{GROUP}/{version}/nodes" for version in versions}
+    paths = {version: f"/apis/{GROUP}/{version}" for version in versions}
     waits.until(
         lambda: {v: get_status(api, p) for v, p in paths.items()},
         lambda codes: set(codes.values()) == {200},
@@ -501,13 +563,16 @@ def preferred_version(served: list[str]) -> str:
     return "v1" if "v1" in served else served[0]
 
 
-def wait_first_node_samples(api: client.ApiClient, version: str, timeout: float) -> None:
-    """Wait until `version` serves its first NodeMetrics (a pipeline warming up is not wrong); `WaitTimeout` if not."""
+def wait_first_node_samples(api: client.ApiClient, version: str, scope: SampleScope, timeout: float) -> None:
+    """Wait until `version` serves its first NodeMetrics in `scope` (a pipeline warming up is not wrong).
+
+    `WaitTimeout` if it does not.
+    """
     waits.until(
-        lambda: samples(api, version),
+        lambda: samples(api, version, scope),
         lambda found: any(key.startswith("node/") for key in found),
         timeout=timeout,
-        what=f"first NodeMetrics from {GROUP}/{version}",
+        what=f"first NodeMetrics of {list(scope.nodes)} from {GROUP}/{version}",
         describe=lambda found: sorted(found),
         retry_on=(ApiException,),
     )
@@ -521,9 +586,11 @@ class SampleGate:
     once per run; a version that served none within the deadline blocks the checks after it at once.
     """
 
-    def __init__(self, api: client.ApiClient, availability: Availability, first_sample_timeout: float) -> None:
-        """Gate reads of `api` by `availability`; wait at most `first_sample_timeout` for a version's first samples."""
-        self.api, self.availability, self.timeout = api, availability, first_sample_timeout
+    def __init__(
+        self, api: client.ApiClient, availability: Availability, scope: SampleScope, first_sample_timeout: float
+    ) -> None:
+        """Gate reads of `api` by `availability`; wait at most `first_sample_timeout` for first samples in `scope`."""
+        self.api, self.availability, self.scope, self.timeout = api, availability, scope, first_sample_timeout
         # Version -> None once its first node samples came, or the wait's error when they did not.
         self.first: dict[str, str | None] = {}
 
@@ -531,7 +598,7 @@ class SampleGate:
         """None once `version` served node samples (waited for once per run), else why it did not."""
         if version not in self.first:
             try:
-                wait_first_node_samples(self.api, version, self.timeout)
+                wait_first_node_samples(self.api, version, self.scope, self.timeout)
                 self.first[version] = None
             except WaitTimeout as error:
                 self.first[version] = str(error)

@@ -2,7 +2,7 @@
 
 Shared by the metrics suite's rollback check and the rollback rehearsal's metrics phases, so both judge a
 rollback the same way: nothing of the removed version lingers (APIService, discovery, the path answering), the
-kept version is Available and answers, and consumers keep working: a cluster-wide reader, and an HPA-style read
+kept version is Available and answers, and consumers keep working: a reader of named nodes, and an HPA-style read
 (PodMetrics of one namespace by label selector, what the HPA controller asks for).
 """
 
@@ -136,19 +136,20 @@ def consumer_problems(
     version: str,
     target: tuple[str, dict[str, str]] | None,
     slo: float,
+    scope: metrics_api.SampleScope,
 ) -> list[str]:
-    """What a consumer of `version` would miss: a cluster-wide reader's node samples, an HPA's pod samples.
+    """What a consumer of `version` would miss: a node reader's samples (of `scope`), an HPA's pod samples.
 
     `target` is (namespace, labels) of running pods the HPA-style read must find; a sample older than `slo` or
     reporting zero use is a problem (missing or stale data is never read as zero).
     """
     problems = []
     try:
-        found = metrics_api.samples(metrics_client, version)
+        found = metrics_api.samples(metrics_client, version, scope)
         if not any(key.startswith("node/") for key in found):
-            problems.append(f"a cluster-wide reader of {version} gets no NodeMetrics: {sorted(found)[:5]}")
+            problems.append(f"a node reader of {version} gets no NodeMetrics of {list(scope.nodes)}")
     except ApiException as error:
-        problems.append(f"a cluster-wide reader of {version} is refused: {error.status} {error.reason}")
+        problems.append(f"a node reader of {version} is refused: {error.status} {error.reason}")
     if target is None:
         return problems
     namespace, labels = target
@@ -169,16 +170,16 @@ def consumer_problems(
 
 
 def read_in_one_tick(
-    metrics_client: client.ApiClient, first: str = "v1", second: str = "v1beta1"
+    metrics_client: client.ApiClient, scope: metrics_api.SampleScope, first: str = "v1", second: str = "v1beta1"
 ) -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
-    """Both versions' samples, read within one collection tick and over the same objects where possible.
+    """Both versions' samples in `scope`, read within one collection tick and over the same objects where possible.
 
     A tick can fall between the two reads, and pods can come and go between them; a real disagreement persists
     past the deadline and is then compared as read.
     """
 
     def pair() -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
-        return metrics_api.samples(metrics_client, first), metrics_api.samples(metrics_client, second)
+        return metrics_api.samples(metrics_client, first, scope), metrics_api.samples(metrics_client, second, scope)
 
     def same_tick(read: tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]) -> bool:
         # Same objects too: pods other tests create or delete between the two reads are churn, not disagreement.
@@ -191,7 +192,7 @@ def read_in_one_tick(
         return pair()  # never in one tick: the comparison then names the timestamps that differ
 
 
-def parity_problems(metrics_client: client.ApiClient) -> list[str]:
-    """Where v1 and v1beta1 disagree while both are served."""
-    first, second = read_in_one_tick(metrics_client)
+def parity_problems(metrics_client: client.ApiClient, scope: metrics_api.SampleScope) -> list[str]:
+    """Where v1 and v1beta1 disagree on the samples in `scope` while both are served."""
+    first, second = read_in_one_tick(metrics_client, scope)
     return metrics_api.parity_differences(first, second, metrics_api.PARITY_TOLERANCE)

@@ -201,8 +201,10 @@ def run_watch(
 _READ_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError, KeyError)
 
 
-def sample_tick(api: client.ApiClient, versions: Iterable[str], at: float) -> list[Tick]:
-    """One tick: each version's APIService condition and a real read of its NodeMetrics and PodMetrics."""
+def sample_tick(
+    api: client.ApiClient, versions: Iterable[str], at: float, scope: metrics_api.SampleScope
+) -> list[Tick]:
+    """One tick: each version's APIService condition and a real read of its NodeMetrics and PodMetrics in `scope`."""
     ticks = []
     for version in versions:
         try:
@@ -210,7 +212,7 @@ def sample_tick(api: client.ApiClient, versions: Iterable[str], at: float) -> li
         except _READ_ERRORS as error:
             condition = f"APIService unreadable: {type(error).__name__}"
         try:
-            found = metrics_api.samples(api, version)
+            found = metrics_api.samples(api, version, scope)
         except _READ_ERRORS as error:
             reason = f"read failed: {error.status}" if isinstance(error, ApiException) else type(error).__name__
             ticks.append(Tick(at, version, False, reason if condition.startswith("True") else condition))
@@ -227,12 +229,14 @@ def sample_tick(api: client.ApiClient, versions: Iterable[str], at: float) -> li
     return ticks
 
 
-def watch(api: client.ApiClient, duration: float, *, interval: float = WATCH_INTERVAL) -> WatchSummary:
-    """Sample every version of metrics.k8s.io every `interval` seconds for `duration` seconds."""
+def watch(
+    api: client.ApiClient, duration: float, scope: metrics_api.SampleScope, *, interval: float = WATCH_INTERVAL
+) -> WatchSummary:
+    """Sample every version of metrics.k8s.io (in `scope`) every `interval` seconds for `duration` seconds."""
     pacing = threading.Event()  # never set: its wait is the pause until the next tick of the cadence
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     ticks = run_watch(
-        lambda at: sample_tick(api, metrics_api.VERSIONS, at),
+        lambda at: sample_tick(api, metrics_api.VERSIONS, at, scope),
         duration,
         interval,
         clock=time.monotonic,

@@ -85,11 +85,20 @@ def metrics_availability(metrics_client: client.ApiClient, timeouts: Timeouts) -
 
 
 @pytest.fixture(scope="session")
+def metrics_scope(cluster: ClusterInfo) -> metrics_api.SampleScope:
+    """The samples the metrics checks judge: a few of the cluster's nodes and the Running pods on them."""
+    return metrics_api.SampleScope.of_cluster(cluster.real_nodes, cluster.nodes)
+
+
+@pytest.fixture(scope="session")
 def metrics_samples(
-    metrics_client: client.ApiClient, metrics_availability: metrics_api.Availability, timeouts: Timeouts
+    metrics_client: client.ApiClient,
+    metrics_availability: metrics_api.Availability,
+    metrics_scope: metrics_api.SampleScope,
+    timeouts: Timeouts,
 ) -> metrics_api.SampleGate:
     """Whether checks can read samples of a version (see `metrics_api.SampleGate`), shared by the run's checks."""
-    return metrics_api.SampleGate(metrics_client, metrics_availability, timeouts.metrics_first_sample)
+    return metrics_api.SampleGate(metrics_client, metrics_availability, metrics_scope, timeouts.metrics_first_sample)
 
 
 @pytest.fixture
@@ -122,7 +131,7 @@ def metrics_watch(
     if served:
         # measured by the watch itself: every tick of a pipeline with no samples is unavailable
         metrics_samples.blocked([metrics_api.preferred_version(served)])
-    return metrics_watch_mode.watch(metrics_client, metrics_watch_mode.parse_duration(value))
+    return metrics_watch_mode.watch(metrics_client, metrics_watch_mode.parse_duration(value), metrics_samples.scope)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from kubernetes import client
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import UsageError
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
+from dra_conformance.metrics import api as metrics_api
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.options import option_or
 from dra_conformance.rollback import metrics_rehearsal as metrics_rehearsal_mode
@@ -252,6 +253,7 @@ def set_up_metrics(
     run_id: str,
     timeouts: Timeouts,
     slo: float,
+    scope: metrics_api.SampleScope,
 ) -> MetricsRehearsal:
     """Start the metrics rehearsal: a namespace of its own for the consumer target."""
     records = rehearsal.state.records
@@ -268,18 +270,25 @@ def set_up_metrics(
         pytest.skip(f"not applicable: {reason}")
     namespace = f"dra-rollback-metrics-{secrets.token_hex(3)}"
     create_namespace(api_client, namespace, run_id, timeouts.namespace_ready)
-    rehearsal.metrics = MetricsRehearsal(api_client, metrics_client, MetricsRehearsalSetup(namespace), timeouts, slo)
+    rehearsal.metrics = MetricsRehearsal(
+        api_client, metrics_client, MetricsRehearsalSetup(namespace), timeouts, slo, scope
+    )
     return rehearsal.metrics
 
 
 def resume_metrics(
-    rehearsal: Rehearsal, api_client: client.ApiClient, metrics_client: client.ApiClient, timeouts: Timeouts, slo: float
+    rehearsal: Rehearsal,
+    api_client: client.ApiClient,
+    metrics_client: client.ApiClient,
+    timeouts: Timeouts,
+    slo: float,
+    scope: metrics_api.SampleScope,
 ) -> MetricsRehearsal:
     """The metrics rehearsal an earlier phase (maybe an earlier run) set up."""
     if rehearsal.metrics is None:
         before = rehearsal.state.require(Phase.AFTER_CHANGE, Phase.BEFORE)
         setup = MetricsRehearsalSetup(**before.facts["setup"])
-        rehearsal.metrics = MetricsRehearsal(api_client, metrics_client, setup, timeouts, slo)
+        rehearsal.metrics = MetricsRehearsal(api_client, metrics_client, setup, timeouts, slo, scope)
     return rehearsal.metrics
 
 

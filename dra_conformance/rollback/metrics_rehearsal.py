@@ -66,15 +66,11 @@ class MetricsRehearsal:
         setup: MetricsRehearsalSetup,
         timeouts: Timeouts,
         slo: float,
+        scope: metrics_api.SampleScope,
     ) -> None:
-        """Work in `setup.namespace`; `slo` is the freshness SLO consumers' samples are held to."""
-        self.admin, self.metrics_client, self.setup, self.timeouts, self.slo = (
-            admin,
-            metrics_client,
-            setup,
-            timeouts,
-            slo,
-        )
+        """Work in `setup.namespace`; hold consumers' samples to the freshness SLO `slo`; read samples in `scope`."""
+        self.admin, self.metrics_client, self.setup, self.timeouts = admin, metrics_client, setup, timeouts
+        self.slo, self.scope = slo, scope
 
     @property
     def target(self) -> tuple[str, dict[str, str]]:
@@ -117,7 +113,7 @@ class MetricsRehearsal:
         """Record what a consumer of each version would miss."""
         for version in versions:
             record.problems.extend(
-                metrics_rollback.consumer_problems(self.metrics_client, version, self.target, self.slo)
+                metrics_rollback.consumer_problems(self.metrics_client, version, self.target, self.slo, self.scope)
             )
 
     def restore_if_removed(self, before: PhaseRecord) -> bool:
@@ -150,7 +146,7 @@ def _compare_versions(rehearsal: MetricsRehearsal, record: PhaseRecord, services
     if not _both_available(services):
         record.facts["parity"] = f"not compared: APIServices {services}"
         return
-    record.facts["parity"] = metrics_rollback.parity_problems(rehearsal.metrics_client)
+    record.facts["parity"] = metrics_rollback.parity_problems(rehearsal.metrics_client, rehearsal.scope)
     record.problems.extend(f"v1 and v1beta1 disagree: {p}" for p in record.facts["parity"][:10])
 
 

@@ -62,7 +62,7 @@ ROLLBACK_PROBLEM_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("metrics.served-version-apiservice-available", re.compile(r"^\S+\.metrics\.k8s\.io Available: ")),
     (
         "metrics.served-version-serves-node-metrics",
-        re.compile(r"^a cluster-wide reader of \S+ (gets no NodeMetrics|is refused)"),
+        re.compile(r"^a node reader of \S+ (gets no NodeMetrics|is refused)"),
     ),
 )
 
@@ -168,6 +168,7 @@ def test_served_version_has_an_available_apiservice_and_serves_node_metrics(
     served: list[str],
     metrics_availability: metrics_api.Availability,
     metrics_samples: metrics_api.SampleGate,
+    metrics_scope: metrics_api.SampleScope,
     metrics_client: client.ApiClient,
     obligations: Obligations,
 ) -> None:
@@ -187,19 +188,24 @@ def test_served_version_has_an_available_apiservice_and_serves_node_metrics(
     if first is not None:
         obligations.fail("metrics.served-version-serves-node-metrics", first, where)
     try:
-        found = metrics_api.samples(metrics_client, version)
+        found = metrics_api.samples(metrics_client, version, metrics_scope)
     except ApiException as error:
         obligations.fail("metrics.served-version-serves-node-metrics", f"{error.status} {error.reason}", where)
     nodes = [key for key in found if key.startswith("node/")]
     obligations.check(
-        "metrics.served-version-serves-node-metrics", bool(nodes), f"no NodeMetrics among {sorted(found)}", where
+        "metrics.served-version-serves-node-metrics",
+        bool(nodes),
+        f"no NodeMetrics of {list(metrics_scope.nodes)} among {sorted(found)}",
+        where,
     )
 
 
 @pytest.mark.usefixtures("both_versions_readable")
-def test_versions_agree_while_both_are_served(metrics_client: client.ApiClient, obligations: Obligations) -> None:
+def test_versions_agree_while_both_are_served(
+    metrics_client: client.ApiClient, metrics_scope: metrics_api.SampleScope, obligations: Obligations
+) -> None:
     # A collection tick can fall between the two reads (either way round): compare reads of one tick.
-    differences = metrics_rollback.parity_problems(metrics_client)
+    differences = metrics_rollback.parity_problems(metrics_client, metrics_scope)
     obligations.check(
         "metrics.versions-agree",
         not differences,
@@ -209,24 +215,29 @@ def test_versions_agree_while_both_are_served(metrics_client: client.ApiClient, 
 
 
 def test_samples_are_fresh_enough_for_autoscaling(
-    read_version: str, metrics_client: client.ApiClient, freshness_slo: float, obligations: Obligations
+    read_version: str,
+    metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
+    freshness_slo: float,
+    obligations: Obligations,
 ) -> None:
     version = read_version
     where = f"{metrics_api.GROUP}/{version}"
-    found = metrics_api.samples(metrics_client, version)
+    found = metrics_api.samples(metrics_client, version, metrics_scope)
     now = datetime.datetime.now(datetime.UTC)
     p50, p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
     allure.attach(f"lag p50 {p50:.1f}s p95 {p95:.1f}s over {len(found)} samples", "freshness")
     obligations.check(
         "metrics.samples-fresh-within-the-slo",
         p95 <= freshness_slo,
-        f"sample age p95 {p95:.1f}s (p50 {p50:.1f}s) over {len(found)} samples; SLO {freshness_slo:g}s",
+        f"sample age p95 {p95:.1f}s (p50 {p50:.1f}s) over {len(found)} samples ({metrics_scope.describe()}); "
+        f"SLO {freshness_slo:g}s",
         where,
     )
     newest = max(s.timestamp for s in found.values())
     try:
         waits.until(
-            lambda: metrics_api.samples(metrics_client, version),
+            lambda: metrics_api.samples(metrics_client, version, metrics_scope),
             lambda now_found: any(s.timestamp > newest for s in now_found.values()),
             timeout=NEW_SAMPLE_DEADLINE,
             what=f"a sample newer than {newest.isoformat()} (3x the collection interval)",
@@ -239,15 +250,18 @@ def test_samples_are_fresh_enough_for_autoscaling(
 
 
 def test_no_node_or_pod_is_reported_with_zero_use(
-    read_version: str, metrics_client: client.ApiClient, obligations: Obligations
+    read_version: str,
+    metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
+    obligations: Obligations,
 ) -> None:
     version = read_version
-    found = metrics_api.samples(metrics_client, version)
+    found = metrics_api.samples(metrics_client, version, metrics_scope)
     zero = [key for key, s in found.items() if s.cpu_millicores == 0 and s.memory_bytes == 0]
     obligations.check(
         "metrics.missing-sample-not-zero",
         not zero,
-        f"samples reporting zero CPU and zero memory: {zero}",
+        f"samples reporting zero CPU and zero memory: {zero} (read: {metrics_scope.describe()})",
         f"{metrics_api.GROUP}/{version}",
     )
 
@@ -255,6 +269,7 @@ def test_no_node_or_pod_is_reported_with_zero_use(
 @pytest.mark.usefixtures("both_versions_readable")  # restoring v1 waits for both to serve again
 def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
     metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
     api_client: client.ApiClient,
     timeouts: Timeouts,
     obligations: Obligations,
@@ -267,7 +282,7 @@ def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
         with allure.step("removing it again waits as before (a staging team may have removed it already)"):
             metrics_rollback.remove_version(api_client, metrics_client, "v1", timeouts.metrics_available)
         problems = metrics_rollback.rolled_back_problems(api_client, metrics_client, removed="v1", kept="v1beta1")
-        problems += metrics_rollback.consumer_problems(metrics_client, "v1beta1", None, float("inf"))
+        problems += metrics_rollback.consumer_problems(metrics_client, "v1beta1", None, float("inf"), metrics_scope)
         _judge_problems(obligations, problems, f"after removing {metrics_api.GROUP}/v1")
     finally:
         with allure.step("roll forward: serve metrics.k8s.io/v1 again"):
@@ -357,6 +372,7 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     metrics_availability: metrics_api.Availability,
     cluster: ClusterInfo,
     metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
     freshness_slo: float,
     run_records: RunRecords,
     metrics_watch: WatchSummary | None,
@@ -367,7 +383,7 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     Decided from the run's one availability read, so it is written whatever state the versions are in: an
     unavailable one makes it "fix first: <version> unavailable (<reason>)".
     """
-    evidence = metrics_api.point_in_time_evidence(metrics_client, metrics_availability, freshness_slo)
+    evidence = metrics_api.point_in_time_evidence(metrics_client, metrics_availability, freshness_slo, metrics_scope)
     evidence.watch = metrics_watch
     if cluster.audit_log is not None:
         evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))

@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.kube.namespaces import NamespaceReaper
+from dra_conformance.metrics import api as metrics_api
 from dra_conformance.model.findings import Obligations
 from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish_metrics, resume_metrics, set_up_metrics
 from dra_conformance.rollback.metrics_rehearsal import run_after_change, run_after_rollback, run_before
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.xdist_group("metrics")
 
 # What consumers of a served version would miss (dra_conformance.metrics.rollback.consumer_problems).
 CONSUMER_KINDS: Kinds = (
-    kind("rollback.metrics-readers-get-node-metrics", r"a cluster-wide reader of \S+ (gets no NodeMetrics|is refused)"),
+    kind("rollback.metrics-readers-get-node-metrics", r"a node reader of \S+ (gets no NodeMetrics|is refused)"),
     kind("rollback.metrics-hpa-style-read-answers", r"an HPA-style read of \S+ (is refused|in .* finds no PodMetrics)"),
     kind("rollback.metrics-samples-fresh", r"HPA-style read of \S+: \S+ is \d+ s old"),
     kind("rollback.metrics-no-zero-use", r"HPA-style read of \S+: \S+ reports zero use"),
@@ -98,13 +99,16 @@ def test_before_the_change_both_metrics_versions_serve_their_consumers(
     metrics_rehearsal: Rehearsal,
     api_client: client.ApiClient,
     metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
     run_id: str,
     timeouts: Timeouts,
     freshness_slo: float,
     namespace_reaper: NamespaceReaper,
     obligations: Obligations,
 ) -> None:
-    engine = set_up_metrics(metrics_rehearsal, api_client, metrics_client, run_id, timeouts, freshness_slo)
+    engine = set_up_metrics(
+        metrics_rehearsal, api_client, metrics_client, run_id, timeouts, freshness_slo, metrics_scope
+    )
     record = run_before(engine)
     metrics_rehearsal.record(record)
     if not record.passed and metrics_rehearsal.single_phase:
@@ -117,6 +121,7 @@ def test_after_the_change_no_v1_apiservice_lingers_and_v1beta1_consumers_keep_wo
     metrics_rehearsal: Rehearsal,
     api_client: client.ApiClient,
     metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
     timeouts: Timeouts,
     freshness_slo: float,
     obligations: Obligations,
@@ -125,7 +130,7 @@ def test_after_the_change_no_v1_apiservice_lingers_and_v1beta1_consumers_keep_wo
         pytest.skip(
             f"not applicable: the metrics rehearsal's phase before is not recorded in {metrics_rehearsal.state.path}"
         )
-    engine = resume_metrics(metrics_rehearsal, api_client, metrics_client, timeouts, freshness_slo)
+    engine = resume_metrics(metrics_rehearsal, api_client, metrics_client, timeouts, freshness_slo, metrics_scope)
     record = run_after_change(engine, metrics_rehearsal.state, drive=metrics_rehearsal.drive)
     metrics_rehearsal.record(record)
     _verdict(obligations, record, drive=metrics_rehearsal.drive)
@@ -136,6 +141,7 @@ def test_after_the_rollback_v1_serves_again_and_no_apiservice_is_left_behind(
     metrics_rehearsal: Rehearsal,
     api_client: client.ApiClient,
     metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
     timeouts: Timeouts,
     freshness_slo: float,
     namespace_reaper: NamespaceReaper,
@@ -146,7 +152,7 @@ def test_after_the_rollback_v1_serves_again_and_no_apiservice_is_left_behind(
             "not applicable: the metrics rehearsal's phase after_change is not recorded in "
             f"{metrics_rehearsal.state.path}"
         )
-    engine = resume_metrics(metrics_rehearsal, api_client, metrics_client, timeouts, freshness_slo)
+    engine = resume_metrics(metrics_rehearsal, api_client, metrics_client, timeouts, freshness_slo, metrics_scope)
     try:
         record = run_after_rollback(engine, metrics_rehearsal.state, drive=metrics_rehearsal.drive)
     finally:

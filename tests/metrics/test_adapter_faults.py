@@ -46,40 +46,48 @@ UNAVAILABLE_RUN_BOUND = sum(INNER_DEADLINES.values()) + 180.0
 UNAVAILABLE_RUN_TIMEOUT = 3 * UNAVAILABLE_RUN_BOUND
 
 
-def _evidence(api: client.ApiClient) -> metrics_api.Evidence:
+def _evidence(api: client.ApiClient, scope: metrics_api.SampleScope) -> metrics_api.Evidence:
     """The verdict's evidence as the suite builds it: one availability read, samples of a usable version only."""
-    return metrics_api.point_in_time_evidence(api, metrics_api.read_availability(api, 0.0), metrics_api.FRESHNESS_SLO)
+    availability = metrics_api.read_availability(api, 0.0)
+    return metrics_api.point_in_time_evidence(api, availability, metrics_api.FRESHNESS_SLO, scope)
 
 
 def test_stale_samples_break_the_slo_and_hold_autoscaling(
-    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, timeouts: Timeouts
+    metrics_adapter: MetricsAdapter,
+    metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
+    timeouts: Timeouts,
 ) -> None:
     metrics_adapter.set({"staleSeconds": STALE_SECONDS})
     availability = metrics_api.read_availability(metrics_client, timeouts.metrics_available)
     # Old samples are samples: nothing blocks the checks that read them, their age is what they judge.
-    gate = metrics_api.SampleGate(metrics_client, availability, timeouts.metrics_first_sample)
+    gate = metrics_api.SampleGate(metrics_client, availability, metrics_scope, timeouts.metrics_first_sample)
     assert gate.blocked(list(metrics_api.VERSIONS)) is None, availability
-    evidence = _evidence(metrics_client)
+    evidence = _evidence(metrics_client, metrics_scope)
     assert evidence.lag_p95 is not None and evidence.lag_p95 >= STALE_SECONDS, evidence.to_json()
     # a point-in-time read also holds widening (no 24 h watch), so the stale-lag decision leads, not stands alone
     assert metrics_api.verdict(evidence) == [metrics_api.DECISIONS[1], metrics_api.DECISIONS[3]], evidence.to_json()
 
 
-def test_missing_samples_are_absent_not_zero(metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient) -> None:
-    before = metrics_api.samples(metrics_client, "v1")
+def test_missing_samples_are_absent_not_zero(
+    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, metrics_scope: metrics_api.SampleScope
+) -> None:
+    before = metrics_api.samples(metrics_client, "v1", metrics_scope)
     metrics_adapter.set({"missingPods": ["fake-dra/"]})
-    after = metrics_api.samples(metrics_client, "v1")
+    after = metrics_api.samples(metrics_client, "v1", metrics_scope)
     missing = sorted(set(before) - set(after))
     assert missing and all(key.startswith("pod/fake-dra/") for key in missing), f"missing: {missing}"
     assert not [k for k, s in after.items() if s.cpu_millicores == 0 and s.memory_bytes == 0]
 
 
 def test_version_disagreement_is_reported_by_parity(
-    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient
+    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, metrics_scope: metrics_api.SampleScope
 ) -> None:
     metrics_adapter.set({"v1UsageFactor": 2})
     differences = metrics_api.parity_differences(
-        metrics_api.samples(metrics_client, "v1"), metrics_api.samples(metrics_client, "v1beta1"), 0.05
+        metrics_api.samples(metrics_client, "v1", metrics_scope),
+        metrics_api.samples(metrics_client, "v1beta1", metrics_scope),
+        0.05,
     )
     assert any("cpu" in d for d in differences), f"parity found: {differences}"
 
@@ -87,13 +95,14 @@ def test_version_disagreement_is_reported_by_parity(
 def test_serving_only_v1beta1_makes_the_v1_apiservice_unavailable_and_the_verdict_fix_it(
     metrics_adapter: MetricsAdapter,
     metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
     api_client: client.ApiClient,
     timeouts: Timeouts,
 ) -> None:
     metrics_adapter.set({"served": ["v1beta1"]})
     state = wait_available(api_client, {"v1": False, "v1beta1": True}, timeouts.metrics_available)
     assert state["v1"].startswith("False/FailedDiscoveryCheck"), state
-    evidence = _evidence(metrics_client)
+    evidence = _evidence(metrics_client, metrics_scope)
     assert metrics_api.verdict(evidence)[0] == "fix first: v1 unavailable (FailedDiscoveryCheck)", evidence.to_json()
     assert evidence.lag_p95 is not None, "v1beta1 still serves: the lag is measured there"
 
@@ -101,13 +110,14 @@ def test_serving_only_v1beta1_makes_the_v1_apiservice_unavailable_and_the_verdic
 def test_unavailable_adapter_marks_both_apiservices_unavailable(
     metrics_adapter: MetricsAdapter,
     metrics_client: client.ApiClient,
+    metrics_scope: metrics_api.SampleScope,
     api_client: client.ApiClient,
     timeouts: Timeouts,
 ) -> None:
     metrics_adapter.set({"unavailable": True})
     state = wait_available(api_client, {"v1": False, "v1beta1": False}, timeouts.metrics_available)
     assert all(value.startswith("False/FailedDiscoveryCheck") for value in state.values()), state
-    evidence = _evidence(metrics_client)
+    evidence = _evidence(metrics_client, metrics_scope)
     assert metrics_api.verdict(evidence)[0] == (
         "fix first: v1 unavailable (FailedDiscoveryCheck); v1beta1 unavailable (FailedDiscoveryCheck)"
     ), evidence.to_json()

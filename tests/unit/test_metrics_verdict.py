@@ -18,6 +18,7 @@ from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics.api import DECISIONS, Availability, Evidence, VersionAvailability, verdict
 from dra_conformance.metrics.verdict import render_markdown, summarize_verdict, verdict_record
 
+SCOPE = metrics_api.SampleScope(("node-0",))
 HEALTHY = {"v1": "True/Passed", "v1beta1": "True/Passed"}
 FROZEN = "False/FailedDiscoveryCheck"
 # What the aggregator writes when the adapter does not answer its probe (a frozen process).
@@ -232,7 +233,7 @@ def test_unavailable_versions_make_the_verdict_fix_first_in_the_run_section_and_
         raise AssertionError("nothing is read from an unavailable version")
 
     monkeypatch.setattr(metrics_api, "samples", no_read)
-    evidence = metrics_api.point_in_time_evidence(None, _frozen(), 60.0)
+    evidence = metrics_api.point_in_time_evidence(None, _frozen(), 60.0, SCOPE)
     evidence.server_version = "v1.37.2"
     decisions = verdict(evidence)
     assert decisions[0] == f"{V1_FIX}; v1beta1 unavailable (FailedDiscoveryCheck)", decisions
@@ -253,7 +254,7 @@ def test_checks_needing_samples_of_an_unavailable_version_are_blocked_at_once(mo
         raise AssertionError("an unavailable version is not waited for")
 
     monkeypatch.setattr(metrics_api, "wait_first_node_samples", no_wait)
-    gate = metrics_api.SampleGate(None, _frozen(), 90.0)
+    gate = metrics_api.SampleGate(None, _frozen(), SCOPE, 90.0)
     reason = gate.blocked(["v1"])
     assert reason is not None and reason.startswith("metrics.k8s.io/v1 unavailable (FailedDiscoveryCheck: failing")
     assert "the availability check" in reason and "carries the finding" in reason, reason
@@ -262,13 +263,13 @@ def test_checks_needing_samples_of_an_unavailable_version_are_blocked_at_once(mo
 def test_a_version_that_never_served_samples_is_waited_for_once(monkeypatch: pytest.MonkeyPatch) -> None:
     waited: list[str] = []
 
-    def never(_api: Any, version: str, timeout: float) -> None:
+    def never(_api: Any, version: str, _scope: Any, timeout: float) -> None:
         waited.append(version)
         raise WaitTimeout(f"first NodeMetrics from metrics.k8s.io/{version}", timeout, last_error=None)
 
     monkeypatch.setattr(metrics_api, "wait_first_node_samples", never)
     healthy = Availability(("v1", "v1beta1"), {v: _state(v, "True/Passed") for v in metrics_api.VERSIONS})
-    gate = metrics_api.SampleGate(None, healthy, 90.0)
+    gate = metrics_api.SampleGate(None, healthy, SCOPE, 90.0)
     first, second = gate.blocked(["v1"]), gate.blocked(["v1", "v1beta1"])
     assert first is not None and first == second and "served no NodeMetrics" in first, first
     assert waited == ["v1"], waited
@@ -281,9 +282,16 @@ def test_old_samples_that_exist_still_break_the_slo_and_hold_autoscaling(monkeyp
         "node/n": metrics_api.Sample("node", "n", old, "15s", 10.0, 1e6),
         "pod/ns/p": metrics_api.Sample("pod", "ns/p", old, "15s", 1.0, 1e5),
     }
-    monkeypatch.setattr(metrics_api, "samples", lambda _api, version: found if version == "v1" else {})
+    monkeypatch.setattr(metrics_api, "samples", lambda _api, version, _scope: found if version == "v1" else {})
     monkeypatch.setattr(metrics_api, "utc_now", lambda: NOW)
     healthy = Availability(("v1", "v1beta1"), {v: _state(v, "True/Passed") for v in metrics_api.VERSIONS})
-    evidence = metrics_api.point_in_time_evidence(None, healthy, 60.0)
+    evidence = metrics_api.point_in_time_evidence(None, healthy, 60.0, SCOPE)
     assert evidence.lag_p95 == 300.0, evidence.to_json()
     assert verdict(evidence) == [DECISIONS[1], DECISIONS[3]]
+
+
+def test_sample_scope_takes_real_kubelets_first_and_does_not_grow_with_the_cluster() -> None:
+    nodes = [f"kwok-node-{i}" for i in range(1000)]
+    scope = metrics_api.SampleScope.of_cluster(["real-node-0"], [*nodes, "real-node-0"])
+    assert scope.nodes == ("real-node-0", "kwok-node-0", "kwok-node-1", "kwok-node-10"), scope
+    assert len(metrics_api.SampleScope.of_cluster([], nodes).nodes) == metrics_api.SCOPE_NODES
