@@ -344,21 +344,31 @@ class RbacEnvironment:
         return CellResult(outcome.outcome, outcome.status, outcome.message, review)
 
     def _metrics(self, api: client.ApiClient, row: Row) -> CellResult:
+        """NodeMetrics: a get of the identity's own node; PodMetrics: a list of its home namespace.
+
+        Both the request and the access review name what they read, so neither grows with the cluster.
+        """
         attributes = {"verb": "get", "group": "metrics.k8s.io", "resource": row.target}
         if row.target == "pods":
-            attributes["namespace"] = self.home[row.identity]
+            attributes.update(verb="list", namespace=self.home[row.identity])
+        else:
+            attributes["name"] = self._own_node(row.identity)
         served = metrics_api.served_versions(self.admin)
         allowed = access_review(api, attributes)
         if not served:
             return CellResult(
                 "allow" if allowed else "deny",
                 0,
-                f"SelfSubjectAccessReview get {row.target}.metrics.k8s.io (API not served here)",
+                f"SelfSubjectAccessReview {attributes['verb']} {row.target}.metrics.k8s.io (API not served here)",
                 allowed,
             )
-        namespace = f"/namespaces/{attributes['namespace']}" if row.target == "pods" else ""
         version = "v1" if "v1" in served else served[0]
-        result = request(api, "GET", f"/apis/metrics.k8s.io/{version}{namespace}/{row.target}")
+        path = (
+            f"/apis/metrics.k8s.io/{version}/namespaces/{attributes['namespace']}/pods"
+            if row.target == "pods"
+            else f"/apis/metrics.k8s.io/{version}/nodes/{attributes['name']}"
+        )
+        result = request(api, "GET", path)
         return CellResult(result.outcome, result.status, result.message, allowed)
 
 
