@@ -104,9 +104,10 @@ def rolled_back_problems(
     served = metrics_api.served_versions(metrics_client)
     if removed in served:
         problems.append(f"discovery still lists {metrics_api.GROUP}/{removed}: {served}")
-    status = metrics_api.get_status(metrics_client, f"/apis/{metrics_api.GROUP}/{removed}/nodes")
+    # The version's resource list, not its NodeMetrics list: one that lingers would answer with every node.
+    status = metrics_api.get_status(metrics_client, f"/apis/{metrics_api.GROUP}/{removed}")
     if status != 404:
-        problems.append(f"GET {metrics_api.GROUP}/{removed}/nodes answered {status}, expected 404")
+        problems.append(f"GET /apis/{metrics_api.GROUP}/{removed} answered {status}, expected 404")
     condition = metrics_api.apiservice_condition(admin, kept)
     if not condition.startswith("True"):
         problems.append(f"{kept}.{metrics_api.GROUP} Available: {condition}")
