@@ -56,6 +56,14 @@ class DriverChild(Protocol):
         """The exit code; `subprocess.TimeoutExpired` once `timeout` passes first."""
         ...
 
+    def terminate(self) -> None:
+        """SIGTERM."""
+        ...
+
+    def kill(self) -> None:
+        """SIGKILL."""
+        ...
+
 
 class ForkedChild:
     """An instance forked by the launcher; its exit code arrives on the request's connection."""
@@ -101,6 +109,14 @@ class ForkedChild:
         if self.poll() is None:
             os.kill(self._pid, signum)
 
+    def terminate(self) -> None:
+        """SIGTERM, as `Popen.terminate`."""
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL, as `Popen.kill`."""
+        self.send_signal(signal.SIGKILL)
+
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the exit code; `subprocess.TimeoutExpired` after `timeout` seconds, as Popen raises."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -116,9 +132,13 @@ class ForkedChild:
 class DriverLauncher:
     """One `fake_dra.launcher` for the test process, started on first use; `close` stops it and its children."""
 
-    def __init__(self) -> None:
-        """Nothing starts until the first `launch`."""
+    def __init__(self, directory: Path | None = None) -> None:
+        """Nothing starts until the first `launch` (or `start`); its socket and log go in `directory` (short).
+
+        Without one, a new temporary directory holds them.
+        """
         self._process: subprocess.Popen[bytes] | None = None
+        self._chosen = directory
         self._directory: Path | None = None
 
     @property
@@ -131,7 +151,11 @@ class DriverLauncher:
         if self._process is not None:
             return
         # Unix socket paths are limited to 107 bytes: a short directory of its own.
-        self._directory = Path(tempfile.mkdtemp(prefix="dra-launch-"))
+        if self._chosen is None:
+            self._directory = Path(tempfile.mkdtemp(prefix="dra-launch-"))
+        else:
+            self._chosen.mkdir(parents=True, exist_ok=True)
+            self._directory = self._chosen
         log = (self._directory / "launcher.log").open("ab")
         with log:
             self._process = subprocess.Popen(
@@ -168,11 +192,14 @@ class DriverLauncher:
         assert found is not None
         return found
 
-    def launch(self, argv: list[str], log: Path) -> ForkedChild:
-        """Fork a driver instance with the driver's own options `argv`, its output appended to `log`."""
+    def launch(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> ForkedChild:
+        """Fork a driver instance with the driver's own options `argv`, its output appended to `log`.
+
+        `env` is added to the launcher's environment (which is its starter's) in the instance.
+        """
         self.start()
         connection = self._connect()
-        connection.sendall(json.dumps({"argv": argv, "log": str(log)}).encode() + b"\n")
+        connection.sendall(json.dumps({"argv": argv, "log": str(log), "env": env or {}}).encode() + b"\n")
         deadline = time.monotonic() + LAUNCH_ANSWER_TIMEOUT
         answer = b""
         while b"\n" not in answer and time.monotonic() < deadline:

@@ -65,6 +65,16 @@ def test_a_forked_instance_reports_its_exit_code_and_output_as_a_new_process_wou
     assert "--driver-name" in log.read_text(), f"the instance's output goes to its log: {log.read_text()!r}"
 
 
+def test_an_instance_gets_the_environment_its_request_names(launcher: DriverLauncher, tmp_path: Path) -> None:
+    """The driver reads its device count from $FAKE_DRA_DEVICES without --devices: a bad value is refused."""
+    log = tmp_path / "driver.log"
+    argv = ["--driver-name=env.example.com", "--node-name=node-a"]
+    code = launcher.launch(argv, log, {"FAKE_DRA_DEVICES": "many"}).wait(EXIT_TIMEOUT)
+    assert code == 2, f"exit code {code}, expected argparse's 2; log: {log.read_text()[-500:]}"
+    assert "FAKE_DRA_DEVICES must be a whole number, got 'many'" in log.read_text(), log.read_text()[-500:]
+    assert "FAKE_DRA_DEVICES" not in os.environ, "the test's own environment names no device count"
+
+
 def test_a_wait_on_a_running_instance_times_out_as_popen_does(hung_instance: ForkedChild) -> None:
     with pytest.raises(subprocess.TimeoutExpired):
         hung_instance.wait(STILL_RUNNING_WINDOW)

@@ -125,6 +125,7 @@ def render(
     owner_pid: int | None,
     cleanup_paths: list[Path] | None = None,
     scheduler_qps: int | None = None,
+    driver_launcher: Path | None = None,
 ) -> Plan:
     """Write PKI, kubeconfigs and configs under `layout`, and return the process plan."""
     for directory in (layout.pki, layout.config, layout.logs, layout.etcd_data):
@@ -145,4 +146,5 @@ def render(
         owner_pid=owner_pid,
         cleanup_paths=[str(path) for path in cleanup_paths or []],
         details={f"port.{name}": str(port) for name, port in vars(ports).items()},
+        driver_launcher=None if driver_launcher is None else str(driver_launcher),
     )

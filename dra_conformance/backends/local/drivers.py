@@ -25,6 +25,7 @@ from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.backends.local.layout import REAL_NODE, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.process_plan import ProcessSpec
+from dra_conformance.driver.launcher import DRIVER_MODULE
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, ServiceAccountRef
 from dra_conformance.errors import DriverStartError, UsageError
 from dra_conformance.kube import builders, kinds, kubeconfig
@@ -136,6 +137,11 @@ def builds_path(layout: ClusterLayout) -> Path:
 def identity_path(layout: ClusterLayout) -> Path:
     """Where the driver's identity objects and node directories are kept, for `driver_swap` to remove them."""
     return layout.root / "driver-identity.json"
+
+
+def runs_reference_driver(profile: DriverProfile) -> bool:
+    """Whether the profile runs the reference driver in this interpreter (`{python} -m fake_dra`)."""
+    return profile.run is not None and list(profile.run.process.command) == ["{python}", "-m", DRIVER_MODULE]
 
 
 def placeholder_values(

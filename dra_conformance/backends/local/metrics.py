@@ -49,6 +49,10 @@ def apiservice(
     }
 
 
+# The reference adapter's name among the supervisor's processes (its log, its pid).
+PROCESS_NAME = "fake-metrics"
+
+
 def _serving_cert(layout: ClusterLayout, namespace: str, service: str) -> tuple[Path, Path, bytes]:
     ca = CertificateAuthority.create(f"{service}-ca")
     cert, key = ca.issue(
@@ -77,7 +81,7 @@ def process(layout: ClusterLayout, port: int, control_socket: Path) -> tuple[Pro
         f"--kubeconfig={layout.kubeconfig}",
         f"--control-socket={control_socket}",
     ]
-    return ProcessSpec("fake-metrics", argv, str(layout.component_log("fake-metrics")), critical=False), ca_bundle
+    return ProcessSpec(PROCESS_NAME, argv, str(layout.component_log(PROCESS_NAME)), critical=False), ca_bundle
 
 
 def metrics_server_process(layout: ClusterLayout, binary: Path, port: int) -> tuple[ProcessSpec, bytes]:

@@ -3,8 +3,9 @@
 Starting the driver as a new interpreter costs about a second of CPU, nearly all of it importing the Kubernetes
 client; checks that start dozens of private instances pay it each time. The launcher pays it once: it imports
 everything the driver needs, then waits on a Unix socket. Each connection asks for one instance with one JSON line
-`{"argv": [...], "log": "<path>"}` (the driver's own options, without the interpreter and module); the launcher
-forks, the child runs the driver's `main` with stdout and stderr going to the log, and the launcher answers
+`{"argv": [...], "log": "<path>", "env": {...}}` (the driver's own options, without the interpreter and module;
+`env`, optional, is added to the launcher's environment); the launcher forks, the child runs the driver's `main`
+with stdout and stderr going to the log, and the launcher answers
 `{"pid": N}` and, once that child has exited, `{"exit": code}` (negative: killed by that signal, as `subprocess`
 reports it) before closing the connection. The caller signals the child by its pid.
 
@@ -54,6 +55,9 @@ def _read_request(connection: socket.socket) -> dict[str, Any]:
     request = json.loads(data)
     if not isinstance(request, dict) or not isinstance(request.get("argv"), list) or "log" not in request:
         raise ValueError(f"expected {{'argv': [...], 'log': path}}, got {data[:200]!r}")
+    env = request.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise ValueError(f"expected 'env' to map names to strings, got {env!r:.200}")
     return request
 
 
@@ -73,6 +77,7 @@ def _run_child(launcher: int, inherited: list[int], request: dict[str, Any]) -> 
         os.dup2(log, 2)
         os.close(log)
         os.close(null)
+        os.environ.update(request.get("env", {}))
         argv = request["argv"]
         assert isinstance(argv, list)  # checked by _read_request
         sys.argv = ["fake_dra", *(str(arg) for arg in argv)]

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance.backends.local import drivers, metrics
-from dra_conformance.backends.local.process_plan import ProcessSpec
+from dra_conformance.backends.local.network import LOOPBACK
+from dra_conformance.backends.local.process_plan import Plan, ProcessSpec
 from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
 from dra_conformance.kube import waits
 from dra_conformance.metrics import api as metrics_api
+
+# A listening socket on loopback accepts at once.
+CONNECT_TIMEOUT = 0.5
 
 
 def control_socket(cluster_runtime: Path) -> Path:
@@ -28,6 +33,21 @@ class MetricsAdapter:
     port: int
     metrics_server: Path
     name: str = "metrics"
+    # Set once its process is in the supervisor's plan (`planned`): the CA of the serving certificate it runs with.
+    ca_bundle: bytes | None = None
+
+    def planned(self, cluster: SupervisedCluster, plan: Plan) -> MetricsAdapter:
+        """The reference adapter's process added to `plan`, so it starts with the control plane; itself otherwise.
+
+        It needs no API server to start (the real metrics-server does), so its interpreter's start-up overlaps
+        the control plane's instead of following it.
+        """
+        if self.kind != "fake":
+            return self
+        spec, ca_bundle = self._rendered(cluster)
+        waiting = [index for index, planned in enumerate(plan.processes) if planned.wait_for]
+        plan.processes.insert(waiting[0] if waiting else len(plan.processes), spec)
+        return replace(self, ca_bundle=ca_bundle)
 
     def _served(self) -> tuple[tuple[str, ...], str, str]:
         """The versions it serves, and the namespace and name of its Service."""
@@ -51,12 +71,35 @@ class MetricsAdapter:
         self.ready(cluster)
 
     def launch(self, cluster: SupervisedCluster) -> None:
-        """Start it and register its APIServices, without waiting for them (`ready` does)."""
-        spec, ca_bundle = self._rendered(cluster)
+        """Start it and, once it listens, register its APIServices, without waiting for them (`ready` does).
+
+        Registered before it listens, an APIService fails the aggregator's first checks, and their retries back
+        off (up to seconds) past the moment it would answer.
+        """
         versions, namespace, service = self._served()
-        cluster.add_processes([spec])
+        if self.ca_bundle is None:
+            spec, ca_bundle = self._rendered(cluster)
+            cluster.add_processes([spec])
+            name = spec.name
+        else:
+            ca_bundle, name = self.ca_bundle, metrics.PROCESS_NAME
+        waits.until(
+            self._listening,
+            bool,
+            timeout=cluster.timeouts.metrics_available,
+            what=f"{name} listening on {LOOPBACK}:{self.port}",
+            describe=lambda _: cluster.log_tail(name),
+            max_interval=STARTUP_POLL_CAP,
+        )
         with cluster.api() as api_client:
             metrics.register(api_client, self.port, ca_bundle, versions, namespace, service)
+
+    def _listening(self) -> bool:
+        try:
+            with socket.create_connection((LOOPBACK, self.port), timeout=CONNECT_TIMEOUT):
+                return True
+        except OSError:
+            return False
 
     def ready(self, cluster: SupervisedCluster) -> None:
         """Wait until its APIServices are Available and each version answers a list."""
