@@ -84,11 +84,13 @@ class KubeletInterposer:
         with self._cleared:
             return next((f for f in self._faults if f.applies(method, claims)), None)
 
-    def _hang(self, fault: InterposedFault, context: grpc.ServicerContext) -> None:
+    def _hang(self, fault: InterposedFault, context: grpc.ServicerContext) -> bool:
+        """Hold the call until `fault` is cleared (True) or the caller's deadline passes or it gives up (False)."""
         remaining = context.time_remaining()
         limit = HANG_LIMIT if remaining is None else remaining
         with self._cleared:
             self._cleared.wait_for(lambda: fault not in self._faults or not context.is_active(), timeout=limit)
+            return fault not in self._faults
 
     # --- forwarding -------------------------------------------------------------------------------------------
 
@@ -118,15 +120,23 @@ class KubeletInterposer:
                 threading.Event().wait(fault.delay)  # the injected slowness itself
                 outcome = f"delayed {fault.delay:g}s"
             elif fault is not None and fault.kind == "hang":
-                self._hang(fault, context)
-                outcome = "hung"
+                if not self._hang(fault, context):
+                    # A call still hung when its deadline passes never reaches the driver; the caller sees its
+                    # own deadline, whichever side notices first.
+                    self.calls.append((method, claims, "hung"))
+                    context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "held by the interposer's hang fault")
+                outcome = "hung, then released"
             elif fault is not None:
                 self.calls.append((method, claims, f"error: {fault.message}"))
                 context.abort(grpc.StatusCode.UNAVAILABLE, fault.message)
             self.calls.append((method, claims, outcome))
             assert self._upstream is not None
             call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self._upstream.unary_unary(path)
-            response: bytes = call(raw, timeout=context.time_remaining())
+            try:
+                response: bytes = call(raw, timeout=context.time_remaining())
+            except grpc.RpcError as failed:
+                # Relay the driver's own status (a raised error would reach the kubelet as UNKNOWN).
+                context.abort(failed.code(), failed.details() or "")
             self._record_answer(service, method, response)
             return response
 

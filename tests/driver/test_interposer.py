@@ -97,20 +97,27 @@ def test_interposer_injects_error_delay_and_hang_for_the_claims_named(
     driver, interposer = interposed
     failing, other = _claims(driver, tracker, api_client, namespace, timeouts, 2)
     with DriverClient(kubelet_api, interposer.registration_socket) as kubelet_side:
-        interposer.set_faults([InterposedFault("NodePrepareResources", "error", claim=failing.ref.uid, message="boom")])
-        with pytest.raises(grpc.RpcError) as refused:
-            kubelet_side.prepare([failing.ref])
-        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and "boom" in str(refused.value.details())
-        assert not kubelet_side.prepare([other.ref]).claims[other.ref.uid].error, "a fault for one claim hit another"
+        try:
+            interposer.set_faults(
+                [InterposedFault("NodePrepareResources", "error", claim=failing.ref.uid, message="boom")]
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                kubelet_side.prepare([failing.ref])
+            assert refused.value.code() == grpc.StatusCode.UNAVAILABLE and "boom" in str(refused.value.details())
+            assert not kubelet_side.prepare([other.ref]).claims[other.ref.uid].error, (
+                "a fault for one claim hit another"
+            )
 
-        interposer.set_faults([InterposedFault("NodePrepareResources", "delay", delay=DELAY)])
-        slow = kubelet_side.prepare([failing.ref])
-        assert slow.latency >= DELAY and not slow.claims[failing.ref.uid].error, slow
+            interposer.set_faults([InterposedFault("NodePrepareResources", "delay", delay=DELAY)])
+            slow = kubelet_side.prepare([failing.ref])
+            assert slow.latency >= DELAY and not slow.claims[failing.ref.uid].error, slow
 
-        interposer.set_faults([InterposedFault("NodeUnprepareResources", "hang")])
-        with pytest.raises(grpc.RpcError) as hung:
-            kubelet_side.unprepare([failing.ref], timeout=HUNG_CALL_DEADLINE)
-        assert hung.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, hung.value
-        interposer.set_faults([])
-        for claim in (failing, other):
-            assert not kubelet_side.unprepare([claim.ref]).claims[claim.ref.uid].error
+            interposer.set_faults([InterposedFault("NodeUnprepareResources", "hang")])
+            with pytest.raises(grpc.RpcError) as hung:
+                kubelet_side.unprepare([failing.ref], timeout=HUNG_CALL_DEADLINE)
+            assert hung.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, hung.value
+            assert ("NodeUnprepareResources", [failing.ref.uid], "hung") in interposer.calls, interposer.calls
+        finally:
+            interposer.set_faults([])
+            unprepared = {claim.ref.uid: kubelet_side.unprepare([claim.ref]).claims for claim in (failing, other)}
+        assert not any(answer[uid].error for uid, answer in unprepared.items()), unprepared
