@@ -31,3 +31,7 @@ class ClusterBackend(Protocol):
     def release(self, owner_pid: int) -> None:
         """Stop the cluster if the process `owner_pid` started it; leave clusters started by others running."""
         ...
+
+    def ends_with(self, owner_pid: int) -> bool:
+        """Whether `release(owner_pid)`, if it came now, would stop the cluster (nobody else holds or keeps it)."""
+        ...

@@ -82,6 +82,10 @@ class ExistingBackend:
     def release(self, owner_pid: int) -> None:
         """Do nothing: see `stop`."""
 
+    def ends_with(self, owner_pid: int) -> bool:
+        """Never: an existing cluster outlives every run."""
+        return False
+
 
 def _real_kubelet(node: client.V1Node) -> bool:
     """Whether kubelet-mode checks may use `node`: a real kubelet serves it, not cordoned, not a control plane.

@@ -555,12 +555,15 @@ class KindBackend:
 
     def release(self, owner_pid: int) -> None:
         """Delete the cluster if `owner_pid` created it; leave clusters created by others running."""
-        try:
-            owner = json.loads(self.plan.files.owner.read_text()).get("owner_pid")
-        except (OSError, ValueError):
-            return
-        if owner == owner_pid:
+        if self.ends_with(owner_pid):
             self.stop()
+
+    def ends_with(self, owner_pid: int) -> bool:
+        """Whether `owner_pid` created the cluster (then its release deletes it)."""
+        try:
+            return bool(json.loads(self.plan.files.owner.read_text()).get("owner_pid") == owner_pid)
+        except (OSError, ValueError):
+            return False
 
     def _described(self, info: ClusterInfo) -> ClusterInfo:
         details = {**info.details, "state_dir": str(self.plan.files.root), "cluster": self.config.cluster_name}

@@ -21,7 +21,7 @@ from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.records import RunRecords
 from dra_conformance.plugin import stash
-from dra_conformance.plugin.session import backend_of
+from dra_conformance.plugin.session import backend_of, cluster_ends_with_run
 from dra_conformance.report.canary import PROVOKED_RECORDS
 from dra_conformance.timeouts import Timeouts
 
@@ -87,11 +87,18 @@ def _namespace_name(nodeid: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def namespace_reaper(api_client: client.ApiClient, timeouts: Timeouts) -> Iterator[NamespaceReaper]:
-    """Session-wide owner of test namespace deletion (see `NamespaceReaper`)."""
+def namespace_reaper(
+    api_client: client.ApiClient, timeouts: Timeouts, pytestconfig: pytest.Config
+) -> Iterator[NamespaceReaper]:
+    """Session-wide owner of test namespace deletion (see `NamespaceReaper`).
+
+    Every deletion is requested as its test ends. Their end is awaited unless the cluster stops with this run: the
+    namespace controller's fixed 5 s grace would only delay the stop of a cluster nobody will look at again.
+    """
     reaper = NamespaceReaper(client.CoreV1Api(api_client), timeouts.delete)
     yield reaper
-    reaper.wait_all()
+    if not cluster_ends_with_run(pytestconfig):
+        reaper.wait_all()
 
 
 @pytest.fixture

@@ -258,12 +258,21 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
             terminalreporter.line(line, red=True)
 
 
+def _keeps_cluster(config: pytest.Config) -> bool:
+    return bool(config.stash[stash.SUITE_CONFIG].keep_cluster or config.getoption("--dra-keep-cluster-for-next-run"))
+
+
+def cluster_ends_with_run(config: pytest.Config) -> bool:
+    """Whether the cluster stops when this run ends: it holds it alone, and nobody asked to keep it."""
+    return not _keeps_cluster(config) and backend_of(config).ends_with(config.stash[stash.OWNER_PID])
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """In the controller: stop the cluster if this run started it (workers never stop it)."""
     config = session.config
     if stash.is_worker(config) or not stash.opted_in(config):
         return
-    if config.stash[stash.SUITE_CONFIG].keep_cluster or config.getoption("--dra-keep-cluster-for-next-run"):
+    if _keeps_cluster(config):
         return
     try:
         backend_of(config).release(config.stash[stash.OWNER_PID])

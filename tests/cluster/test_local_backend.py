@@ -158,6 +158,7 @@ def test_a_run_that_attached_keeps_the_cluster_after_the_run_that_started_it_rel
         started = starter.start()
         pids = _component_pids(started)
         assert attached.start().details["supervisor_pid"] == started.details["supervisor_pid"]
+        assert not starter.ends_with(first.pid), "another run holds the cluster: the starter's release keeps it"
         starter.release(first.pid)
         first.kill()
         first.wait()
@@ -172,6 +173,8 @@ def test_a_run_that_attached_keeps_the_cluster_after_the_run_that_started_it_rel
         running = attached.info()
         assert running is not None and _component_pids(running) == pids, running
         assert all(_alive(pid) for pid in pids.values()), pids
+        assert not attached.ends_with(first.pid), "a run that released the cluster no longer holds it"
+        assert attached.ends_with(second.pid), "the last holder's release stops the cluster"
         attached.release(second.pid)  # the last one out stops it
         assert attached.info() is None
         assert {name: pid for name, pid in pids.items() if _alive(pid)} == {}

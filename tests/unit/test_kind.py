@@ -361,6 +361,7 @@ def test_start_with_an_engine_runs_the_plan_in_order_and_attaches(
     assert json.loads((tmp_path / "kind" / "owner.json").read_text()) == {"owner_pid": 4242}
 
     runner.calls.clear()
+    assert backend.ends_with(4242) and not backend.ends_with(1)
     backend.release(owner_pid=1)
     assert runner.calls == [], "another process's run leaves the cluster alone"
     backend.release(owner_pid=4242)

@@ -574,20 +574,26 @@ class LocalBackend:
         self.layout.root.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(self.layout.lock)):
             owners = Owners.read(self.layout.owners)
-            if owners is None:  # started before clusters had owners: its plan names its one owner
-                try:
-                    owner = json.loads(self.layout.plan.read_text()).get("owner_pid")
-                except (OSError, ValueError):
-                    return
-                if owner == owner_pid:
-                    self._stop_locked()
-                return
-            if owner_pid not in owners.pids:
-                return  # not one of its holders: it is not ours to stop
-            remaining = owners.left(owner_pid).live()
-            remaining.write(self.layout.owners)
-            if remaining.abandoned:
+            if owners is not None and owner_pid in owners.pids:
+                owners.left(owner_pid).live().write(self.layout.owners)
+            if self._ends_with_locked(owners, owner_pid):
                 self._stop_locked()
+
+    def ends_with(self, owner_pid: int) -> bool:
+        """Whether `owner_pid` is the last live holder of an unkept cluster (before owners: the one that started it)."""
+        self.layout.root.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.layout.lock)):
+            return self._ends_with_locked(Owners.read(self.layout.owners), owner_pid)
+
+    def _ends_with_locked(self, owners: Owners | None, owner_pid: int) -> bool:
+        if owners is None:  # started before clusters had owners: its plan names its one owner
+            try:
+                return bool(json.loads(self.layout.plan.read_text()).get("owner_pid") == owner_pid)
+            except (OSError, ValueError):
+                return False
+        if owner_pid not in owners.pids:
+            return False  # not one of its holders: it is not ours to stop
+        return owners.left(owner_pid).live().abandoned
 
     def _stop_locked(self) -> None:
         try:
