@@ -18,4 +18,5 @@ pytest_plugins = [
     "dra_conformance.plugin.masking_hooks",
     "dra_conformance.plugin.artifact_masking",
     "dra_conformance.plugin.phases",
+    "dra_conformance.plugin.ordering",
 ]

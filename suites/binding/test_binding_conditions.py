@@ -142,6 +142,7 @@ def _pending_events(api_client: client.ApiClient, pod: Manifest) -> list[str]:
 
 
 @pytest.mark.capability("bindingConditions")
+@pytest.mark.waits_out(PREBIND_POLL, "the scheduler's PreBind poll")
 def test_pod_is_bound_only_after_every_binding_condition_is_true_as_written_by_the_named_identity(
     binding_target: Callable[..., BindingTarget],
     tracker: ResourceTracker,
@@ -241,6 +242,7 @@ def _watch_claim(
 
 
 @pytest.mark.capability("bindingConditions")
+@pytest.mark.waits_out(PREBIND_POLL, "the scheduler's PreBind poll")
 def test_binding_failure_condition_makes_the_scheduler_clear_the_allocation_and_allocate_again(
     binding_target: Callable[..., BindingTarget],
     tracker: ResourceTracker,

@@ -357,6 +357,7 @@ def test_no_execute_evicts_pods_that_do_not_tolerate_and_keeps_those_that_do(
     )
 
 
+@pytest.mark.waits_out(TOLERATION_SECONDS, "the pod's NoExecute toleration")
 def test_toleration_seconds_hold_eviction_back_until_they_have_passed(
     taints: TaintCheck, request: pytest.FixtureRequest, run_records: RunRecords
 ) -> None:
