@@ -16,6 +16,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.reference import PrivateDriver
+from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
@@ -28,6 +29,8 @@ from dra_wire.kubelet_api import KubeletAPI
 DELAY = 1.0
 # The caller's deadline on a hung call: short, so the hang is seen to hold the call until then.
 HUNG_CALL_DEADLINE = 1.5
+# The interposer's side of that deadline ends within milliseconds of the caller's; seconds allow a busy machine.
+HANG_RECORD_DEADLINE = 5.0
 
 
 @pytest.fixture
@@ -116,7 +119,14 @@ def test_interposer_injects_error_delay_and_hang_for_the_claims_named(
             with pytest.raises(grpc.RpcError) as hung:
                 kubelet_side.unprepare([failing.ref], timeout=HUNG_CALL_DEADLINE)
             assert hung.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, hung.value
-            assert ("NodeUnprepareResources", [failing.ref.uid], "hung") in interposer.calls, interposer.calls
+            # The interposer holds its copy of the call until the same deadline passes on its side: it records the
+            # outcome a moment after the caller gave up.
+            waits.until(
+                lambda: list(interposer.calls),
+                lambda calls: ("NodeUnprepareResources", [failing.ref.uid], "hung") in calls,
+                timeout=HANG_RECORD_DEADLINE,
+                what="the interposer's record of the unprepare it held until the caller's deadline",
+            )
         finally:
             interposer.set_faults([])
             unprepared = {claim.ref.uid: kubelet_side.unprepare([claim.ref]).claims for claim in (failing, other)}
