@@ -88,9 +88,15 @@ class KubeletInterposer:
         """Hold the call until `fault` is cleared (True) or the caller's deadline passes or it gives up (False)."""
         remaining = context.time_remaining()
         limit = HANG_LIMIT if remaining is None else remaining
+        # The RPC's end (the caller's deadline or cancel) wakes the wait, so `is_active` is looked at right then.
+        context.add_callback(self._wake)
         with self._cleared:
             self._cleared.wait_for(lambda: fault not in self._faults or not context.is_active(), timeout=limit)
             return fault not in self._faults
+
+    def _wake(self) -> None:
+        with self._cleared:
+            self._cleared.notify_all()
 
     # --- forwarding -------------------------------------------------------------------------------------------
 
