@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from kubernetes import client
 
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
@@ -221,6 +222,48 @@ def test_the_cluster_stops_when_its_last_owner_dies_without_releasing_it(tmp_pat
             describe=lambda alive: f"still running: {alive}",
         )
         assert starter.info() is None
+    finally:
+        for holder in (first, second):
+            holder.kill()
+            holder.wait()
+        starter.stop()
+
+
+def test_a_driver_kill_is_recorded_while_the_cluster_lock_is_held_after_an_owner_exited(
+    tmp_path: Path, timeouts: Timeouts
+) -> None:
+    """A driver swap holds the cluster's lock while it waits for its kill of the old driver to be recorded.
+
+    The supervisor settles an owner's exit under that lock: it must go on recording exits until it gets it (CI of
+    239bb12: a mutant's swap timed out because the previous mutant's run had just exited).
+    """
+    first, second = _holder(), _holder()
+    starter, attached = (
+        _backend_of(tmp_path / "cluster", timeouts, first),
+        _backend_of(tmp_path / "cluster", timeouts, second),
+    )
+    try:
+        starter.start()
+        attached.start()
+        with FileLock(str(starter.layout.lock)):
+            second.kill()
+            second.wait()
+            waits.until(
+                lambda: json.loads(starter.layout.state.read_text()),
+                lambda state: state["owners"] == [first.pid],
+                timeout=timeouts.process_stop,
+                what=f"supervisor no longer watching the killed run {second.pid}",
+                describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
+            )
+            assert starter.kill_driver("kwok-node-0") == -9
+        waits.until(
+            lambda: [o["pid"] for o in json.loads(starter.layout.owners.read_text())["owners"]],
+            lambda owners: owners == [first.pid],
+            timeout=timeouts.process_stop,
+            what=f"owners file pruned to the starting run {first.pid} once the lock was free",
+            describe=str,
+        )
+        assert starter.info() is not None, "the cluster stopped while its starter still held it"
     finally:
         for holder in (first, second):
             holder.kill()

@@ -64,6 +64,8 @@ class Supervisor:
         self.reload_requested = False
         # A run joined the owners (SIGUSR2): watch it too.
         self.owners_changed = False
+        # Owners that exited since the owners were last settled under the lock (`_settle_owners`).
+        self.owner_exits: list[int] = []
         # Non-critical processes that exited, with their exit codes.
         self.exited: dict[str, int] = {}
         # Every exit of a non-critical process, in order: {"name", "code", "at" (epoch seconds)}; a restart clears
@@ -112,31 +114,42 @@ class Supervisor:
             self.selector.register(fd, selectors.EVENT_READ, ("owner", pid))
 
     def _owner_exited(self, pid: int, fd: int) -> None:
-        """An owner is gone: stop if no live owner is left, else watch whoever joined since."""
+        """An owner is gone: unwatch it; whether the cluster stops is settled under the lock (`_settle_owners`)."""
         self.selector.unregister(fd)
         os.close(fd)
         del self.watched_owners[pid]
-        # Under the cluster's lock, as the backend attaches and releases under it: a run that attaches either is in
-        # the file read here, or finds the cluster stopping and starts its own.
-        while not self._lock_taken():
-            if self.stop_reason is not None:
-                return  # asked to stop meanwhile (the lock's holder may be waiting for exactly that)
+        self.owner_exits.append(pid)
+        self.write_state(self.phase)  # the owners it still watches, before the lock is had
+
+    def _settle_owners(self) -> None:
+        """After owners exited: stop if no live owner is left, else watch whoever joined since.
+
+        Under the cluster's lock, as the backend attaches and releases under it: a run that attaches either is in
+        the file read here, or finds the cluster stopping and starts its own. The lock is only tried, never waited
+        for: its holder may be waiting on this loop meanwhile (a driver swap waits for its kill of the old driver to
+        be recorded), so the loop goes on handling events and tries again every PROBE_INTERVAL.
+        """
+        if not self.owner_exits or not self._lock_taken():
+            return
         try:
             owners = self._recorded_owners()
             self._watch_owners(owners)
             if not owners.kept and not self.watched_owners:  # also when the last ones exited since `live`
-                self.stop_reason = self.stop_reason or f"owner process {pid} exited (no other run holds the cluster)"
+                pids = ", ".join(map(str, self.owner_exits))
+                gone = f"owner process{'es' if len(self.owner_exits) > 1 else ''} {pids}"
+                self.stop_reason = self.stop_reason or f"{gone} exited (no other run holds the cluster)"
                 self.write_state("stopping")  # before the lock is free: a run attaching now sees it going
             else:
                 if self.layout.owners.exists():
                     owners.write(self.layout.owners)  # the dead ones pruned
                 self.write_state(self.phase)  # the owners it now watches
+            self.owner_exits.clear()
         finally:
             self.lock.release()
 
     def _lock_taken(self) -> bool:
         try:
-            self.lock.acquire(timeout=PROBE_INTERVAL)
+            self.lock.acquire(blocking=False)
         except LockTimeout:
             return False
         return True
@@ -275,6 +288,7 @@ class Supervisor:
             elif kind == "signal":
                 with contextlib.suppress(BlockingIOError):
                     os.read(key.fd, 1024)
+        self._settle_owners()
         if self.stop_reason is not None:
             raise StopRequested
         if self.reload_requested:
@@ -286,7 +300,7 @@ class Supervisor:
 
     def _watch(self) -> None:
         while True:
-            self._poll_events(None)
+            self._poll_events(PROBE_INTERVAL if self.owner_exits else None)
 
     def _wait_ready(self, spec: ProcessSpec) -> None:
         assert spec.wait_for is not None
