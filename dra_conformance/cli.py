@@ -252,6 +252,15 @@ def _add_sonobuoy_commands(commands: Any) -> None:
     plugin.add_argument("--image", help=f"the suite's image (default {sonobuoy_plugin.DEFAULT_IMAGE})")
     plugin.add_argument("--namespace", help="the namespace Sonobuoy runs in (default sonobuoy)")
     plugin.add_argument("--rbac", action="store_true", help="print the plugin's ServiceAccount and RBAC instead")
+    plugin.add_argument(
+        "--api-server-from-host",
+        metavar="URL",
+        help="for a cluster whose pods have no Service path to the API server (the local cluster): the pod uses its "
+        "node's network and this API server address",
+    )
+    plugin.add_argument(
+        "--node", action="append", default=[], help="a node the plugin's pod may run on (repeatable; default any)"
+    )
     entry = commands.add_parser(
         "sonobuoy-entry",
         help="(the plugin's container) run the suites in-cluster, hand their reports to Sonobuoy's worker",
@@ -266,7 +275,9 @@ def _sonobuoy_plugin(args: argparse.Namespace, run_args: list[str]) -> int:
         print(sonobuoy_plugin.render_rbac(args.namespace), end="")
         return EXIT_OK
     passed = run_args[1:] if run_args[:1] == ["--"] else run_args
-    settings = sonobuoy_plugin.settings_from(args.profile, args.cluster_name, args.image, args.namespace, passed)
+    settings = sonobuoy_plugin.settings_from(
+        args.profile, args.cluster_name, args.image, args.namespace, passed, args.api_server_from_host, args.node
+    )
     print(sonobuoy_plugin.render_plugin(settings), end="")
     return EXIT_OK
 

@@ -20,7 +20,7 @@ import yaml
 from dra_conformance import __version__
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import UsageError
-from dra_conformance.kube import rights
+from dra_conformance.kube import host_access, rights
 from dra_conformance.sonobuoy import protocol
 
 PLUGIN_NAME = "dra-conformance"
@@ -64,6 +64,11 @@ class PluginSettings:
     namespace: str = protocol.DEFAULT_NAMESPACE
     # Passed on to `dra-conformance run` in the pod (`-k protocol`, `--dra-strictness strict`).
     run_args: tuple[str, ...] = field(default=())
+    # On a cluster whose pods have no Service path to the API server (the local cluster): the pod's host network,
+    # and this address in the in-cluster variables (see kube/host_access.py). None: the `kubernetes` Service.
+    api_server_from_host: str | None = None
+    # The nodes the plugin's pod may run on (none named: any Linux node).
+    nodes: tuple[str, ...] = field(default=())
 
 
 def profile_files(profile: Path) -> dict[str, str]:
@@ -116,6 +121,28 @@ def container_args(settings: PluginSettings) -> list[str]:
 def plugin_definition(settings: PluginSettings) -> dict[str, Any]:
     """The plugin definition Sonobuoy v0.57.4 reads (`sonobuoy run --plugin FILE`), as a document."""
     check_settings(settings)
+    container: dict[str, Any] = {
+        "name": "plugin",
+        "image": settings.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", FALLBACK_SCRIPT, "dra-conformance-sonobuoy-entry"],
+        "args": container_args(settings),
+    }
+    # Sonobuoy uses this instead of its default pod spec: the suite's own ServiceAccount, and a Job's restart
+    # policy (the entry runs once and always leaves a done file, whatever the run did).
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        "restartPolicy": "Never",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "containers": [],
+    }
+    if settings.api_server_from_host is not None:
+        # Sonobuoy puts `container` into the pod's containers (its worker gets the same variables).
+        on_host: dict[str, Any] = {"containers": [container]}
+        host_access.reach_api_server_from_host(on_host, settings.api_server_from_host)
+        pod_spec["hostNetwork"] = on_host["hostNetwork"]
+    if settings.nodes:
+        host_access.require_nodes(pod_spec, settings.nodes)
     return {
         "sonobuoy-config": {
             "driver": protocol.JOB_DRIVER,
@@ -127,21 +154,8 @@ def plugin_definition(settings: PluginSettings) -> dict[str, Any]:
                 f"{settings.profile.name} describes, on cluster {settings.cluster_name}"
             ),
         },
-        "spec": {
-            "name": "plugin",
-            "image": settings.image,
-            "imagePullPolicy": "IfNotPresent",
-            "command": ["/bin/sh", "-c", FALLBACK_SCRIPT, "dra-conformance-sonobuoy-entry"],
-            "args": container_args(settings),
-        },
-        # Sonobuoy uses this instead of its default pod spec: the suite's own ServiceAccount, and a Job's restart
-        # policy (the entry runs once and always leaves a done file, whatever the run did).
-        "podSpec": {
-            "serviceAccountName": SERVICE_ACCOUNT,
-            "restartPolicy": "Never",
-            "nodeSelector": {"kubernetes.io/os": "linux"},
-            "containers": [],
-        },
+        "spec": container,
+        "podSpec": pod_spec,
         "config-map": profile_files(settings.profile),
     }
 
@@ -225,6 +239,8 @@ def settings_from(
     image: str | None,
     namespace: str | None,
     run_args: Sequence[str] = (),
+    api_server_from_host: str | None = None,
+    nodes: Sequence[str] = (),
 ) -> PluginSettings:
     """Settings from the command line; a missing profile or cluster name is one line (exit 2)."""
     if profile is None:
@@ -240,6 +256,8 @@ def settings_from(
         image=image or DEFAULT_IMAGE,
         namespace=namespace or protocol.DEFAULT_NAMESPACE,
         run_args=tuple(run_args),
+        api_server_from_host=api_server_from_host,
+        nodes=tuple(nodes),
     )
     check_settings(settings)
     return settings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -189,37 +190,72 @@ def test_default_image_is_the_one_image_build_writes() -> None:
     assert plugin.DEFAULT_IMAGE.rsplit(":", 1)[0] == recipes.SUITE.repository
 
 
-@pytest.mark.needs_go
-def test_sonobuoy_itself_accepts_the_plugin_and_mounts_its_config_map(tmp_path: Path) -> None:
-    registry = pytest.importorskip("dra_conformance.backends.registry")
-    if not hasattr(registry, "build_sonobuoy"):
-        pytest.skip("the pinned Sonobuoy binary is built by the image branch (build_sonobuoy)")
+def _generated(tmp_path: Path) -> list[dict[str, Any]]:
+    """What the pinned `sonobuoy gen --plugin` writes for the plugin of UPSTREAM_PROFILE (no cluster needed)."""
+    from dra_conformance.backends import registry
     from dra_conformance.config import SuiteConfig
 
     binary = registry.build_sonobuoy(SuiteConfig())
     plugin_file = tmp_path / "plugin.yaml"
     plugin_file.write_text(plugin.render_plugin(plugin.settings_from(UPSTREAM_PROFILE, "lab-1", None, None)))
-    generated = subprocess.run(
-        [
-            str(binary),
-            "gen",
-            "--plugin",
-            str(plugin_file),
-            "--kubernetes-version",
-            "v1.37.2",
-            "--kubeconfig",
-            "/dev/null",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    command = ["gen", "--plugin", str(plugin_file), "--kubernetes-version", "v1.37.2", "--kubeconfig", "/dev/null"]
+    generated = subprocess.run([str(binary), *command], capture_output=True, text=True, timeout=60, check=False)
     assert generated.returncode == 0, generated.stderr
-    documents = [d for d in yaml.safe_load_all(generated.stdout) if d]
+    return [d for d in yaml.safe_load_all(generated.stdout) if d]
+
+
+@pytest.mark.needs_go
+def test_sonobuoy_itself_accepts_the_plugin_and_mounts_its_config_map(tmp_path: Path) -> None:
+    documents = _generated(tmp_path)
     config_maps = {d["metadata"]["name"]: d for d in documents if d["kind"] == "ConfigMap"}
     assert sorted(config_maps["plugin-dra-conformance-cm"]["data"]) == sorted(_plugin()["config-map"])
     loaded = yaml.safe_load(config_maps["sonobuoy-plugins-cm"]["data"]["plugin-0.yaml"])
     mounts = {m["mountPath"]: m["name"] for m in loaded["spec"]["volumeMounts"]}
     assert mounts.get(str(protocol.CONFIG_DIR)) == "sonobuoy-dra-conformance-vol", mounts
     assert loaded["podSpec"]["serviceAccountName"] == plugin.SERVICE_ACCOUNT
+
+
+def test_plugin_on_the_hosts_network_reaches_the_api_server_given_and_runs_only_on_the_nodes_named() -> None:
+    settings = plugin.settings_from(
+        UPSTREAM_PROFILE, "lab-1", None, None, (), api_server_from_host="https://127.0.0.1:6443", nodes=["node-a"]
+    )
+    document = plugin.plugin_definition(settings)
+    pod, spec = document["podSpec"], document["spec"]
+    assert pod.get("hostNetwork") is True, pod
+    assert {e["name"]: e["value"] for e in spec["env"]} == {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": "6443",
+    }, spec["env"]
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}
+    ], terms
+    default = _plugin()
+    assert "hostNetwork" not in default["podSpec"] and "env" not in default["spec"], default
+
+
+@pytest.mark.needs_go
+def test_sonobuoys_generated_aggregator_moves_to_the_hosts_network_with_its_ports_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    from dra_conformance.sonobuoy import on_host
+
+    documents = _generated(tmp_path)
+    changed = on_host.aggregator_on_host(documents, "https://127.0.0.1:6443", ("node-a",), 28080, 28099)
+    differing = [(before, after) for before, after in zip(documents, changed, strict=True) if before != after]
+    assert [after["kind"] for _, after in differing] == ["ConfigMap", "Pod"], [a["kind"] for _, a in differing]
+    config = json.loads(next(a for _, a in differing if a["kind"] == "ConfigMap")["data"]["config.json"])
+    assert (config["Server"]["bindport"], config["ProgressUpdatesPort"]) == (28080, "28099"), config
+    pod = next(a for _, a in differing if a["kind"] == "Pod")["spec"]
+    assert pod["hostNetwork"] is True, pod
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == ("127.0.0.1", "6443"), env
+    assert "SONOBUOY_ADVERTISE_IP" in env, "the aggregator still advertises its pod IP (on the host: the node's)"
+
+
+def test_a_manifest_not_of_sonobuoy_gen_is_refused_in_one_line() -> None:
+    from dra_conformance.errors import UsageError
+    from dra_conformance.sonobuoy import on_host
+
+    with pytest.raises(UsageError, match="not a manifest of `sonobuoy gen`: expected one aggregator pod"):
+        on_host.aggregator_on_host([{"kind": "Namespace", "metadata": {"name": "x"}}], "https://h:1", (), 1, 2)

@@ -459,6 +459,21 @@ class LocalBackend:
             raise BackendError(f"{timeout}; the driver's process: {process_state(pid)}") from None
         return recorded[before]
 
+    def import_images(self, archives: tuple[Path, ...]) -> None:
+        """Import OCI image archives into the real node's containerd, for pods there (e.g. the suite's image)."""
+        recorded = json.loads((self.layout.root / "cluster.json").read_text()) if self.info() is not None else {}
+        if not recorded.get("real_nodes"):
+            raise BackendError(
+                f"the local cluster in {self.layout.root} has no real node to import images into (start it with "
+                "--real-node)"
+            )
+        binaries = Builder(
+            self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
+        ).ensure_real_node()
+        real_node.import_archives(
+            binaries.ctr, real_node.containerd_socket(self.layout), archives, real_node.VENDOR_IMPORT_TIMEOUT
+        )
+
     def restart_kubelet(self, node: str) -> None:
         """SIGTERM the real node's kubelet, wait for it to exit, and have the supervisor start it again."""
         if node != real_node.REAL_NODE:

@@ -221,6 +221,11 @@ def host_record_path(layout: ClusterLayout) -> Path:
     return layout.root / "nodes" / REAL_NODE / "host.json"
 
 
+def containerd_socket(layout: ClusterLayout) -> Path:
+    """The gRPC socket of the containerd of the real node of the cluster in `layout` (the kubelet's CRI endpoint)."""
+    return drivers.runtime_dir(ClusterLayout(layout.root.resolve())) / "containerd" / "containerd.sock"
+
+
 class RealNode:
     """Files and processes of the real node of one local cluster."""
 
@@ -238,7 +243,7 @@ class RealNode:
     @property
     def containerd_socket(self) -> Path:
         """The gRPC socket of containerd (the kubelet's CRI endpoint)."""
-        return self.runtime / "containerd.sock"
+        return containerd_socket(self.layout)
 
     @property
     def bin_dir(self) -> Path:
@@ -438,20 +443,17 @@ class RealNode:
 
     def import_images(self, vendor: tuple[Path, ...] = ()) -> None:
         """Load the pause and workload images, then the driver's `vendor` archives, into containerd's `k8s.io`."""
-        ours = sorted((self.dir / "images").glob("*.tar"))
-        for archive in [*ours, *vendor]:
-            command = [
-                str(self.binaries.ctr),
-                f"--address={self.containerd_socket}",
-                "--namespace=k8s.io",
-                "images",
-                "import",
-                str(archive),
-            ]
-            timeout = VENDOR_IMPORT_TIMEOUT if archive in vendor else IMPORT_TIMEOUT
-            result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-            if result.returncode != 0:
-                raise BackendError(f"real node: import {archive.name}: {' '.join(result.stderr.split())}")
+        import_archives(self.binaries.ctr, self.containerd_socket, tuple(sorted((self.dir / "images").glob("*.tar"))))
+        import_archives(self.binaries.ctr, self.containerd_socket, vendor, VENDOR_IMPORT_TIMEOUT)
+
+
+def import_archives(ctr: Path, socket: Path, archives: tuple[Path, ...], timeout: float = IMPORT_TIMEOUT) -> None:
+    """`ctr images import` each of `archives` into the `k8s.io` namespace of the containerd at `socket`."""
+    for archive in archives:
+        command = [str(ctr), f"--address={socket}", "--namespace=k8s.io", "images", "import", str(archive)]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+        if result.returncode != 0:
+            raise BackendError(f"real node: import {archive.name}: {' '.join(result.stderr.split())}")
 
 
 # --- teardown ---------------------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import yaml
 from kubernetes import client
@@ -21,14 +20,14 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from dra_conformance.driver.profile import InstallSpec, Transforms
-from dra_conformance.errors import BackendError, UsageError
+from dra_conformance.errors import UsageError
+from dra_conformance.kube import host_access
 from dra_conformance.kube.pods import describe_pod, start_failure
 
 # The field manager of the objects the backend applies for the vendor.
 FIELD_MANAGER = "dra-conformance-install"
 # Kinds whose objects carry a pod template at spec.template.spec (what the transformations change).
 POD_TEMPLATE_KINDS = frozenset({"DaemonSet", "Deployment", "StatefulSet", "ReplicaSet", "Job"})
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Kinds other objects live in or depend on, applied first (in this order), the rest in file order.
 FIRST_KINDS = ("Namespace", "CustomResourceDefinition")
 
@@ -58,7 +57,6 @@ def transform(
     documents: list[dict[str, Any]], transforms: Transforms, real_nodes: tuple[str, ...], api_server: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """The documents with the declared transformations applied, and one line per change made."""
-    host, port = _host_and_port(api_server)
     changed, lines = [], []
     for original in documents:
         document = copy.deepcopy(original)
@@ -66,51 +64,17 @@ def transform(
             pod = document.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
             name = _object_name(document)
             if transforms.pin_to_real_nodes:
-                _pin(pod, real_nodes)
+                host_access.require_nodes(pod, real_nodes)
                 lines.append(
-                    f"{name}: required node affinity {HOSTNAME_LABEL} In {list(real_nodes)} "
+                    f"{name}: required node affinity {host_access.HOSTNAME_LABEL} In {list(real_nodes)} "
                     "(install.transform.pinToRealNodes)"
                 )
             if transforms.api_server_from_host:
-                pod["hostNetwork"] = True
-                for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
-                    env = [e for e in container.get("env", []) if e.get("name") not in _API_ENV]
-                    container["env"] = [*env, *({"name": k, "value": v} for k, v in _api_env(host, port).items())]
-                lines.append(
-                    f"{name}: hostNetwork true, KUBERNETES_SERVICE_HOST={host} KUBERNETES_SERVICE_PORT={port} "
-                    "(install.transform.apiServerFromHost)"
-                )
+                variables = host_access.reach_api_server_from_host(pod, api_server)
+                shown = " ".join(f"{key}={value}" for key, value in variables.items())
+                lines.append(f"{name}: hostNetwork true, {shown} (install.transform.apiServerFromHost)")
         changed.append(document)
     return changed, lines
-
-
-_API_ENV = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")
-
-
-def _api_env(host: str, port: str) -> dict[str, str]:
-    return dict(zip(_API_ENV, (host, port), strict=True))
-
-
-def _host_and_port(server: str) -> tuple[str, str]:
-    parts = urlsplit(server)
-    if parts.hostname is None:
-        raise BackendError(f"install: API server address {server!r} has no host")
-    return parts.hostname, str(parts.port or 443)
-
-
-def _pin(pod: dict[str, Any], real_nodes: tuple[str, ...]) -> None:
-    """Add `kubernetes.io/hostname In real_nodes` to every required node selector term (ANDed within a term)."""
-    expression = {"key": HOSTNAME_LABEL, "operator": "In", "values": list(real_nodes)}
-    required = (
-        pod.setdefault("affinity", {})
-        .setdefault("nodeAffinity", {})
-        .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
-    )
-    terms = required.setdefault("nodeSelectorTerms", [])
-    if not terms:
-        terms.append({})
-    for term in terms:
-        term["matchExpressions"] = [*term.get("matchExpressions", []), expression]
 
 
 def apply_order(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
