@@ -245,6 +245,13 @@ def test_a_driver_kill_is_recorded_while_the_cluster_lock_is_held_after_an_owner
     try:
         starter.start()
         attached.start()
+        waits.until(
+            lambda: json.loads(starter.layout.state.read_text()),
+            lambda state: state["owners"] == sorted([first.pid, second.pid]),
+            timeout=timeouts.process_stop,
+            what=f"supervisor watching both runs {first.pid} and {second.pid}",
+            describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
+        )
         with FileLock(str(starter.layout.lock)):
             second.kill()
             second.wait()
