@@ -259,7 +259,10 @@ def _add_sonobuoy_commands(commands: Any) -> None:
         "node's network and this API server address",
     )
     plugin.add_argument(
-        "--node", action="append", default=[], help="a node the plugin's pod may run on (repeatable; default any)"
+        "--node",
+        action="append",
+        default=[],
+        help="a node the plugin's pod may run on, whatever its NoSchedule taints (repeatable; default any)",
     )
     entry = commands.add_parser(
         "sonobuoy-entry",

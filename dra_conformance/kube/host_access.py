@@ -49,3 +49,15 @@ def require_nodes(pod_spec: dict[str, Any], nodes: tuple[str, ...]) -> None:
         terms.append({})
     for term in terms:
         term["matchExpressions"] = [*term.get("matchExpressions", []), expression]
+
+
+def tolerate_scheduling_taints(pod_spec: dict[str, Any]) -> None:
+    """Let `pod_spec` be scheduled onto nodes whatever they are tainted with for scheduling (NoSchedule).
+
+    For pods placed on named nodes on purpose (`require_nodes`): the local cluster's real node keeps other pods off
+    with a NoSchedule taint. NoExecute taints still apply.
+    """
+    toleration = {"operator": "Exists", "effect": "NoSchedule"}
+    tolerations = pod_spec.setdefault("tolerations", [])
+    if toleration not in tolerations:
+        tolerations.append(toleration)

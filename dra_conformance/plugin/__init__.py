@@ -7,6 +7,7 @@ contract packages (kube, kubelet, driver, scenarios, rbac, metrics, report, back
 # Imported in this order: a module the session hooks use is registered (and assert-rewritten) before them.
 pytest_plugins = [
     "dra_conformance.plugin.options",
+    "dra_conformance.plugin.check_ids",
     "dra_conformance.plugin.scenario_fixtures",
     "dra_conformance.plugin.rbac_fixtures",
     "dra_conformance.plugin.session",

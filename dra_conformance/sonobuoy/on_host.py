@@ -8,7 +8,7 @@ there the manifest `sonobuoy gen --plugin ...` writes is changed here and applie
 `retrieve` and `results` read the run as after `sonobuoy run`. Changed, and nothing else:
 
 - the aggregator pod (label `sonobuoy-component: aggregator`): the host's network, the API server's address in the
-  in-cluster variables, and the nodes it may run on;
+  in-cluster variables, and the nodes it may run on (tolerating their NoSchedule taints);
 - Sonobuoy's config (ConfigMap `sonobuoy-config-cm`, `config.json`): the port the aggregator binds (on the host's
   network, 8080 may be taken) and the port its workers serve progress updates on.
 
@@ -55,6 +55,7 @@ def aggregator_on_host(
     host_access.reach_api_server_from_host(pod_spec, server)
     if nodes:
         host_access.require_nodes(pod_spec, nodes)
+        host_access.tolerate_scheduling_taints(pod_spec)
     config = json.loads(configs[0]["data"][CONFIG_KEY])
     config["Server"]["bindport"] = bind_port
     config["ProgressUpdatesPort"] = str(progress_port)

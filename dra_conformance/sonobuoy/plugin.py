@@ -67,7 +67,7 @@ class PluginSettings:
     # On a cluster whose pods have no Service path to the API server (the local cluster): the pod's host network,
     # and this address in the in-cluster variables (see kube/host_access.py). None: the `kubernetes` Service.
     api_server_from_host: str | None = None
-    # The nodes the plugin's pod may run on (none named: any Linux node).
+    # The nodes the plugin's pod may run on, whatever they are tainted with for scheduling (none: any Linux node).
     nodes: tuple[str, ...] = field(default=())
 
 
@@ -143,6 +143,7 @@ def plugin_definition(settings: PluginSettings) -> dict[str, Any]:
         pod_spec["hostNetwork"] = on_host["hostNetwork"]
     if settings.nodes:
         host_access.require_nodes(pod_spec, settings.nodes)
+        host_access.tolerate_scheduling_taints(pod_spec)
     return {
         "sonobuoy-config": {
             "driver": protocol.JOB_DRIVER,

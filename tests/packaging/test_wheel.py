@@ -11,6 +11,7 @@ in the README's first command.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -211,6 +212,14 @@ def test_bundled_suite_runs_from_an_empty_directory(installed: Installed, cluste
     junit = list(tmp_path.glob("reports/*/junit.xml"))
     assert len(junit) == 1, f"reports belong in the directory the command runs in: {junit}; {_tail(result)}"
     assert 'tests="1"' in junit[0].read_text(), junit[0].read_text()[:500]
+    # The bundled suites sit outside the directory the run starts in: their checks keep their `suites/...` ids, so
+    # the run's summary knows them (it once wrote none from an installed package).
+    summaries = list(tmp_path.glob("reports/*/summary.json"))
+    assert len(summaries) == 1, f"the run wrote no certification summary: {_tail(result)}"
+    summary = json.loads(summaries[0].read_text())
+    assert list(summary["suites"]) == ["protocol"] and summary["totals"] == {"passed": 1}, (
+        f"suites {summary['suites']}, totals {summary['totals']}"
+    )
 
 
 @pytest.mark.parametrize("load", ["entry point", "-p dra_conformance"])

@@ -230,6 +230,7 @@ def test_plugin_on_the_hosts_network_reaches_the_api_server_given_and_runs_only_
     assert terms == [
         {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a"]}]}
     ], terms
+    assert {"operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"], pod["tolerations"]
     default = _plugin()
     assert "hostNetwork" not in default["podSpec"] and "env" not in default["spec"], default
 
