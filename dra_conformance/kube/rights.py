@@ -126,11 +126,12 @@ _SCENARIO_RIGHTS: tuple[Right, ...] = (
 
 # The metrics rollback (the metrics suite's check and the rollback rehearsal's metrics phases,
 # dra_conformance/metrics/rollback.py): v1's APIService saved, deleted and created again; then the Service behind
-# each APIService is annotated so the aggregator probes it at once; both versions' NodeMetrics and PodMetrics read.
+# each APIService is annotated so the aggregator probes it at once; both versions' NodeMetrics (of the sampled
+# nodes, by name: metrics/api.py SampleScope) and PodMetrics (listed by namespace) read.
 _METRICS_ROLLBACK_RIGHTS: tuple[Right, ...] = (
     *_rights("get create delete", "apiservices", APIREGISTRATION, namespaced=False),
     *_rights("patch", "services"),
-    *_rights("list", "nodes", METRICS, namespaced=False),
+    *_rights("get", "nodes", METRICS, namespaced=False),
     *_rights("list", "pods", METRICS),
 )
 

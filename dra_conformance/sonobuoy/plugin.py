@@ -216,7 +216,9 @@ def render_plugin(settings: PluginSettings) -> str:
         f"# Its ServiceAccount and RBAC first (the namespace too, hence the skipped preflight check):\n"
         f"#   dra-conformance sonobuoy-plugin --rbac --namespace {settings.namespace} | kubectl apply -f -\n"
         f"#   sonobuoy run --namespace {settings.namespace} --plugin THIS_FILE "
-        f"--skip-preflight=existingnamespace --wait\n"
+        f"--skip-preflight=existingnamespace --aggregator-permissions namespaceAdmin --wait\n"
+        f"# (namespaceAdmin: Sonobuoy's own default, clusterAdmin, lets its aggregator read every namespace's\n"
+        f"# ResourceClaims, which the suite's read-exposure check reports as a reader beyond the allowlist)\n"
         f"#   sonobuoy results $(sonobuoy retrieve --namespace {settings.namespace})\n"
     )
     return header + _dump(document)
