@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -104,6 +105,9 @@ def check_settings(settings: PluginSettings) -> None:
         )
     if not DNS_LABEL.match(settings.namespace):
         raise UsageError(f"--namespace {settings.namespace!r} is no namespace name (a DNS label)")
+    server = settings.api_server_from_host
+    if server is not None and (urlsplit(server).scheme != "https" or not urlsplit(server).hostname):
+        raise UsageError(f"--api-server-from-host {server!r} is no API server URL (such as https://127.0.0.1:6443)")
 
 
 def container_args(settings: PluginSettings) -> list[str]:

@@ -260,3 +260,11 @@ def test_a_manifest_not_of_sonobuoy_gen_is_refused_in_one_line() -> None:
 
     with pytest.raises(UsageError, match="not a manifest of `sonobuoy gen`: expected one aggregator pod"):
         on_host.aggregator_on_host([{"kind": "Namespace", "metadata": {"name": "x"}}], "https://h:1", (), 1, 2)
+
+
+def test_an_api_server_that_is_no_url_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(
+        ["sonobuoy-plugin", "--profile", str(UPSTREAM_PROFILE), "--cluster-name", "x", "--api-server-from-host", "h"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "is no API server URL" in err, (code, err)
