@@ -28,6 +28,14 @@ class BuildError(BackendError):
         self.log_tail = log_tail
 
 
+class SuiteForbidden(ConformanceError):
+    """The API server refused a request of the identity the suite runs as: a right it needs is not granted.
+
+    The suite's own limit, never a finding about the driver or the cluster (an error attributed to the harness
+    obligation `run.suite-identity-holds-its-rights`).
+    """
+
+
 class DriverError(ConformanceError):
     """A DRA driver under test misbehaved in a way that stops the check itself."""
 

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.utils import parse_quantity
 
 from dra_conformance import __version__
-from dra_conformance.errors import WaitTimeout
+from dra_conformance.errors import SuiteForbidden, WaitTimeout
 from dra_conformance.kube import discovery, waits
 from dra_conformance.kube.audit_log import events as audit_log_events
 from dra_conformance.kube.client import raw_request, sibling_client
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from dra_conformance.metrics.watch import WatchSummary
 
 GROUP = "metrics.k8s.io"
+FORBIDDEN = 403
 VERSIONS = ("v1", "v1beta1")
 SUITE_USER_AGENT = f"dra-conformance/{__version__}"
 # Default freshness SLO: a sample older than this must not drive autoscaling.
@@ -328,6 +329,11 @@ def _ok(api: client.ApiClient, path: str, query: dict[str, str] | None = None) -
 def _raise_unless_ok(status: int, body: Any, what: str) -> None:
     if status != 200:
         message = body.get("message", body) if isinstance(body, dict) else body
+        if status == FORBIDDEN:  # the suite's own read: its identity lacks a right, which no wait will change
+            raise SuiteForbidden(
+                f"GET {what}: {message}; the identity the suite runs as needs the rules of "
+                "dra_conformance/kube/ci-clusterrole.yaml (in a pod: dra-conformance sonobuoy-plugin --rbac)"
+            )
         raise ApiException(status=status, reason=f"GET {what}: {message}")
 
 

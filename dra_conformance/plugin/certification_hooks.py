@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import __version__, paths
-from dra_conformance.errors import ConformanceError
+from dra_conformance.errors import ConformanceError, SuiteForbidden
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
@@ -24,7 +24,7 @@ from dra_conformance.kubelet.dra_metrics import EXCLUDED_RECORDS, KubeletWindow
 from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
 from dra_conformance.kubelet.latency import latency_figures
 from dra_conformance.model.cluster import DriverProcesses
-from dra_conformance.model.obligations import HarnessPreconditionFailed, ObligationFailed
+from dra_conformance.model.obligations import Basis, HarnessPreconditionFailed, ObligationFailed
 from dra_conformance.model.records import read_records
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.opt_in import in_the_suites
@@ -59,6 +59,8 @@ CAPABILITY_PROPERTY = "capabilities"
 OBLIGATION_PROPERTY = "obligation"
 BASIS_PROPERTY = "obligation_basis"
 OBLIGATION_CAPABILITY_PROPERTY = "obligation_capability"
+# The harness obligation a refused request of the suite's own identity breaks (errors.SuiteForbidden).
+SUITE_RIGHTS = "run.suite-identity-holds-its-rights"
 COLLECTOR_NAME = "dra-conformance-certification"
 # The Allure group of checks that exercise no optional capability: what every driver must do.
 EVERY_DRIVER = "every driver"
@@ -153,15 +155,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Name the registry obligation a phase broke in its report, so the verdict can tell failures from errors."""
     report = yield
     error = call.excinfo.value if call.excinfo is not None else None
+    report.user_properties = [*report.user_properties, *obligation_properties(error)]
+    return report
+
+
+def obligation_properties(error: BaseException | None) -> list[tuple[str, str]]:
+    """The report properties naming the registry obligation `error` broke (none for other errors).
+
+    A request of the suite's own identity the API server refused (`SuiteForbidden`) breaks the harness obligation
+    SUITE_RIGHTS: the check errors as the suite's problem, whatever obligation it was verifying.
+    """
     if isinstance(error, ObligationFailed | HarnessPreconditionFailed):
         obligation = error.obligation
-        report.user_properties = [
-            *report.user_properties,
+        return [
             (OBLIGATION_PROPERTY, obligation.id),
             (BASIS_PROPERTY, str(obligation.basis)),
             (OBLIGATION_CAPABILITY_PROPERTY, obligation.capability or ""),
         ]
-    return report
+    if isinstance(error, SuiteForbidden):
+        return [
+            (OBLIGATION_PROPERTY, SUITE_RIGHTS),
+            (BASIS_PROPERTY, str(Basis.HARNESS)),
+            (OBLIGATION_CAPABILITY_PROPERTY, ""),
+        ]
+    return []
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

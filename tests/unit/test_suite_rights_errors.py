@@ -1,0 +1,42 @@
+"""A request of the suite's own identity that the API server refuses is the suite's error, never a finding."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from dra_conformance.errors import SuiteForbidden
+from dra_conformance.metrics import api as metrics_api
+from dra_conformance.model.obligations import Basis, ObligationFailed, Registry
+from dra_conformance.plugin.certification_hooks import (
+    BASIS_PROPERTY,
+    OBLIGATION_PROPERTY,
+    SUITE_RIGHTS,
+    obligation_properties,
+)
+from dra_conformance.report.certification import Outcome, outcome_of
+
+REFUSED = {"message": 'nodes.metrics.k8s.io "n" is forbidden: User "system:serviceaccount:s:d" cannot get resource'}
+
+
+def test_a_refused_metrics_read_is_the_suites_own_and_names_the_rules_to_grant() -> None:
+    with pytest.raises(SuiteForbidden, match=r"GET metrics.k8s.io/v1/nodes/n: .*forbidden.*ci-clusterrole.yaml"):
+        metrics_api._raise_unless_ok(403, REFUSED, "metrics.k8s.io/v1/nodes/n")
+    with pytest.raises(ApiException):
+        metrics_api._raise_unless_ok(503, {"message": "service unavailable"}, "metrics.k8s.io/v1/nodes/n")
+
+
+def test_a_refused_request_errors_the_check_on_the_harness_obligation_of_the_suites_rights() -> None:
+    obligation = Registry.load()[SUITE_RIGHTS]
+    assert obligation.basis == Basis.HARNESS, obligation
+    properties = dict(obligation_properties(SuiteForbidden("GET x: forbidden")))
+    assert (properties[OBLIGATION_PROPERTY], properties[BASIS_PROPERTY]) == (SUITE_RIGHTS, "harness"), properties
+    found = outcome_of("call", False, False, "GET x: forbidden", properties[BASIS_PROPERTY])
+    assert found is not None and found[0] == Outcome.ERROR, found
+
+
+def test_an_obligation_failure_keeps_its_own_obligation() -> None:
+    obligation = Registry.load()["metrics.served-version-serves-node-metrics"]
+    properties = dict(obligation_properties(ObligationFailed(obligation, "broke")))
+    assert properties[OBLIGATION_PROPERTY] == obligation.id and properties[BASIS_PROPERTY] == "contract", properties
+    assert obligation_properties(ValueError("other")) == []
