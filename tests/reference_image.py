@@ -1,4 +1,4 @@
-"""Building the reference driver's image archive, as the shipped profile installs it, for tests and benches."""
+"""Building image archives (the reference driver's, as the shipped profile installs it; the suite's) for tests."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ IMAGE_BUILD_DEADLINE = 1200.0
 OUTPUT_TAIL = 3000
 
 
-def build_reference_image(output: Path) -> str | None:
-    """`dra-conformance image build --image reference-driver --output OUTPUT`; None once built, else its output."""
-    command = ["image", "build", "--image", "reference-driver", "--output", str(output)]
+def build_image(kind: str, output: Path) -> str | None:
+    """`dra-conformance image build --image KIND --output OUTPUT`; None once built, else its output."""
+    command = ["image", "build", "--image", kind, "--output", str(output)]
     build = subprocess.run(
         [sys.executable, "-m", "dra_conformance.cli", *command],
         capture_output=True,
@@ -23,3 +23,8 @@ def build_reference_image(output: Path) -> str | None:
         check=False,
     )
     return None if build.returncode == 0 else (build.stdout + build.stderr)[-OUTPUT_TAIL:]
+
+
+def build_reference_image(output: Path) -> str | None:
+    """The reference driver's image archive at `output` (`build_image`)."""
+    return build_image("reference-driver", output)

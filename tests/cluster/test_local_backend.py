@@ -147,6 +147,17 @@ def _backend_of(state_dir: Path, timeouts: Timeouts, owner: subprocess.Popen[byt
     return LocalBackend(LocalClusterConfig(state_dir=state_dir, nodes=1, timeouts=timeouts, owner_pid=owner.pid))
 
 
+def _await_watched(backend: LocalBackend, owners: list[int], timeouts: Timeouts, what: str) -> None:
+    """Wait until the supervisor's state says it watches exactly `owners` (sorted pids)."""
+    waits.until(
+        lambda: json.loads(backend.layout.state.read_text()),
+        lambda state: state["owners"] == owners,
+        timeout=timeouts.process_stop,
+        what=what,
+        describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
+    )
+
+
 def test_a_run_that_attached_keeps_the_cluster_after_the_run_that_started_it_released_it(
     tmp_path: Path, timeouts: Timeouts
 ) -> None:
@@ -164,13 +175,7 @@ def test_a_run_that_attached_keeps_the_cluster_after_the_run_that_started_it_rel
         first.kill()
         first.wait()
         # The supervisor saw its first owner exit and, under the lock, kept the cluster for the second.
-        waits.until(
-            lambda: json.loads(starter.layout.state.read_text()),
-            lambda state: state["owners"] == [second.pid],
-            timeout=timeouts.process_stop,
-            what=f"supervisor watching only the attached run {second.pid}",
-            describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
-        )
+        _await_watched(starter, [second.pid], timeouts, f"supervisor watching only the attached run {second.pid}")
         running = attached.info()
         assert running is not None and _component_pids(running) == pids, running
         assert all(_alive(pid) for pid in pids.values()), pids
@@ -195,12 +200,11 @@ def test_the_cluster_stops_when_its_last_owner_dies_without_releasing_it(tmp_pat
     try:
         pids = _component_pids(starter.start())
         attached.start()
-        waits.until(
-            lambda: json.loads(starter.layout.state.read_text()),
-            lambda state: state["owners"] == sorted([first.pid, second.pid]),
-            timeout=timeouts.process_stop,
-            what=f"supervisor watching both runs {first.pid} and {second.pid}",
-            describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
+        _await_watched(
+            starter,
+            sorted([first.pid, second.pid]),
+            timeouts,
+            f"supervisor watching both runs {first.pid} and {second.pid}",
         )
         second.kill()  # the attached run dies first, unclean: the starter still holds the cluster
         second.wait()
@@ -245,23 +249,16 @@ def test_a_driver_kill_is_recorded_while_the_cluster_lock_is_held_after_an_owner
     try:
         starter.start()
         attached.start()
-        waits.until(
-            lambda: json.loads(starter.layout.state.read_text()),
-            lambda state: state["owners"] == sorted([first.pid, second.pid]),
-            timeout=timeouts.process_stop,
-            what=f"supervisor watching both runs {first.pid} and {second.pid}",
-            describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
+        _await_watched(
+            starter,
+            sorted([first.pid, second.pid]),
+            timeouts,
+            f"supervisor watching both runs {first.pid} and {second.pid}",
         )
         with FileLock(str(starter.layout.lock)):
             second.kill()
             second.wait()
-            waits.until(
-                lambda: json.loads(starter.layout.state.read_text()),
-                lambda state: state["owners"] == [first.pid],
-                timeout=timeouts.process_stop,
-                what=f"supervisor no longer watching the killed run {second.pid}",
-                describe=lambda state: f"phase {state['phase']}, watching {state['owners']}",
-            )
+            _await_watched(starter, [first.pid], timeouts, f"supervisor no longer watching the killed run {second.pid}")
             assert starter.kill_driver("kwok-node-0") == -9
         waits.until(
             lambda: [o["pid"] for o in json.loads(starter.layout.owners.read_text())["owners"]],

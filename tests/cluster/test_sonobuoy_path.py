@@ -34,7 +34,7 @@ from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.report.certification import SUMMARY_JSON
 from dra_conformance.sonobuoy import on_host, plugin, protocol
 from dra_conformance.sonobuoy import results as results_format
-from tests.reference_image import IMAGE_BUILD_DEADLINE, build_reference_image
+from tests.reference_image import IMAGE_BUILD_DEADLINE, build_image, build_reference_image
 
 pytestmark = [
     pytest.mark.xdist_group("real-node"),
@@ -53,25 +53,11 @@ OUTPUT_TAIL = 4000
 RESULTS_DIR = f"plugins/{plugin.PLUGIN_NAME}/results/global"
 
 
-def _cli(*arguments: str, timeout: float) -> str:
-    """`dra-conformance ARGUMENTS` in a subprocess; its stdout, asserting exit 0 (with its output when not)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "dra_conformance.cli", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def _run(command: list[str], timeout: float = SONOBUOY_COMMAND_DEADLINE) -> str:
+    """`command`'s stdout, asserting exit 0 (with its output when not)."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     assert done.returncode == 0, (
-        f"dra-conformance {' '.join(arguments)}: exit {done.returncode}\n" + (done.stdout + done.stderr)[-OUTPUT_TAIL:]
-    )
-    return done.stdout
-
-
-def _sonobuoy(binary: Path, *arguments: str, timeout: float = SONOBUOY_COMMAND_DEADLINE) -> str:
-    done = subprocess.run([str(binary), *arguments], capture_output=True, text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, (
-        f"sonobuoy {' '.join(arguments)}: exit {done.returncode}\n" + (done.stdout + done.stderr)[-OUTPUT_TAIL:]
+        f"{' '.join(command)}: exit {done.returncode}\n" + (done.stdout + done.stderr)[-OUTPUT_TAIL:]
     )
     return done.stdout
 
@@ -129,8 +115,9 @@ def test_sonobuoy_runs_the_suite_in_cluster_and_its_results_show_the_verdict_of_
     real_node_cluster: LocalBackend, tmp_path: Path
 ) -> None:
     images = tmp_path / "images"
-    _cli("image", "build", "--image", "suite", "--output", str(images / "suite.tar"), timeout=IMAGE_BUILD_DEADLINE)
-    _cli("image", "build", "--image", "sonobuoy", "--output", str(images), timeout=IMAGE_BUILD_DEADLINE)
+    for kind, output in (("suite", images / "suite.tar"), ("sonobuoy", images / "sonobuoy.tar")):
+        failed = build_image(kind, output)
+        assert failed is None, f"image build {kind}: {failed}"
     sonobuoy = build_sonobuoy(SuiteConfig())
     info = real_node_cluster.start()
     real_node_cluster.import_images((images / "suite.tar", images / "sonobuoy.tar"))
@@ -142,35 +129,41 @@ def test_sonobuoy_runs_the_suite_in_cluster_and_its_results_show_the_verdict_of_
     pod_dir.mkdir()
     plugin_file = tmp_path / "plugin.yaml"
     plugin_file.write_text(
-        _cli(
-            "sonobuoy-plugin",
-            "--profile",
-            str(_profile_for_the_pod(pod_dir)),
-            "--cluster-name",
-            CLUSTER_NAME,
-            "--api-server-from-host",
-            info.server,
-            "--node",
-            real_node.REAL_NODE,
-            timeout=SONOBUOY_COMMAND_DEADLINE,
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "dra_conformance.cli",
+                "sonobuoy-plugin",
+                "--profile",
+                str(_profile_for_the_pod(pod_dir)),
+                "--cluster-name",
+                CLUSTER_NAME,
+                "--api-server-from-host",
+                info.server,
+                "--node",
+                real_node.REAL_NODE,
+            ]
         )
     )
-    generated = _sonobuoy(
-        sonobuoy,
-        "gen",
-        "--kubeconfig",
-        kubeconfig,
-        "--plugin",
-        str(plugin_file),
-        "--sonobuoy-image",
-        f"dra-conformance.io/sonobuoy:{protocol.SONOBUOY_VERSION}",
-        "--image-pull-policy",
-        "Never",
-        # Sonobuoy's default, clusterAdmin, makes its aggregator a reader of every namespace's claims.
-        "--aggregator-permissions",
-        "namespaceAdmin",
-        "--kubernetes-version",
-        "ignore",
+    generated = _run(
+        [
+            str(sonobuoy),
+            "gen",
+            "--kubeconfig",
+            kubeconfig,
+            "--plugin",
+            str(plugin_file),
+            "--sonobuoy-image",
+            f"dra-conformance.io/sonobuoy:{protocol.SONOBUOY_VERSION}",
+            "--image-pull-policy",
+            "Never",
+            # Sonobuoy's default, clusterAdmin, makes its aggregator a reader of every namespace's claims.
+            "--aggregator-permissions",
+            "namespaceAdmin",
+            "--kubernetes-version",
+            "ignore",
+        ]
     )
     with ports.reserved() as reservation:
         documents = [d for d in yaml.safe_load_all(generated) if d]
@@ -179,18 +172,20 @@ def test_sonobuoy_runs_the_suite_in_cluster_and_its_results_show_the_verdict_of_
         )
         with client_from_kubeconfig(info.kubeconfig) as api_client:
             shipped.apply(api_client, manifest)
-        _sonobuoy(
-            sonobuoy,
-            "wait",
-            "--kubeconfig",
-            kubeconfig,
-            f"--wait={SONOBUOY_WAIT_MINUTES}",
-            "--wait-output=silent",
+        _run(
+            [
+                str(sonobuoy),
+                "wait",
+                "--kubeconfig",
+                kubeconfig,
+                f"--wait={SONOBUOY_WAIT_MINUTES}",
+                "--wait-output=silent",
+            ],
             timeout=60 * SONOBUOY_WAIT_MINUTES + SONOBUOY_COMMAND_DEADLINE,
         )
-    retrieved = _sonobuoy(sonobuoy, "retrieve", "--kubeconfig", kubeconfig, str(tmp_path)).strip().splitlines()
+    retrieved = _run([str(sonobuoy), "retrieve", "--kubeconfig", kubeconfig, str(tmp_path)]).strip().splitlines()
     tarball = Path(retrieved[-1])
-    results = _sonobuoy(sonobuoy, "results", str(tarball))
+    results = _run([str(sonobuoy), "results", str(tarball)])
     print(results)
 
     summary = _our_summary(tarball)
