@@ -12,7 +12,7 @@ from dra_conformance.backends.existing import ExistingBackend, ExistingClusterCo
 from dra_conformance.backends.kind import KindBackend, KindClusterConfig
 from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.build import SONOBUOY, Builder, echo_stderr
+from dra_conformance.backends.local.build import SONOBUOY, Builder, echo_stderr, socket_relay
 from dra_conformance.backends.local.real_node import CGROUP_ROOT
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
@@ -126,3 +126,10 @@ def build_sonobuoy(config: SuiteConfig) -> Path:
     """Build (or find in the cache) the pinned Sonobuoy binary, like the local backend's own binaries."""
     local = local_cluster_config(config, owner_pid=None)
     return Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr).ensure(SONOBUOY)
+
+
+def build_socket_relay(config: SuiteConfig, architecture: str) -> Path:
+    """Build (or find in the cache) the node agent's socket relay for nodes of `architecture` (GOARCH)."""
+    local = local_cluster_config(config, owner_pid=None)
+    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
+    return builder.ensure(socket_relay(architecture))

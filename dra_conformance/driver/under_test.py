@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dra_conformance.driver.profile import DriverProfile
+from dra_conformance.kube.builders import PodHold
 from dra_conformance.model.driver import DriverEndpoint
 
 # Why a check that needs the driver under test on a fake (kwok) node does not run for a `nodes: realOnly` profile.
@@ -17,6 +18,10 @@ class DriverUnderTest:
 
     profile: DriverProfile
     endpoints: dict[str, DriverEndpoint]
+    # Where the endpoints' nodes have real kubelets: how pods allocating claims for socket checks are held there.
+    hold: PodHold | None = None
+    # Why no socket of the driver can be reached, where the suite tried and found out ("" where it did not try).
+    unreachable: str = ""
 
     @property
     def name(self) -> str:

@@ -31,6 +31,41 @@ def pin_to_node(node: str) -> Manifest:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
+def pin_to_nodes(nodes: tuple[str, ...]) -> Manifest:
+    """A pod affinity that lets the scheduler place the pod only on one of `nodes` (see `pin_to_node`)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+@dataclass(frozen=True)
+class PodHold:
+    """How a pod gets its claims allocated on a node a real kubelet serves without that kubelet preparing them.
+
+    Socket-level checks play the kubelet's part and call the driver themselves; a real kubelet preparing the same
+    claims would interleave its calls with theirs. The kubelet prepares a pod's claims only after the pod's volumes
+    are mounted (pkg/kubelet/kubelet.go SyncPod waits in WaitForAttachAndMount before kuberuntime's SyncPod calls
+    PrepareDynamicResources), and unprepares only claims it prepared. So the pod mounts a ConfigMap that does not
+    exist: the scheduler allocates and binds as for any pod, and the kubelet waits at the mount until the pod goes.
+    """
+
+    # The nodes such pods may land on, and tolerations of their NoSchedule and NoExecute taints.
+    nodes: tuple[str, ...]
+    tolerations: tuple[Manifest, ...]
+    # A ConfigMap name no test creates.
+    config_map: str = "dra-conformance-never-created"
+
+    def apply(self, pod: Manifest) -> None:
+        """Make `pod` held: the missing ConfigMap mounted, the nodes' taints tolerated, the pod kept to the nodes."""
+        spec = pod["spec"]
+        spec["volumes"] = [*spec.get("volumes", []), {"name": "held", "configMap": {"name": self.config_map}}]
+        for container in spec["containers"]:
+            container["volumeMounts"] = [*container.get("volumeMounts", []), {"name": "held", "mountPath": "/held"}]
+        own = spec.get("tolerations", [])
+        if own or self.tolerations:
+            spec["tolerations"] = [*own, *(t for t in self.tolerations if t not in own)]
+        spec.setdefault("affinity", pin_to_nodes(self.nodes))
+
+
 @dataclass
 class Builder:
     """Makes fresh manifests; names are `<prefix>-<counter>` so they are unique within the test's namespace.
@@ -41,6 +76,8 @@ class Builder:
 
     namespace: str
     driver: str
+    # Where pods that socket-level checks allocate claims with must be held (see `PodHold`); None: no need.
+    hold: PodHold | None = None
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def name(self, prefix: str) -> str:

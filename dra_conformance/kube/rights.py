@@ -146,6 +146,12 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights(TRACKED, "pods"),
         *_rights("patch", "pods"),
         *_rights(TRACKED, "resourceslices", RESOURCE, namespaced=False),
+        # The driver on nodes real kubelets serve, on a cluster the suite did not build: node agents read the nodes'
+        # files (exec) and relay the driver's sockets (portforward: like exec, a WebSocket upgrade authorized as
+        # `get` and `create`); the nodes read for their taints and architecture.
+        *_rights("get create", "pods", subresource="exec"),
+        *_rights("get create", "pods", subresource="portforward"),
+        *_rights("get", "nodes", namespaced=False),
     ),
     "allocation": _SCENARIO_RIGHTS,
     # As allocation, and the kubelet's role starts the containers of the pods it prepared (a pod annotation).

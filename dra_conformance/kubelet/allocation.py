@@ -47,10 +47,14 @@ def allocate(
 ) -> AllocatedClaim:
     """Create a claim and a pod using it (pinned to `node` if given); return them once the pod is bound.
 
-    `tolerations` are the pod's (node taints), `device_tolerations` the claim's (device taints).
+    `tolerations` are the pod's (node taints), `device_tolerations` the claim's (device taints). Where the builder
+    has a hold (the driver's nodes have real kubelets), the pod is held so that only the check prepares the claim.
     """
     claim = tracker.create(build.claim(device_class, count=count, tolerations=device_tolerations))
-    pod = tracker.create(build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations))
+    manifest = build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations)
+    if build.hold is not None:
+        build.hold.apply(manifest)
+    pod = tracker.create(manifest)
     core = client.CoreV1Api(api_client)
     bound = waits.until(
         lambda: core.read_namespaced_pod(pod["metadata"]["name"], build.namespace),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,10 +57,17 @@ class CallResult:
 class DriverClient:
     """A kubelet-side client of one driver on one node: registration socket first, then its endpoint."""
 
-    def __init__(self, api: KubeletAPI, registration_socket: Path) -> None:
-        """Reach the driver whose registration socket is `registration_socket`."""
+    def __init__(
+        self, api: KubeletAPI, registration_socket: Path, reachable: Callable[[str], str] = lambda path: path
+    ) -> None:
+        """Reach the driver whose registration socket is `registration_socket`.
+
+        `reachable` maps a socket path the driver names (GetInfo's endpoint, a path on its node) to where this
+        machine reaches it (`DriverEndpoint.reachable`).
+        """
         self.api = api
         self.registration_socket = registration_socket
+        self.reachable = reachable
         self._channels: list[grpc.Channel] = []
         self._endpoint: grpc.Channel | None = None
 
@@ -101,7 +109,8 @@ class DriverClient:
         optional and the kubelet then uses the registration socket itself.
         """
         if self._endpoint is None:
-            self._endpoint = self._channel(self.get_info().endpoint or str(self.registration_socket))
+            endpoint = self.get_info().endpoint
+            self._endpoint = self._channel(self.reachable(endpoint) if endpoint else self.registration_socket)
         return self._endpoint
 
     def dra_service_problem(self, version: str = "v1") -> str | None:

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import secrets
 import shlex
+import threading
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import yaml
 from kubernetes import client
-from kubernetes.stream import stream
+from kubernetes.stream import portforward, stream
 
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
@@ -49,6 +51,8 @@ done
 ARG_SEPARATOR = "\x1f"
 # A spec file the CDI reader considers (the CDI spec's own extensions).
 CDI_SUFFIXES = (".json", ".yaml", ".yml")
+# Bytes per stdin frame of an upload: well under the API server's and kubelet's websocket frame limits.
+UPLOAD_CHUNK = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,8 @@ class NodeAgent:
         """
         self.core = client.CoreV1Api(sibling_client(api_client))
         self.namespace, self.pod, self.node = namespace, pod, node
+        # The client's stream() swaps the ApiClient's request function while it connects: one stream at a time.
+        self._streams = threading.Lock()
 
     def await_ready(self, timeout: float) -> None:
         """Wait until the agent's container runs; an image the node cannot pull ends the wait at once."""
@@ -192,17 +198,76 @@ class NodeAgent:
 
     def sh(self, script: str) -> str:
         """Standard output of `script` run by the agent's shell."""
-        output: str = stream(
-            self.core.connect_get_namespaced_pod_exec,
-            self.pod,
-            self.namespace,
-            command=["sh", "-c", script],
-            stderr=False,
-            stdin=False,
-            stdout=True,
-            tty=False,
-        )
+        with self._streams:
+            output: str = stream(
+                self.core.connect_get_namespaced_pod_exec,
+                self.pod,
+                self.namespace,
+                command=["sh", "-c", script],
+                stderr=False,
+                stdin=False,
+                stdout=True,
+                tty=False,
+            )
         return output
+
+    def upload(self, data: bytes, path: PurePosixPath, timeout: float) -> None:
+        """Write `data` to `path` in the agent's scratch volume, executable; a failed write is a BackendError."""
+        if not path.is_relative_to(SCRATCH):
+            raise ValueError(f"the agent writes only under {SCRATCH}, not {path}")
+        partial = shlex.quote(f"{path}.partial")
+        # `head -c` reads exactly the bytes sent, so the upload needs no end-of-input signal on stdin.
+        target = shlex.quote(str(path))
+        script = f"head -c {len(data)} > {partial} && chmod 0755 {partial} && mv {partial} {target} && echo uploaded"
+        with self._streams:
+            session = stream(
+                self.core.connect_get_namespaced_pod_exec,
+                self.pod,
+                self.namespace,
+                command=["sh", "-c", script],
+                stderr=True,
+                stdin=True,
+                stdout=True,
+                tty=False,
+                binary=True,
+                _preload_content=False,
+            )
+        try:
+            for start in range(0, len(data), UPLOAD_CHUNK):
+                session.write_stdin(data[start : start + UPLOAD_CHUNK])
+            session.run_forever(timeout=timeout)
+            output = session.read_all()
+        finally:
+            session.close()
+        if b"uploaded" not in output:
+            said = output.decode(errors="replace").strip() or "nothing"
+            raise BackendError(f"node agent on {self.node}: writing {path} failed (the agent said: {said})")
+
+    def port_forward(self, port: int) -> Any:
+        """A socket connected, through a port-forward, to `port` on the agent pod's loopback."""
+        with self._streams:
+            forward = portforward(
+                self.core.connect_get_namespaced_pod_portforward, self.pod, self.namespace, ports=str(port)
+            )
+        return forward.socket(port)
+
+    def sockets_under(self, root: PurePosixPath, directories: tuple[str, ...]) -> dict[PurePosixPath, int]:
+        """Unix sockets in `directories` (under the node directory `root`, three levels deep), with modify times.
+
+        Keyed by path on the node; times in seconds since the epoch.
+        """
+        quoted = shlex.quote(str(HOST / root.relative_to("/")))
+        names = " ".join(shlex.quote(d) for d in directories)
+        listing = self.sh(
+            f"cd {quoted} 2>/dev/null && find {names} -maxdepth 3 -type s 2>/dev/null | "
+            'while read -r f; do echo "$(stat -c %Y "$f") $f"; done'
+        )
+        sockets = {}
+        for line in listing.splitlines():
+            modified, _, name = line.partition(" ")
+            if modified.isdigit() and name:
+                sockets[root / name] = int(modified)
+        return sockets
 
     def read_host_file(self, path: PurePosixPath) -> str | None:
         """A node file's text, or None where it does not exist or cannot be read."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 
 @dataclass(frozen=True)
@@ -15,6 +15,15 @@ class DriverEndpoint:
     kubelet_root: Path
     # The node's CDI spec directory the driver writes to, where this machine can read it.
     cdi_dir: Path | None = None
+    # Set where `kubelet_root` is a local mirror of the node's kubelet root (sockets relayed by a node agent): the
+    # node's own kubelet root, which paths the driver names (GetInfo's endpoint) are relative to.
+    node_kubelet_root: PurePosixPath | None = None
+
+    def reachable(self, path: str) -> str:
+        """Where this machine reaches the socket the driver names by its path on the node."""
+        if self.node_kubelet_root is None or not PurePosixPath(path).is_relative_to(self.node_kubelet_root):
+            return path
+        return str(self.kubelet_root / PurePosixPath(path).relative_to(self.node_kubelet_root))
 
     @property
     def registrar_dir(self) -> Path:

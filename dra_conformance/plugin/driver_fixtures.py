@@ -12,15 +12,18 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import allure
 import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from dra_conformance.backends.registry import build_socket_relay
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.launcher import DriverLauncher
 from dra_conformance.driver.lease import NodeLeases
+from dra_conformance.driver.node_sockets import NodeSockets, SocketAccess, nodes_of_driver, reach_node_sockets
 from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
 from dra_conformance.driver.real_node import (
     DEFAULT_WORKLOAD_IMAGE,
@@ -73,10 +76,57 @@ def driver_profile(conformance_run: None, pytestconfig: pytest.Config) -> Driver
 
 
 @pytest.fixture(scope="session")
-def driver_under_test(cluster: ClusterInfo, driver_profile: DriverProfile) -> DriverUnderTest:
-    """The driver being certified, with the kubelet-plugin sockets of it that this machine can reach."""
-    endpoints = {e.node: e for e in cluster.drivers if e.driver == driver_profile.driver and e.node in cluster.nodes}
-    return DriverUnderTest(driver_profile, endpoints)
+def driver_under_test(
+    request: pytest.FixtureRequest, cluster: ClusterInfo, driver_profile: DriverProfile
+) -> DriverUnderTest:
+    """The driver being certified, with the kubelet-plugin sockets of it that this machine can reach.
+
+    Where the backend runs the driver it says where its sockets are. Elsewhere (a cluster the suite did not
+    build), node agents reach them on the nodes real kubelets serve (`node_sockets`).
+    """
+    if any(e.driver == driver_profile.driver for e in cluster.drivers) or not cluster.real_nodes:
+        ours = driver_profile.driver
+        endpoints = {e.node: e for e in cluster.drivers if e.driver == ours and e.node in cluster.nodes}
+        return DriverUnderTest(driver_profile, endpoints)
+    reached: NodeSockets = request.getfixturevalue("node_sockets")
+    return DriverUnderTest(driver_profile, reached.endpoints, reached.hold, reached.why_none())
+
+
+@pytest.fixture(scope="session")
+def node_sockets(
+    pytestconfig: pytest.Config,
+    cluster: ClusterInfo,
+    driver_profile: DriverProfile,
+    api_client: client.ApiClient,
+    node_agents: NodeAgents,
+) -> Iterator[NodeSockets]:
+    """The driver's sockets on the real nodes it publishes devices for, reached through node agents."""
+    nodes = nodes_of_driver(api_client, driver_profile.driver, cluster.real_nodes)
+    if not nodes:
+        yield NodeSockets(unreachable={"any real node": f"{driver_profile.driver} publishes no ResourceSlice there"})
+        return
+    suite = pytestconfig.stash[stash.SUITE_CONFIG]
+    reached = reach_node_sockets(
+        api_client,
+        driver_profile.driver,
+        nodes,
+        node_agents,
+        lambda node: workload_image(pytestconfig, cluster, node),
+        lambda architecture: build_socket_relay(suite, architecture),
+        SocketAccess(pytestconfig.getoption("--dra-node-sockets")),
+    )
+    yield reached
+    reached.close()
+
+
+def workload_image(pytestconfig: pytest.Config, cluster: ClusterInfo, node: dict[str, Any]) -> str:
+    """The image with a shell that pods and agents on `node` (as the API returns it) run."""
+    return str(
+        pytestconfig.getoption("--dra-workload-image")
+        or cluster.details.get("workload_image")
+        or busybox_on(node)
+        or DEFAULT_WORKLOAD_IMAGE
+    )
 
 
 @pytest.fixture(scope="session")
@@ -155,12 +205,7 @@ def real_node(
     with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as name:
         node = client.CoreV1Api(api_client).read_node(name).to_dict()
         tolerations = tolerations_of(node["spec"].get("taints") or [])
-        image = (
-            pytestconfig.getoption("--dra-workload-image")
-            or cluster.details.get("workload_image")
-            or busybox_on(node)
-            or DEFAULT_WORKLOAD_IMAGE
-        )
+        image = workload_image(pytestconfig, cluster, node)
         endpoint = next((e for e in cluster.drivers if e.node == name and e.driver == driver_under_test.name), None)
         if endpoint is not None:
             cdi = CdiSpecFiles((PurePosixPath(endpoint.cdi_dir),)) if endpoint.cdi_dir else None
@@ -222,7 +267,7 @@ def kubelet_restarts(pytestconfig: pytest.Config, cluster: ClusterInfo) -> Kubel
 @pytest.fixture
 def build(namespace: str, driver_under_test: DriverUnderTest) -> Builder:
     """Builds objects for the driver under test in the test's namespace."""
-    return Builder(namespace=namespace, driver=driver_under_test.name)
+    return Builder(namespace=namespace, driver=driver_under_test.name, hold=driver_under_test.hold)
 
 
 @pytest.fixture
@@ -242,12 +287,18 @@ def api_fault_proxy(cluster: ClusterInfo, tmp_path: Path) -> Iterator[ApiFaultPr
 @pytest.fixture(scope="session")
 def driver_sockets(driver_under_test: DriverUnderTest, cluster: ClusterInfo) -> dict[str, DriverEndpoint]:
     """The driver's sockets per node; checks that talk to them are not applicable where none can be reached."""
+    if not driver_under_test.endpoints and driver_under_test.unreachable:
+        pytest.skip(
+            f"not applicable: no kubelet-plugin socket of {driver_under_test.name} could be reached through a node "
+            f"agent ({driver_under_test.unreachable})"
+        )
     if not driver_under_test.endpoints and driver_under_test.profile.real_nodes_only:
         pytest.skip(REAL_NODES_ONLY)
     if not driver_under_test.endpoints:
         pytest.skip(
             f"not applicable: backend {cluster.backend} cannot reach the kubelet-plugin sockets of "
-            f"{driver_under_test.name} from this machine (socket checks need the local backend)"
+            f"{driver_under_test.name} from this machine (socket checks need the local backend, or real nodes "
+            "running the driver, which node agents reach)"
         )
     return driver_under_test.endpoints
 
@@ -264,7 +315,7 @@ def driver_client(kubelet_api: KubeletAPI) -> Iterator[Callable[[DriverEndpoint]
     opened: list[DriverClient] = []
 
     def open_client(endpoint: DriverEndpoint) -> DriverClient:
-        opened.append(DriverClient(kubelet_api, endpoint.registration_socket))
+        opened.append(DriverClient(kubelet_api, endpoint.registration_socket, endpoint.reachable))
         return opened[-1]
 
     yield open_client

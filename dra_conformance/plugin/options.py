@@ -89,6 +89,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="why the run has no real node (`dra-conformance run --real-node auto` says it), for the summary",
     )
     group.addoption(
+        "--dra-node-sockets",
+        choices=("auto", "relay"),
+        default="auto",
+        help="on a cluster the suite did not build, how socket-level checks reach the driver's sockets on nodes real "
+        "kubelets serve: auto (in place where a node's file system is this machine's, else through the node "
+        "agent's relay) or relay (always through the relay; needs create pods/portforward)",
+    )
+    group.addoption(
         "--dra-workload-image",
         default=None,
         help="image with a shell (busybox) that kubelet-mode pods run; the nodes must have it or be able to pull it "

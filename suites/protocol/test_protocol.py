@@ -270,7 +270,9 @@ def test_claim_of_another_driver_gets_no_device_and_no_node_local_work(
     obligations: Obligations,
 ) -> None:
     node, endpoint = next(iter(driver_under_test.endpoints.items()))
-    foreign = Builder(namespace=namespace, driver=f"other-{namespace.rsplit('-', 1)[1]}.example.com")
+    foreign = Builder(
+        namespace=namespace, driver=f"other-{namespace.rsplit('-', 1)[1]}.example.com", hold=driver_under_test.hold
+    )
     foreign_class = tracker.create(foreign.device_class())["metadata"]["name"]
     tracker.create(foreign.resource_slice(node, devices=1))
     claim = allocate(tracker, foreign, api_client, foreign_class, timeout=timeouts.pod_scheduled, node=node)

@@ -138,6 +138,17 @@ SONOBUOY = Component(
 )
 
 
+def socket_relay(architecture: str) -> Component:
+    """The node agent's socket relay (clusters/local/socket-relay), static, for nodes of `architecture` (GOARCH).
+
+    Built only when socket checks reach a driver through a node agent; it is copied into the agent's pod, so it
+    must run on the node's architecture, whatever this machine's is.
+    """
+    return Component(
+        "socket_relay", "socket-relay", ".", "v1", "-s -w", env=(("CGO_ENABLED", "0"), ("GOARCH", architecture))
+    )
+
+
 def go_version() -> str:
     """Return `go version` output, part of the cache key; a missing Go is a usage error."""
     try:
