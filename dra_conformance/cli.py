@@ -32,6 +32,7 @@ from dra_conformance.backends.registry import (
     install_real_node_packages,
     make_backend,
     real_node_blocker,
+    socket_relays,
 )
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.driver.profile import load_profile
@@ -375,7 +376,13 @@ def _image_command(args: argparse.Namespace) -> int:
             pins = image_builder.relock(recipe, checkout, cache_dir / "images", echo=_stderr)
             print(f"{recipe.lock}: {len(pins)} wheels pinned")
             return EXIT_OK
-        images = image_builder.ImageBuilder(checkout, cache_dir, echo=_stderr, source_date_epoch=epoch)
+        images = image_builder.ImageBuilder(
+            checkout,
+            cache_dir,
+            echo=_stderr,
+            source_date_epoch=epoch,
+            prebuilt=socket_relays(SuiteConfig(cache_dir=cache_dir), recipe.relay_architectures),
+        )
         built = images.build(
             recipe, lambda packages: install_host_packages(packages, "dra-conformance image build"), fresh=args.rebuild
         )

@@ -21,6 +21,16 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE_DIR.parent
 
 
+# Where an image of the suite keeps binaries built for it (the suite's image has no Go toolchain to build them).
+PREBUILT_DIR = Path("/usr/local/libexec/dra-conformance")
+
+
+def prebuilt_binary(name: str) -> Path | None:
+    """The binary `name` an image of the suite ships in PREBUILT_DIR, or None where there is none."""
+    path = PREBUILT_DIR / name
+    return path if path.is_file() else None
+
+
 def installed() -> bool:
     """True when running from a wheel (the data sits inside the package), False in a checkout."""
     return (PACKAGE_DIR / "fixtures").is_dir()

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+
+from dra_conformance import paths
+from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 
 # The image from the build cache takes a second; a cold build (Debian root file system, wheels) takes minutes.
 IMAGE_BUILD_DEADLINE = 1200.0
 # Kept of the build's output for a failure message.
 OUTPUT_TAIL = 3000
+# The reference driver as a vendor ships it: its image and DaemonSet, on the real node only.
+SHIPPED_PROFILE = paths.fixtures_dir() / "profiles" / "reference-driver-shipped.yaml"
 
 
 def build_image(kind: str, output: Path) -> str | None:
@@ -28,3 +36,20 @@ def build_image(kind: str, output: Path) -> str | None:
 def build_reference_image(output: Path) -> str | None:
     """The reference driver's image archive at `output` (`build_image`)."""
     return build_image("reference-driver", output)
+
+
+@contextlib.contextmanager
+def shipped_driver_cluster(state_dir: Path) -> Iterator[LocalBackend]:
+    """A local cluster (not started) whose real node runs the reference driver as shipped; stopped on the way out."""
+    failed = build_reference_image(paths.CHECKOUT / "reports" / "images" / "reference-driver.tar")
+    assert failed is None, f"image build: {failed}"
+    backend = LocalBackend(
+        LocalClusterConfig(
+            state_dir=state_dir, profile=SHIPPED_PROFILE, real_node=True, nodes=1, owner_pid=os.getpid()
+        ),
+        echo=lambda _: None,
+    )
+    try:
+        yield backend
+    finally:
+        backend.stop()

@@ -7,12 +7,13 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from dra_conformance import paths
 from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
 from dra_conformance.backends.kind import KindBackend, KindClusterConfig
 from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.build import SONOBUOY, Builder, echo_stderr, socket_relay
+from dra_conformance.backends.local.build import SONOBUOY, Builder, echo_stderr, socket_relay, socket_relay_name
 from dra_conformance.backends.local.real_node import CGROUP_ROOT
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
@@ -129,7 +130,18 @@ def build_sonobuoy(config: SuiteConfig) -> Path:
 
 
 def build_socket_relay(config: SuiteConfig, architecture: str) -> Path:
-    """Build (or find in the cache) the node agent's socket relay for nodes of `architecture` (GOARCH)."""
+    """The node agent's socket relay for nodes of `architecture` (GOARCH).
+
+    The suite image's own where there is one, else built (or found in the cache) like the local backend's binaries.
+    """
+    prebuilt = paths.prebuilt_binary(socket_relay_name(architecture))
+    if prebuilt is not None:
+        return prebuilt
     local = local_cluster_config(config, owner_pid=None)
     builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
     return builder.ensure(socket_relay(architecture))
+
+
+def socket_relays(config: SuiteConfig, architectures: tuple[str, ...]) -> dict[str, Path]:
+    """The socket relay for each of `architectures`, by the file name an image of the suite ships it under."""
+    return {socket_relay_name(arch): build_socket_relay(config, arch) for arch in architectures}

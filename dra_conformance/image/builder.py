@@ -12,12 +12,13 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
+from dra_conformance import paths
 from dra_conformance.errors import UsageError
 from dra_conformance.image import oci, recipes, rootfs, wheels
 from dra_conformance.image.recipes import Recipe
@@ -77,8 +78,13 @@ def copy_sources(checkout: Path, roots: tuple[str, ...], target: Path) -> Path:
     return target
 
 
-def cache_key(recipe: Recipe, checkout: Path, source_date_epoch: int) -> str:
-    """The digest of every input of `recipe`'s image: packages, mirrors, lock, our sources, epoch, builder layout."""
+def cache_key(
+    recipe: Recipe, checkout: Path, source_date_epoch: int, prebuilt: Mapping[str, Path] | None = None
+) -> str:
+    """The digest of every input of `recipe`'s image.
+
+    Packages, mirrors, lock, our sources, epoch, builder layout, and the binaries it ships prebuilt (by name).
+    """
     digest = hashlib.sha256()
 
     def add(label: str, value: str | bytes) -> None:
@@ -96,6 +102,9 @@ def cache_key(recipe: Recipe, checkout: Path, source_date_epoch: int) -> str:
     add("epoch", str(source_date_epoch))
     for name, path in source_files(checkout, recipe.sources):
         add(f"source:{name}", path.read_bytes())
+    # Only when there are any, so the keys of images that ship none stay what they were.
+    for name, path in sorted((prebuilt or {}).items()):
+        add(f"prebuilt:{name}", path.read_bytes())
     return digest.hexdigest()
 
 
@@ -124,8 +133,13 @@ class ImageBuilder:
         *,
         echo: Callable[[str], None],
         source_date_epoch: int = recipes.DEFAULT_SOURCE_DATE_EPOCH,
+        prebuilt: Mapping[str, Path] | None = None,
     ) -> None:
-        """Build from `checkout`'s files into `cache_dir/images`, reporting progress through `echo`."""
+        """Build from `checkout`'s files into `cache_dir/images`, reporting progress through `echo`.
+
+        `prebuilt` names the binaries (file name -> path here) an image ships in paths.PREBUILT_DIR.
+        """
+        self.prebuilt = dict(prebuilt or {})
         self.checkout = checkout
         self.root = cache_dir / "images"
         self.echo = echo
@@ -151,7 +165,7 @@ class ImageBuilder:
 
     def _identity(self, recipe: Recipe) -> tuple[str, Path, str]:
         """The cache key of `recipe`'s image, its cache entry and its name."""
-        key = cache_key(recipe, self.checkout, self.epoch)
+        key = cache_key(recipe, self.checkout, self.epoch, self.prebuilt)
         version = wheels.project_version(self.checkout / recipe.distributions[0])[1]
         return key, self.root / f"{recipe.kind}-{version}-{key[:16]}", f"{recipe.repository}:{version}"
 
@@ -202,6 +216,12 @@ class ImageBuilder:
         rootfs.scrub(target)
         # In every rootfs image, used or not, so the suite and the reference driver share one Debian layer.
         (target / recipes.SUITE_WORKING_DIR.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
+        # Under /usr/local, so they go in the image's upper layer and the Debian layer stays shared.
+        for file_name, binary in sorted(self.prebuilt.items()):
+            shipped = target / str(paths.PREBUILT_DIR).lstrip("/") / file_name
+            shipped.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+            shutil.copyfile(binary, shipped)
+            shipped.chmod(0o755)
         packages = rootfs.installed_packages(target)
         self.echo(f"{recipe.kind}: writing the layers and the archive")
         entries = oci.tree_entries(target, skip=("dev", "proc", "sys"))

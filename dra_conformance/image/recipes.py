@@ -59,6 +59,9 @@ class Recipe:
     config: ImageConfig
     # Files of the checkout that decide our wheels' content (relative; directories are walked).
     sources: tuple[str, ...] = field(default=())
+    # Node architectures (GOARCH) whose node-agent socket relay the image ships in paths.PREBUILT_DIR: the image
+    # has no Go to build it, and a pod of the suite may reach nodes of another architecture than its own.
+    relay_architectures: tuple[str, ...] = ()
 
 
 SUITE = Recipe(
@@ -87,6 +90,7 @@ SUITE = Recipe(
         "drivers/fake-dra",
         "drivers/fake-metrics",
     ),
+    relay_architectures=("amd64", "arm64"),
 )
 
 REFERENCE_DRIVER = Recipe(

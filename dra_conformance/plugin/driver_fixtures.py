@@ -7,6 +7,7 @@ never see each other's faults.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import shutil
 import tempfile
@@ -20,6 +21,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.backends.registry import build_socket_relay
+from dra_conformance.config import SuiteConfig
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.launcher import DriverLauncher
 from dra_conformance.driver.lease import NodeLeases
@@ -35,7 +37,7 @@ from dra_conformance.driver.real_node import (
 )
 from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers, behaviour_args
 from dra_conformance.driver.under_test import REAL_NODES_ONLY, DriverUnderTest
-from dra_conformance.errors import BackendError
+from dra_conformance.errors import BackendError, UsageError
 from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.fault_proxy import ApiFaultProxy
 from dra_conformance.kube.leaks import LeakError
@@ -112,11 +114,19 @@ def node_sockets(
         nodes,
         node_agents,
         lambda node: workload_image(pytestconfig, cluster, node),
-        lambda architecture: build_socket_relay(suite, architecture),
-        SocketAccess(pytestconfig.getoption("--dra-node-sockets")),
+        functools.partial(_socket_relay, suite),
+        SocketAccess(pytestconfig.getoption("--dra-node-sockets") or SocketAccess.AUTO),
     )
     yield reached
     reached.close()
+
+
+def _socket_relay(suite: SuiteConfig, architecture: str) -> Path:
+    """The node agent's relay for `architecture` nodes; where it cannot be built, why, as the node's reason."""
+    try:
+        return build_socket_relay(suite, architecture)
+    except UsageError as error:  # no Go toolchain here (the suite's image has none)
+        raise BackendError(f"the node agent's socket relay cannot be built here: {error}") from None
 
 
 def workload_image(pytestconfig: pytest.Config, cluster: ClusterInfo, node: dict[str, Any]) -> str:

@@ -91,10 +91,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--dra-node-sockets",
         choices=("auto", "relay"),
-        default="auto",
+        default=None,
         help="on a cluster the suite did not build, how socket-level checks reach the driver's sockets on nodes real "
-        "kubelets serve: auto (in place where a node's file system is this machine's, else through the node "
-        "agent's relay) or relay (always through the relay; needs create pods/portforward)",
+        "kubelets serve: auto, the default (in place where a node's file system is this machine's, else through "
+        "the node agent's relay), or relay (always through the relay); the relay needs create pods/portforward",
     )
     group.addoption(
         "--dra-workload-image",

@@ -25,23 +25,21 @@ from typing import Any
 import pytest
 import yaml
 
-from dra_conformance import paths
 from dra_conformance.backends.local import ports, real_node, shipped
-from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
+from dra_conformance.backends.local.backend import LocalBackend
 from dra_conformance.backends.registry import build_sonobuoy
 from dra_conformance.config import SuiteConfig
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.report.certification import SUMMARY_JSON
 from dra_conformance.sonobuoy import on_host, plugin, protocol
 from dra_conformance.sonobuoy import results as results_format
-from tests.reference_image import IMAGE_BUILD_DEADLINE, build_image, build_reference_image
+from tests.reference_image import IMAGE_BUILD_DEADLINE, SHIPPED_PROFILE, build_image, shipped_driver_cluster
 
 pytestmark = [
     pytest.mark.xdist_group("real-node"),
     pytest.mark.skipif(os.geteuid() != 0, reason="not applicable: the real node's kubelet and containerd need root"),
 ]
 
-SHIPPED_PROFILE = paths.fixtures_dir() / "profiles" / "reference-driver-shipped.yaml"
 CLUSTER_NAME = "local-real-node"
 # Sonobuoy's run: the aggregator and the plugin's pod start from imported images (seconds), the suite in the pod
 # runs its checks (minutes on a busy 2-core machine); `sonobuoy wait` takes whole minutes.
@@ -96,18 +94,8 @@ def _listing(tarball: tarfile.TarFile) -> list[str]:
 @pytest.fixture
 def real_node_cluster(tmp_path: Path) -> Iterator[LocalBackend]:
     """A local cluster with the real node running the reference driver as shipped; stopped after the test."""
-    failed = build_reference_image(paths.CHECKOUT / "reports" / "images" / "reference-driver.tar")
-    assert failed is None, f"image build: {failed}"
-    backend = LocalBackend(
-        LocalClusterConfig(
-            state_dir=tmp_path / "cluster", profile=SHIPPED_PROFILE, real_node=True, nodes=1, owner_pid=os.getpid()
-        ),
-        echo=lambda _: None,
-    )
-    try:
+    with shipped_driver_cluster(tmp_path / "cluster") as backend:
         yield backend
-    finally:
-        backend.stop()
 
 
 @pytest.mark.timeout(2 * IMAGE_BUILD_DEADLINE + 60 * SONOBUOY_WAIT_MINUTES + 10 * SONOBUOY_COMMAND_DEADLINE)

@@ -22,7 +22,9 @@ import pytest
 
 from dra_conformance import paths
 from dra_conformance.backends.local.build import REAL_NODE_COMPONENTS, Builder
+from dra_conformance.backends.registry import socket_relays
 from dra_conformance.cli import EXIT_OK, main
+from dra_conformance.config import SuiteConfig
 from dra_conformance.image import builder, recipes
 from dra_conformance.kube.waits import until
 from dra_wire.cache import default_cache_dir
@@ -116,8 +118,12 @@ def _archive(kind: str, tmp_path: Path) -> Path:
         return tmp_path / "sonobuoy.tar"
     if os.environ.get(ROOTFS_OPT_IN) != "1":
         pytest.skip(f"not selected: importing a rootfs image costs 10-15 s; {ROOTFS_OPT_IN}=1 runs it when it is built")
-    images = builder.ImageBuilder(builder.checkout_root(paths.PACKAGE_DIR), default_cache_dir(), echo=print)
-    cached = images.cached(recipes.RECIPES[kind])
+    recipe = recipes.RECIPES[kind]
+    prebuilt = socket_relays(SuiteConfig(), recipe.relay_architectures)
+    images = builder.ImageBuilder(
+        builder.checkout_root(paths.PACKAGE_DIR), default_cache_dir(), echo=print, prebuilt=prebuilt
+    )
+    cached = images.cached(recipe)
     if cached is None:
         pytest.skip(
             f"not built for this checkout: `dra-conformance image build --image {kind}` builds it (minutes cold, "

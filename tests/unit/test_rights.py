@@ -151,7 +151,7 @@ def test_refusal_groups_rights_that_the_same_suites_need() -> None:
         "https://h", Path("k"), "bob", {right: needed[right] for right in (CREATE_NAMESPACES, get_nodes)}
     )
     line = str(check.refusal())
-    assert "lacks: create namespaces (every suite), get nodes (kubelet, rbac, rollback); grant" in line, line
+    assert "lacks: create namespaces (every suite), get nodes (kubelet, protocol, rbac, rollback); grant" in line, line
     assert "\n" not in line
 
 

@@ -149,6 +149,11 @@ def socket_relay(architecture: str) -> Component:
     )
 
 
+def socket_relay_name(architecture: str) -> str:
+    """The relay's file name where images of the suite ship it (`paths.PREBUILT_DIR`)."""
+    return f"socket-relay-{architecture}"
+
+
 def go_version() -> str:
     """Return `go version` output, part of the cache key; a missing Go is a usage error."""
     try:
