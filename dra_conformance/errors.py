@@ -28,12 +28,25 @@ class BuildError(BackendError):
         self.log_tail = log_tail
 
 
-class SuiteForbidden(ConformanceError):
-    """The API server refused a request of the identity the suite runs as: a right it needs is not granted.
+class HarnessFault(ConformanceError):
+    """The suite's own limit stopped a check: never a finding about the driver or the cluster.
 
-    The suite's own limit, never a finding about the driver or the cluster (an error attributed to the harness
-    obligation `run.suite-identity-holds-its-rights`).
+    The check errors, attributed to the harness obligation `obligation` of the registry.
     """
+
+    obligation = ""
+
+
+class SuiteForbidden(HarnessFault):
+    """The API server refused a request of the identity the suite runs as: a right it needs is not granted."""
+
+    obligation = "run.suite-identity-holds-its-rights"
+
+
+class RelayUnavailable(HarnessFault):
+    """The node agent's relay did not carry a connection to a driver's socket (port-forward, relay, or its dial)."""
+
+    obligation = "run.node-agent-relay-carries-the-driver-sockets"
 
 
 class DriverError(ConformanceError):

@@ -12,7 +12,7 @@ import enum
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -98,11 +98,16 @@ def reach_node_sockets(
                 start_relay(agent, relay_binary(architecture), layout.kubelet_root)
                 mirror = SocketMirror(functools.partial(agent.port_forward, RELAY_PORT), layout.kubelet_root, name)
                 reached.mirrors.append(mirror)
-                for path, modified in agent.sockets_under(layout.kubelet_root, SOCKET_DIRECTORIES).items():
+                sockets = agent.sockets_under(layout.kubelet_root, SOCKET_DIRECTORIES)
+                for path, modified in sockets.items():
                     mirror.add(path, modified)
-                reached.endpoints[name] = DriverEndpoint(
-                    driver, name, mirror.directory, node_kubelet_root=layout.kubelet_root
-                )
+                endpoint = DriverEndpoint(driver, name, mirror.directory, node_kubelet_root=layout.kubelet_root)
+                # One connection through the relay before any check relies on it: a relay that cannot carry one
+                # makes the node unreachable, with its reason, instead of failing checks of the driver.
+                problem = mirror.probe(PurePosixPath(endpoint.reachable_on_node(endpoint.registration_socket)))
+                if problem is not None:
+                    raise BackendError(f"the node agent's relay does not carry a connection: {problem}")
+                reached.endpoints[name] = endpoint
         except (BackendError, WaitTimeout, ApiException) as error:
             reached.unreachable[name] = str(error).splitlines()[0]
             continue

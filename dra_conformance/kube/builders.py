@@ -80,6 +80,12 @@ class Builder:
     hold: PodHold | None = None
     _counter: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
+    def held(self, pod: Manifest) -> Manifest:
+        """`pod`, held where this builder has a hold (see `PodHold`): for pods whose claims a check prepares."""
+        if self.hold is not None:
+            self.hold.apply(pod)
+        return pod
+
     def name(self, prefix: str) -> str:
         """A name unique within this builder."""
         return f"{prefix}-{next(self._counter)}"

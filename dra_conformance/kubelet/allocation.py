@@ -51,10 +51,7 @@ def allocate(
     has a hold (the driver's nodes have real kubelets), the pod is held so that only the check prepares the claim.
     """
     claim = tracker.create(build.claim(device_class, count=count, tolerations=device_tolerations))
-    manifest = build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations)
-    if build.hold is not None:
-        build.hold.apply(manifest)
-    pod = tracker.create(manifest)
+    pod = tracker.create(build.held(build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations)))
     core = client.CoreV1Api(api_client)
     bound = waits.until(
         lambda: core.read_namespaced_pod(pod["metadata"]["name"], build.namespace),

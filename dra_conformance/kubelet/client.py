@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 
+from dra_conformance.errors import RelayUnavailable
 from dra_wire.kubelet_api import KubeletAPI
 from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2 as registration
 from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc
@@ -58,16 +59,23 @@ class DriverClient:
     """A kubelet-side client of one driver on one node: registration socket first, then its endpoint."""
 
     def __init__(
-        self, api: KubeletAPI, registration_socket: Path, reachable: Callable[[str], str] = lambda path: path
+        self,
+        api: KubeletAPI,
+        registration_socket: Path,
+        reachable: Callable[[str], str] = lambda path: path,
+        relay_errors: Callable[[], list[str]] = list,
     ) -> None:
         """Reach the driver whose registration socket is `registration_socket`.
 
         `reachable` maps a socket path the driver names (GetInfo's endpoint, a path on its node) to where this
-        machine reaches it (`DriverEndpoint.reachable`).
+        machine reaches it, and `relay_errors` tells what a node agent's relay could not carry so far
+        (`DriverEndpoint.reachable` and `relay_errors`): a call that failed because the relay did raises
+        `RelayUnavailable`, the suite's problem, instead of the driver's gRPC error.
         """
         self.api = api
         self.registration_socket = registration_socket
         self.reachable = reachable
+        self.relay_check = _RelayCheck(relay_errors)
         self._channels: list[grpc.Channel] = []
         self._endpoint: grpc.Channel | None = None
 
@@ -87,7 +95,7 @@ class DriverClient:
     def _channel(self, socket: Path | str) -> grpc.Channel:
         channel = grpc.insecure_channel(f"unix://{socket}")
         self._channels.append(channel)
-        return channel
+        return grpc.intercept_channel(channel, self.relay_check)
 
     def get_info(self) -> registration.PluginInfo:
         """Registration/GetInfo: the PluginInfo the kubelet validates."""
@@ -224,3 +232,20 @@ class DriverClient:
 def _has(message: Any, field_name: str) -> bool:
     """Whether `message` has the optional field `field_name` set (False where its version lacks the field)."""
     return field_name in message.DESCRIPTOR.fields_by_name and bool(message.HasField(field_name))
+
+
+class _RelayCheck(grpc.UnaryUnaryClientInterceptor):
+    """Turns a unary call that failed UNAVAILABLE while the relay recorded a new problem into `RelayUnavailable`."""
+
+    def __init__(self, relay_errors: Callable[[], list[str]]) -> None:
+        self.relay_errors = relay_errors
+        self.seen = len(relay_errors())
+
+    def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        outcome = continuation(details, request)
+        if outcome.code() == grpc.StatusCode.UNAVAILABLE:
+            problems = self.relay_errors()[self.seen :]
+            if problems:
+                self.seen += len(problems)
+                raise RelayUnavailable(f"{details.method}: the node agent's relay did not carry it: {problems[-1]}")
+        return outcome

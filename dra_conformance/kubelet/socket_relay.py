@@ -24,6 +24,7 @@ from typing import Any
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
 from dra_conformance.kubelet.node_agent import HOST, SCRATCH, NodeAgent
+from dra_conformance.model.driver import RELAY_ERRORS
 
 # Any port: it is the agent pod's own loopback, which nothing else uses.
 RELAY_PORT = 7607
@@ -69,8 +70,9 @@ class SocketMirror:
         self.directory = Path(tempfile.mkdtemp(prefix="dra-m-"))
         self._listeners: list[socket.socket] = []
         self._closed = threading.Event()
-        # What the relay answered when it could not connect a socket, newest last (kept for failure messages).
+        # What the relay could not carry, newest last; also written to RELAY_ERRORS for whoever holds the endpoint.
         self.errors: list[str] = []
+        self._errors_lock = threading.Lock()
 
     def add(self, node_path: PurePosixPath, modified: int | None = None) -> Path:
         """Mirror the node's socket `node_path`; the local socket keeps the node's modification time."""
@@ -86,6 +88,24 @@ class SocketMirror:
         self._listeners.append(listener)
         threading.Thread(target=self._accept, args=(listener, node_path), daemon=True).start()
         return local
+
+    def probe(self, node_path: PurePosixPath) -> str | None:
+        """Whether the relay carries a connection to `node_path` now: None if it does, else what went wrong."""
+        before = len(self.errors)
+        try:
+            remote = self.connect()
+        except Exception as error:  # as in _relay: whatever the port-forward raised
+            return f"port-forward to the node agent on {self.node}: {error}"
+        with contextlib.closing(remote):
+            if self._name_socket(remote, node_path) is not None:
+                return None
+        return self.errors[-1] if len(self.errors) > before else f"relay on {self.node}: no answer for {node_path}"
+
+    def _failed(self, problem: str) -> None:
+        with self._errors_lock:
+            self.errors.append(problem)
+            with (self.directory / RELAY_ERRORS).open("a") as log:
+                log.write(problem.replace("\n", " ") + "\n")
 
     def close(self) -> None:
         """Stop listening and remove the mirror directory (connections in flight end with it)."""
@@ -109,7 +129,7 @@ class SocketMirror:
             try:
                 remote = self.connect()
             except Exception as error:  # the API server's, the kubelet's or the client's: all end this connection
-                self.errors.append(f"port-forward to the node agent on {self.node}: {error}")
+                self._failed(f"port-forward to the node agent on {self.node}: {error}")
                 return
             with contextlib.closing(remote):
                 early = self._name_socket(remote, node_path)
@@ -131,13 +151,13 @@ class SocketMirror:
                     break
                 answer += chunk
         except OSError as error:
-            self.errors.append(f"relay on {self.node} for {node_path}: {error}")
+            self._failed(f"relay on {self.node} for {node_path}: {error}")
             return None
         remote.settimeout(None)
         line, _, rest = answer.partition(b"\n")
         if line != b"ok":
             said = line.decode(errors="replace") or "the connection closed (is the relay running?)"
-            self.errors.append(f"relay on {self.node} for {node_path}: {said}")
+            self._failed(f"relay on {self.node} for {node_path}: {said}")
             return None
         return rest
 

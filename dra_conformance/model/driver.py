@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+# In a mirror of a node's kubelet root (sockets relayed by a node agent): what the relay could not carry, one line
+# per connection, appended as it happens (`kubelet.socket_relay.SocketMirror`).
+RELAY_ERRORS = ".relay-errors"
+
 
 @dataclass(frozen=True)
 class DriverEndpoint:
@@ -18,6 +22,21 @@ class DriverEndpoint:
     # Set where `kubelet_root` is a local mirror of the node's kubelet root (sockets relayed by a node agent): the
     # node's own kubelet root, which paths the driver names (GetInfo's endpoint) are relative to.
     node_kubelet_root: PurePosixPath | None = None
+
+    def relay_errors(self) -> list[str]:
+        """What the node agent's relay could not carry so far (always none where the sockets are not relayed)."""
+        if self.node_kubelet_root is None:
+            return []
+        try:
+            return (self.kubelet_root / RELAY_ERRORS).read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def reachable_on_node(self, local: Path) -> str:
+        """The node's path of a socket this machine reaches at `local` (the inverse of `reachable`)."""
+        if self.node_kubelet_root is None or not local.is_relative_to(self.kubelet_root):
+            return str(local)
+        return str(self.node_kubelet_root / local.relative_to(self.kubelet_root).as_posix())
 
     def reachable(self, path: str) -> str:
         """Where this machine reaches the socket the driver names by its path on the node."""

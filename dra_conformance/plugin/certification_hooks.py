@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import __version__, paths
-from dra_conformance.errors import ConformanceError, SuiteForbidden
+from dra_conformance.errors import ConformanceError, HarnessFault, SuiteForbidden
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
@@ -60,7 +60,7 @@ OBLIGATION_PROPERTY = "obligation"
 BASIS_PROPERTY = "obligation_basis"
 OBLIGATION_CAPABILITY_PROPERTY = "obligation_capability"
 # The harness obligation a refused request of the suite's own identity breaks (errors.SuiteForbidden).
-SUITE_RIGHTS = "run.suite-identity-holds-its-rights"
+SUITE_RIGHTS = SuiteForbidden.obligation
 COLLECTOR_NAME = "dra-conformance-certification"
 # The Allure group of checks that exercise no optional capability: what every driver must do.
 EVERY_DRIVER = "every driver"
@@ -162,8 +162,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def obligation_properties(error: BaseException | None) -> list[tuple[str, str]]:
     """The report properties naming the registry obligation `error` broke (none for other errors).
 
-    A request of the suite's own identity the API server refused (`SuiteForbidden`) breaks the harness obligation
-    SUITE_RIGHTS: the check errors as the suite's problem, whatever obligation it was verifying.
+    A limit of the suite (`HarnessFault`: a request of its own identity the API server refused, a relay to a
+    driver's socket that broke) breaks the harness obligation it names: the check errors as the suite's problem,
+    whatever obligation it was verifying.
     """
     if isinstance(error, ObligationFailed | HarnessPreconditionFailed):
         obligation = error.obligation
@@ -172,9 +173,9 @@ def obligation_properties(error: BaseException | None) -> list[tuple[str, str]]:
             (BASIS_PROPERTY, str(obligation.basis)),
             (OBLIGATION_CAPABILITY_PROPERTY, obligation.capability or ""),
         ]
-    if isinstance(error, SuiteForbidden):
+    if isinstance(error, HarnessFault):
         return [
-            (OBLIGATION_PROPERTY, SUITE_RIGHTS),
+            (OBLIGATION_PROPERTY, error.obligation),
             (BASIS_PROPERTY, str(Basis.HARNESS)),
             (OBLIGATION_CAPABILITY_PROPERTY, ""),
         ]

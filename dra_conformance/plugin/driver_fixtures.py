@@ -325,7 +325,9 @@ def driver_client(kubelet_api: KubeletAPI) -> Iterator[Callable[[DriverEndpoint]
     opened: list[DriverClient] = []
 
     def open_client(endpoint: DriverEndpoint) -> DriverClient:
-        opened.append(DriverClient(kubelet_api, endpoint.registration_socket, endpoint.reachable))
+        opened.append(
+            DriverClient(kubelet_api, endpoint.registration_socket, endpoint.reachable, endpoint.relay_errors)
+        )
         return opened[-1]
 
     yield open_client

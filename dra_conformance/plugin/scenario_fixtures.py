@@ -107,12 +107,16 @@ def shared_target(
     if driver.profile.real_nodes_only and BackendCapability.KWOK_NODES in cluster.capabilities:
         pytest.skip(REAL_NODES_ONLY)
     tolerations: tuple[Manifest, ...] = ()
-    if cluster.set_aside_nodes:
-        pool, nodes, tolerations = "set-aside", cluster.set_aside_nodes, (SET_ASIDE_TOLERATION,)
-    else:
-        pool, nodes = "driver-nodes", tuple(n for n in cluster.nodes if node_pools(api_client, driver.name, n))
     # The driver's sockets on every node, the set-aside ones included (DriverUnderTest leaves those out).
     endpoints = {e.node: e for e in cluster.drivers if e.driver == driver.name}
+    if cluster.set_aside_nodes:
+        pool, nodes, tolerations = "set-aside", cluster.set_aside_nodes, (SET_ASIDE_TOLERATION,)
+    elif driver.hold is not None:
+        # A cluster the suite did not build: the driver's nodes with real kubelets, whose sockets node agents
+        # reach. Leased as kubelet-mode checks lease them; the scenario's pods are held there (`PodHold`).
+        pool, nodes, tolerations, endpoints = "real", tuple(driver.endpoints), driver.hold.tolerations, driver.endpoints
+    else:
+        pool, nodes = "driver-nodes", tuple(n for n in cluster.nodes if node_pools(api_client, driver.name, n))
     if needs_prepare:
         nodes = tuple(n for n in nodes if n in endpoints)
         if not nodes:
@@ -132,7 +136,7 @@ def shared_target(
             f"profile declares {declared}: {[p.describe() for p in pools.values()] or 'no pool'}",
             pytrace=False,
         )
-    return ScenarioTarget(driver.name, node, declared, endpoints.get(node), None, tolerations)
+    return ScenarioTarget(driver.name, node, declared, endpoints.get(node), None, tolerations, driver.hold)
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse, Manifest
+from dra_conformance.kube.builders import RESOURCE_API, Builder, ClaimUse, Manifest, PodHold
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import describe_pod, scheduled_condition, scheduling_state
 from dra_conformance.kube.tracker import ResourceTracker
@@ -67,6 +67,8 @@ class ScenarioTarget:
     control: FakeDriverControl | None = None
     # What the scenario's pods need to land on the node (the set-aside taint's toleration).
     tolerations: tuple[Manifest, ...] = ()
+    # Where the node has a real kubelet (a cluster the suite did not build): how its pods are held (`PodHold`).
+    hold: PodHold | None = None
 
 
 @dataclass
@@ -124,7 +126,7 @@ class ScenarioRun:
         self.namespace = namespace
         self.timeouts = timeouts
         self.node = target.node
-        self.build = Builder(namespace=namespace, driver=target.driver)
+        self.build = Builder(namespace=namespace, driver=target.driver, hold=target.hold)
         self.classes: dict[str, str] = {}
         self.claims: dict[str, str] = {}
         self.templates: dict[str, str] = {}
@@ -184,9 +186,8 @@ class ScenarioRun:
             )
             for u in item["claims"]
         ]
-        pod = self.tracker.create(
-            self.build.pod_with(uses, prefix=item["name"], node=self.node, tolerations=self.target.tolerations)
-        )
+        manifest = self.build.pod_with(uses, prefix=item["name"], node=self.node, tolerations=self.target.tolerations)
+        pod = self.tracker.create(self.build.held(manifest))
         self.pods[item["name"]] = pod["metadata"]["name"]
 
     def read_pod(self, logical: str) -> client.V1Pod:

@@ -72,7 +72,16 @@ def shared_device(
         selector = device_selector(name, device, {d: s for p, d, s in found if p == pool})
         if plan is not None and selector is not None:
             return SharedDevice(
-                name, node, pool, device, spec, plan, selector, tolerations, endpoint, Builder(namespace, name)
+                name,
+                node,
+                pool,
+                device,
+                spec,
+                plan,
+                selector,
+                tolerations,
+                endpoint,
+                Builder(namespace, name, target.hold),
             )
     pytest.skip(
         f"not applicable: no shareable device of {name} on {node} can be shared by 2 to a few claims and told apart "

@@ -62,7 +62,9 @@ class Shares:
         }
         claim = self.tracker.create(build.claim_from_spec(spec))
         pod = self.tracker.create(
-            build.pod(claim=claim["metadata"]["name"], node=self.target.node, tolerations=self.target.tolerations)
+            build.held(
+                build.pod(claim=claim["metadata"]["name"], node=self.target.node, tolerations=self.target.tolerations)
+            )
         )
         return claim, pod
 

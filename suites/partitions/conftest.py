@@ -46,7 +46,7 @@ def partition_target(
             args=(f"--profile={PARTITIONS_PROFILE}",),
             needs_prepare=needs_prepare,
         )
-        build = Builder(namespace=namespace, driver=found.driver)
+        build = Builder(namespace=namespace, driver=found.driver, hold=found.hold)
         return PartitionTarget(found.driver, found.node, build, found.tolerations, found.endpoint)
 
     return target

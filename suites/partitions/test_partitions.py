@@ -186,7 +186,8 @@ def test_scheduler_keeps_partitions_within_their_counters_and_allocates_a_waitin
 
     claim = tracker.create(build.claim(device_class, count=most))
     name = claim["metadata"]["name"]
-    pod = tracker.create(build.pod(claim=name, node=target.node, tolerations=target.tolerations))["metadata"]["name"]
+    manifest = build.held(build.pod(claim=name, node=target.node, tolerations=target.tolerations))
+    pod = tracker.create(manifest)["metadata"]["name"]
     waiting = f"pod {pod} (claim {name} for {most} devices) while {sorted(held)} is held"
     try:
         decided = waits.until(

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from dra_conformance.model.driver import DriverEndpoint
 
 # The file names the CDI spec loader reads.
 SPEC_SUFFIXES = (".json", ".yaml", ".yml")
@@ -39,6 +42,16 @@ class CdiDevice:
             values += [mount.get("hostPath", ""), mount.get("containerPath", "")]
         words = {str(value) for value in values if value}
         return words | {part for value in words for part in SEPARATORS.split(value) if part}
+
+
+def cdi_dir_of(endpoint: DriverEndpoint) -> Path:
+    """The endpoint's CDI dir, where this machine reads it; else the check is not applicable, saying why."""
+    if endpoint.cdi_dir is not None:
+        return endpoint.cdi_dir
+    pytest.skip(
+        f"not applicable: the CDI dir of {endpoint.driver} on {endpoint.node} is read only where the backend knows "
+        "it (the local backend; on other clusters a node agent carries the driver's sockets, not its CDI specs)"
+    )
 
 
 def read_specs(cdi_dir: Path) -> dict[str, CdiDevice]:

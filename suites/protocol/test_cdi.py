@@ -20,7 +20,7 @@ from dra_conformance.kubelet.obligations import allocated_devices, check_prepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.findings import Obligations
 
-from .cdi_specs import CdiDevice, read_specs, same_kind
+from .cdi_specs import CdiDevice, cdi_dir_of, read_specs, same_kind
 from .node_claims import ClaimsOnOneNode
 from .published import identifiers, published_devices
 
@@ -47,9 +47,7 @@ def test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared(
     obligations: Obligations,
 ) -> None:
     node, endpoint = next(iter(driver_under_test.endpoints.items()))
-    cdi_dir = endpoint.cdi_dir
-    if cdi_dir is None:
-        pytest.skip(f"not applicable: the CDI dir of {driver_under_test.name} on {node} is not readable here")
+    cdi_dir = cdi_dir_of(endpoint)
     claims = claims_on_one_node(2).claims
     ids = {
         claim.ref.uid: _ids(
@@ -94,9 +92,7 @@ def test_cdi_spec_edits_set_up_the_device_the_prepare_reports(
     obligations: Obligations,
 ) -> None:
     endpoint = driver_under_test.endpoints[allocated.node]
-    cdi_dir = endpoint.cdi_dir
-    if cdi_dir is None:
-        pytest.skip(f"not applicable: the CDI dir of {driver_under_test.name} on {allocated.node} is not readable here")
+    cdi_dir = cdi_dir_of(endpoint)
     driver = driver_under_test.name
     answer = check_prepare_answer(
         obligations, allocated, driver, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"

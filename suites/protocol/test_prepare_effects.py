@@ -24,6 +24,8 @@ from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.findings import Obligations
 from dra_conformance.plugin.driver_fixtures import require_fault_switches
 
+from .cdi_specs import cdi_dir_of
+
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
 
@@ -40,9 +42,7 @@ def test_unprepare_removes_the_cdi_specs_prepare_wrote(
     allocated: AllocatedClaim, driver_under_test: DriverUnderTest, kubelet: KubeletRole, obligations: Obligations
 ) -> None:
     endpoint = driver_under_test.endpoints[allocated.node]
-    cdi_dir = endpoint.cdi_dir
-    if cdi_dir is None:
-        pytest.skip(f"not applicable: the CDI dir of {driver_under_test.name} on {allocated.node} is not readable here")
+    cdi_dir = cdi_dir_of(endpoint)
     answer = check_prepare_answer(
         obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
     )

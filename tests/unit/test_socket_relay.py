@@ -14,14 +14,18 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
+from typing import cast
 
 import pytest
 
 from dra_conformance.backends.registry import build_socket_relay
 from dra_conformance.config import SuiteConfig
+from dra_conformance.errors import RelayUnavailable
 from dra_conformance.kube import waits
+from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.socket_relay import SocketMirror
 from dra_conformance.model.driver import DriverEndpoint
+from dra_wire.kubelet_api import KubeletAPI
 
 # The relay prints its line as soon as it listens; a build from the warm cache takes a second.
 RELAY_START = 10.0
@@ -186,7 +190,25 @@ def test_a_refusal_of_the_relay_closes_the_connection_and_is_kept_for_the_failur
         waits.until(lambda: list(mirror.errors), bool, timeout=ROUND_TRIP, what="the refusal recorded")
     finally:
         mirror.close()
-    assert mirror.errors == ["relay on node-a for /var/lib/kubelet/plugins/drv/dra.sock: error: no such socket"]
+    problem = "relay on node-a for /var/lib/kubelet/plugins/drv/dra.sock: error: no such socket"
+    assert mirror.errors == [problem]
+
+
+def test_a_call_the_relay_could_not_carry_is_the_suites_error_with_the_relays_reason_not_the_drivers() -> None:
+    node_root = PurePosixPath("/var/lib/kubelet")
+    mirror = SocketMirror(lambda: _stand_in_relay(b"error: dial unix: connection refused\n", []), node_root, "node-a")
+    try:
+        local = mirror.add(node_root / "plugins_registry" / "drv-reg.sock")
+        endpoint = DriverEndpoint("drv", "node-a", mirror.directory, node_kubelet_root=node_root)
+        assert endpoint.registration_socket == local
+        assert endpoint.reachable_on_node(local) == "/var/lib/kubelet/plugins_registry/drv-reg.sock"
+        client = DriverClient(cast(KubeletAPI, None), local, endpoint.reachable, endpoint.relay_errors)
+        with client, pytest.raises(RelayUnavailable, match=r"relay did not carry it: .*connection refused") as raised:
+            client.get_info()
+        assert raised.value.obligation == "run.node-agent-relay-carries-the-driver-sockets"
+        assert endpoint.relay_errors() == mirror.errors, "the endpoint does not see what the mirror recorded"
+    finally:
+        mirror.close()
 
 
 def test_a_relayed_endpoint_maps_the_sockets_the_driver_names_on_its_node_into_the_mirror() -> None:

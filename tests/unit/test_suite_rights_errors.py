@@ -1,11 +1,11 @@
-"""A request of the suite's own identity that the API server refuses is the suite's error, never a finding."""
+"""Limits of the suite (a refused request of its own identity, a broken relay) are its errors, never findings."""
 
 from __future__ import annotations
 
 import pytest
 from kubernetes.client.rest import ApiException
 
-from dra_conformance.errors import SuiteForbidden
+from dra_conformance.errors import HarnessFault, RelayUnavailable, SuiteForbidden
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.model.obligations import Basis, ObligationFailed, Registry
 from dra_conformance.plugin.certification_hooks import (
@@ -40,3 +40,13 @@ def test_an_obligation_failure_keeps_its_own_obligation() -> None:
     properties = dict(obligation_properties(ObligationFailed(obligation, "broke")))
     assert properties[OBLIGATION_PROPERTY] == obligation.id and properties[BASIS_PROPERTY] == "contract", properties
     assert obligation_properties(ValueError("other")) == []
+
+
+@pytest.mark.parametrize("fault", [SuiteForbidden, RelayUnavailable], ids=["suite-rights", "node-agent-relay"])
+def test_every_limit_of_the_suite_errors_the_check_on_a_harness_obligation_of_the_registry(
+    fault: type[HarnessFault],
+) -> None:
+    obligation = Registry.load()[fault.obligation]
+    assert obligation.basis == Basis.HARNESS, obligation
+    properties = dict(obligation_properties(fault("what broke")))
+    assert (properties[OBLIGATION_PROPERTY], properties[BASIS_PROPERTY]) == (fault.obligation, "harness"), properties
