@@ -46,11 +46,22 @@ class NodeSockets:
     # Why a node's sockets could not be reached, per node.
     unreachable: dict[str, str] = field(default_factory=dict)
     mirrors: list[SocketMirror] = field(default_factory=list)
+    # Per relayed node: how to list its sockets now, and the mirror to keep in step with them.
+    relayed: dict[str, tuple[Callable[[], dict[PurePosixPath, int]], SocketMirror]] = field(default_factory=dict)
 
     def close(self) -> None:
         """Stop relaying (the agents' pods go with their namespace)."""
         for mirror in self.mirrors:
             mirror.close()
+
+    def resync(self, node: str) -> None:
+        """Bring the mirror of `node`'s sockets in step with the node (nothing to do where they are not relayed).
+
+        Called before each client of the driver is opened: a driver restarted since names its sockets anew.
+        """
+        if node in self.relayed:
+            listing, mirror = self.relayed[node]
+            mirror.sync(listing())
 
     def why_none(self) -> str:
         """One line on why no socket was reached ("" when some were)."""
@@ -98,9 +109,8 @@ def reach_node_sockets(
                 start_relay(agent, relay_binary(architecture), layout.kubelet_root)
                 mirror = SocketMirror(functools.partial(agent.port_forward, RELAY_PORT), layout.kubelet_root, name)
                 reached.mirrors.append(mirror)
-                sockets = agent.sockets_under(layout.kubelet_root, SOCKET_DIRECTORIES)
-                for path, modified in sockets.items():
-                    mirror.add(path, modified)
+                listing = functools.partial(agent.sockets_under, layout.kubelet_root, SOCKET_DIRECTORIES)
+                mirror.sync(listing())
                 endpoint = DriverEndpoint(driver, name, mirror.directory, node_kubelet_root=layout.kubelet_root)
                 # One connection through the relay before any check relies on it: a relay that cannot carry one
                 # makes the node unreachable, with its reason, instead of failing checks of the driver.
@@ -108,6 +118,7 @@ def reach_node_sockets(
                 if problem is not None:
                     raise BackendError(f"the node agent's relay does not carry a connection: {problem}")
                 reached.endpoints[name] = endpoint
+                reached.relayed[name] = (listing, mirror)
         except (BackendError, WaitTimeout, ApiException) as error:
             reached.unreachable[name] = str(error).splitlines()[0]
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dra_conformance.driver.profile import DriverProfile
@@ -22,6 +23,9 @@ class DriverUnderTest:
     hold: PodHold | None = None
     # Why no socket of the driver can be reached, where the suite tried and found out ("" where it did not try).
     unreachable: str = ""
+    # Brings this machine's view of a node's sockets in step with the node, before a client of the driver opens
+    # (relayed sockets: `NodeSockets.resync`); nothing to do where the sockets are used in place.
+    resync: Callable[[str], None] = lambda node: None
 
     @property
     def name(self) -> str:

@@ -235,17 +235,20 @@ def _has(message: Any, field_name: str) -> bool:
 
 
 class _RelayCheck(grpc.UnaryUnaryClientInterceptor):
-    """Turns a unary call that failed UNAVAILABLE while the relay recorded a new problem into `RelayUnavailable`."""
+    """Turns a unary call that failed UNAVAILABLE, after the relay failed this client, into `RelayUnavailable`.
+
+    Every such failure since the client was made counts: once a connection failed, gRPC fails the channel's next
+    calls without a new connection (its backoff), so no new relay problem comes with them.
+    """
 
     def __init__(self, relay_errors: Callable[[], list[str]]) -> None:
         self.relay_errors = relay_errors
-        self.seen = len(relay_errors())
+        self.before = len(relay_errors())
 
     def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
         outcome = continuation(details, request)
         if outcome.code() == grpc.StatusCode.UNAVAILABLE:
-            problems = self.relay_errors()[self.seen :]
+            problems = self.relay_errors()[self.before :]
             if problems:
-                self.seen += len(problems)
                 raise RelayUnavailable(f"{details.method}: the node agent's relay did not carry it: {problems[-1]}")
         return outcome

@@ -68,7 +68,7 @@ class SocketMirror:
         self.connect, self.node_root, self.node = connect, node_root, node
         # Short, private, and this machine's: socket paths are limited to 107 bytes.
         self.directory = Path(tempfile.mkdtemp(prefix="dra-m-"))
-        self._listeners: list[socket.socket] = []
+        self._listeners: dict[PurePosixPath, socket.socket] = {}
         self._closed = threading.Event()
         # What the relay could not carry, newest last; also written to RELAY_ERRORS for whoever holds the endpoint.
         self.errors: list[str] = []
@@ -76,7 +76,7 @@ class SocketMirror:
 
     def add(self, node_path: PurePosixPath, modified: int | None = None) -> Path:
         """Mirror the node's socket `node_path`; the local socket keeps the node's modification time."""
-        local = self.directory / node_path.relative_to(self.node_root)
+        local = self._local(node_path)
         if len(str(local).encode()) > MAX_SOCKET_PATH:
             raise BackendError(f"cannot mirror {node_path} of {self.node}: {local} is longer than a socket path")
         local.parent.mkdir(parents=True, exist_ok=True)
@@ -85,9 +85,33 @@ class SocketMirror:
         listener.listen()
         if modified is not None:
             os.utime(local, (modified, modified))
-        self._listeners.append(listener)
+        self._listeners[node_path] = listener
         threading.Thread(target=self._accept, args=(listener, node_path), daemon=True).start()
         return local
+
+    def sync(self, sockets: dict[PurePosixPath, int]) -> None:
+        """Mirror exactly `sockets` (node path -> modification time), as the node has them now.
+
+        A driver restarted since (its DaemonSet pod deleted, a rolling update) names its sockets anew, with its new
+        pod's UID: the mirror follows, so that the newest registration socket is the one a client picks.
+        """
+        for gone in set(self._listeners) - set(sockets):
+            self._drop(gone)
+        for node_path, modified in sockets.items():
+            if node_path in self._listeners:
+                os.utime(self._local(node_path), (modified, modified))
+            else:
+                self.add(node_path, modified)
+
+    def _local(self, node_path: PurePosixPath) -> Path:
+        return self.directory / node_path.relative_to(self.node_root)
+
+    def _drop(self, node_path: PurePosixPath) -> None:
+        listener = self._listeners.pop(node_path)
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        self._local(node_path).unlink(missing_ok=True)
 
     def probe(self, node_path: PurePosixPath) -> str | None:
         """Whether the relay carries a connection to `node_path` now: None if it does, else what went wrong."""
@@ -110,10 +134,8 @@ class SocketMirror:
     def close(self) -> None:
         """Stop listening and remove the mirror directory (connections in flight end with it)."""
         self._closed.set()
-        for listener in self._listeners:
-            with contextlib.suppress(OSError):
-                listener.shutdown(socket.SHUT_RDWR)
-            listener.close()
+        for node_path in list(self._listeners):
+            self._drop(node_path)
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def _accept(self, listener: socket.socket, node_path: PurePosixPath) -> None:

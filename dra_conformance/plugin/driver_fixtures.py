@@ -91,7 +91,7 @@ def driver_under_test(
         endpoints = {e.node: e for e in cluster.drivers if e.driver == ours and e.node in cluster.nodes}
         return DriverUnderTest(driver_profile, endpoints)
     reached: NodeSockets = request.getfixturevalue("node_sockets")
-    return DriverUnderTest(driver_profile, reached.endpoints, reached.hold, reached.why_none())
+    return DriverUnderTest(driver_profile, reached.endpoints, reached.hold, reached.why_none(), reached.resync)
 
 
 @pytest.fixture(scope="session")
@@ -320,11 +320,15 @@ def latency_log(run_records: RunRecords) -> LatencyLog:
 
 
 @pytest.fixture
-def driver_client(kubelet_api: KubeletAPI) -> Iterator[Callable[[DriverEndpoint], DriverClient]]:
+def driver_client(
+    kubelet_api: KubeletAPI, driver_under_test: DriverUnderTest
+) -> Iterator[Callable[[DriverEndpoint], DriverClient]]:
     """Opens kubelet-side clients to driver endpoints; all are closed after the test."""
     opened: list[DriverClient] = []
 
     def open_client(endpoint: DriverEndpoint) -> DriverClient:
+        if endpoint.driver == driver_under_test.name:
+            driver_under_test.resync(endpoint.node)
         opened.append(
             DriverClient(kubelet_api, endpoint.registration_socket, endpoint.reachable, endpoint.relay_errors)
         )

@@ -206,6 +206,9 @@ def test_a_call_the_relay_could_not_carry_is_the_suites_error_with_the_relays_re
         with client, pytest.raises(RelayUnavailable, match=r"relay did not carry it: .*connection refused") as raised:
             client.get_info()
         assert raised.value.obligation == "run.node-agent-relay-carries-the-driver-sockets"
+        # gRPC fails the channel's next call without a new connection (so without a new relay problem): still ours.
+        with client, pytest.raises(RelayUnavailable):
+            client.notify_registration_status()
         assert endpoint.relay_errors() == mirror.errors, "the endpoint does not see what the mirror recorded"
     finally:
         mirror.close()
@@ -219,3 +222,22 @@ def test_a_relayed_endpoint_maps_the_sockets_the_driver_names_on_its_node_into_t
     assert endpoint.reachable("/run/drv/dra.sock") == "/run/drv/dra.sock"
     local = DriverEndpoint("drv", "node-a", Path("/var/lib/kubelet"))
     assert local.reachable("/var/lib/kubelet/plugins/drv/dra.sock") == "/var/lib/kubelet/plugins/drv/dra.sock"
+
+
+def test_the_mirror_follows_the_nodes_sockets_when_a_restarted_driver_names_them_anew() -> None:
+    node_root = PurePosixPath("/var/lib/kubelet")
+    old, new = (
+        node_root / "plugins_registry" / "drv-uid1-reg.sock",
+        node_root / "plugins_registry" / "drv-uid2-reg.sock",
+    )
+    mirror = SocketMirror(lambda: _stand_in_relay(b"ok\n", []), node_root, "node-a")
+    try:
+        mirror.sync({old: 1_700_000_000})
+        endpoint = DriverEndpoint("drv", "node-a", mirror.directory, node_kubelet_root=node_root)
+        assert endpoint.registration_socket.name == "drv-uid1-reg.sock"
+        mirror.sync({new: 1_700_000_100})
+        present = sorted(p.name for p in (mirror.directory / "plugins_registry").iterdir())
+        assert present == ["drv-uid2-reg.sock"], f"the mirror kept what the node no longer has: {present}"
+        assert endpoint.registration_socket.name == "drv-uid2-reg.sock"
+    finally:
+        mirror.close()
