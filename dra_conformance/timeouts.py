@@ -48,8 +48,10 @@ class Timeouts:
     # The kubelet copies a device's health into the pod's status (allocatedResourcesStatus) on the pod's next status
     # sync, which a health change from the driver's stream triggers; 60 s covers a kubelet busy on 2 cores.
     pod_health: float = 60.0
-    # A leased node is held for one check: the longest, a driver restart behind a faulty API, takes about a minute.
-    node_lease: float = 180.0
+    # A leased node is held for one check: on fake nodes the longest, a driver restart behind a faulty API, takes
+    # about a minute; the real node's kubelet-mode checks (a kubelet restart with claims in use, a rolling update)
+    # hold it for minutes on 2 cores, and on a cluster the suite did not build scenario runs queue behind them there.
+    node_lease: float = 300.0
     # The csrsigning controller signs an approved CSR within one sync, well under a second; 60 s covers a
     # controller-manager busy on 2 cores. A cluster with no signer for the request runs into it.
     node_certificate: float = 60.0

@@ -157,6 +157,10 @@ def test_driver_status_and_readiness_match_the_scenario(
             prepared = outcomes[use][0] == "ok"
             _check_status_entries(obligations, run, use, claim, want, driver_profile, prepared=prepared)
 
+        if run.target.hold is not None:
+            # A node a real kubelet serves: the pod is held from that kubelet so that only this check prepares its
+            # claims, and its readiness is the kubelet's, which suites/kubelet checks with pods it runs.
+            continue
         if all(outcome == "ok" for outcome, _ in outcomes.values()):
             kubelet.start_containers(run.namespace, run.pods[pod])
             waits.until(
