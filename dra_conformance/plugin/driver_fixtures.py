@@ -12,6 +12,7 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -145,6 +146,26 @@ def node_leases(conformance_run: None, pytestconfig: pytest.Config, tmp_path_fac
     base = tmp_path_factory.getbasetemp()
     # Each xdist worker's base temp dir sits in the run's one temp dir.
     return (base.parent if hasattr(pytestconfig, "workerinput") else base) / "node-leases"
+
+
+@pytest.fixture
+def held_nodes(
+    request: pytest.FixtureRequest, driver_under_test: DriverUnderTest, node_leases: Path, timeouts: Timeouts
+) -> Iterator[None]:
+    """Where the driver's nodes have real kubelets (its pods held there), this test leases them all.
+
+    Those nodes are shared with kubelet-mode checks and scenario runs, which lease them to use their devices
+    alone; a socket check allocating there takes its turn too. Nothing to do where the driver's nodes are fake.
+    Request it before the test's tracker, so the leases go only after the test's objects are gone.
+    """
+    if driver_under_test.hold is None:
+        yield
+        return
+    with ExitStack() as held:
+        for node in sorted(driver_under_test.hold.nodes):
+            leases = NodeLeases(node_leases, "real", (node,))
+            held.enter_context(leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid))
+        yield
 
 
 @pytest.fixture

@@ -25,7 +25,12 @@ def device_class(tracker: ResourceTracker, build: Builder) -> str:
 
 @pytest.fixture
 def allocated(
-    tracker: ResourceTracker, build: Builder, api_client: client.ApiClient, device_class: str, timeouts: Timeouts
+    held_nodes: None,
+    tracker: ResourceTracker,
+    build: Builder,
+    api_client: client.ApiClient,
+    device_class: str,
+    timeouts: Timeouts,
 ) -> AllocatedClaim:
     """One claim allocated to a node the scheduler picks, and its bound pod."""
     return allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled)
@@ -46,6 +51,7 @@ def allocated_on_disruption_node(
 
 @pytest.fixture
 def claims_on_one_node(
+    held_nodes: None,
     tracker: ResourceTracker,
     build: Builder,
     api_client: client.ApiClient,
