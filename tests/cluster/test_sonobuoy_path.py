@@ -5,9 +5,10 @@ The reference driver is installed as a vendor ships it (its image and DaemonSet,
 generates its manifest for our plugin (`sonobuoy gen --plugin`); on this cluster, where pods reach the API server
 only through the host's network, the aggregator is moved there (`sonobuoy/on_host.py` says why `sonobuoy run`
 cannot do that here), the manifest is applied, and `sonobuoy wait`, `retrieve` and `results` read the run. The
-plugin runs the whole default selection, as a nightly run would (29 passed and 181 not applicable here: the driver
-runs only on the tainted real node, and the socket-level checks have no agent relay yet). The verdict `sonobuoy
-results` prints must be the one in our summary.json inside the tarball, and no check may fail.
+plugin runs the whole default selection, as a nightly run would (75 passed and 135 not applicable here: the driver
+runs only on the one tainted real node, and its socket checks go through the node agent's relay, which the suite's
+image ships). The verdict `sonobuoy results` prints must be the one in our summary.json inside the tarball, and no
+check may fail.
 """
 
 from __future__ import annotations
