@@ -126,8 +126,11 @@ def _socket_relay(suite: SuiteConfig, architecture: str) -> Path:
     """The node agent's relay for `architecture` nodes; where it cannot be built, why, as the node's reason."""
     try:
         return build_socket_relay(suite, architecture)
-    except UsageError as error:  # no Go toolchain here (the suite's image has none)
-        raise BackendError(f"the node agent's socket relay cannot be built here: {error}") from None
+    except UsageError:  # no Go toolchain here
+        raise BackendError(
+            f"the node agent's socket relay for {architecture} nodes cannot be built here: no usable Go toolchain "
+            "(install Go >= 1.26, or run the suite's image, which ships the relay)"
+        ) from None
 
 
 def workload_image(pytestconfig: pytest.Config, cluster: ClusterInfo, node: dict[str, Any]) -> str:

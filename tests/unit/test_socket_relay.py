@@ -20,11 +20,12 @@ import pytest
 
 from dra_conformance.backends.registry import build_socket_relay
 from dra_conformance.config import SuiteConfig
-from dra_conformance.errors import RelayUnavailable
+from dra_conformance.errors import BackendError, RelayUnavailable
 from dra_conformance.kube import waits
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.socket_relay import SocketMirror
 from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.plugin.driver_fixtures import _socket_relay
 from dra_wire.kubelet_api import KubeletAPI
 
 # The relay prints its line as soon as it listens; a build from the warm cache takes a second.
@@ -241,3 +242,13 @@ def test_the_mirror_follows_the_nodes_sockets_when_a_restarted_driver_names_them
         assert endpoint.registration_socket.name == "drv-uid2-reg.sock"
     finally:
         mirror.close()
+
+
+def test_without_go_the_relay_is_one_reason_naming_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(BackendError) as raised:
+        _socket_relay(SuiteConfig(), "arm64")
+    message = str(raised.value)
+    assert "\n" not in message and "arm64" in message and "install Go" in message and "suite's image" in message, (
+        message
+    )
