@@ -66,6 +66,7 @@ def test_finder_reports_a_planted_cluster_wide_claim_reader_until_the_allowlist_
     }
     assert _row(record, str(planted)) == expected, record
     assert record["state"] == "exposed" and str(planted) in record["outside_allowlist"], record
+    print(f"read exposure {record['state']}: outside the allowlist {record['outside_allowlist']}; {expected}")
 
     allowlist = tmp_path / "allowlist.yaml"
     allowlist.write_text(f"subjects:\n  - ServiceAccount/{namespace}/*\n")
