@@ -196,20 +196,22 @@ class NodeAgent:
                 "--dra-workload-image names an image with a shell that the node has or can pull"
             )
 
-    def sh(self, script: str) -> str:
-        """Standard output of `script` run by the agent's shell."""
+    def _exec(self, script: str, **options: Any) -> Any:
+        """Run `script` by the agent's shell through the client's exec stream (`options` go to `stream`)."""
         with self._streams:
-            output: str = stream(
+            return stream(
                 self.core.connect_get_namespaced_pod_exec,
                 self.pod,
                 self.namespace,
                 command=["sh", "-c", script],
-                stderr=False,
-                stdin=False,
                 stdout=True,
                 tty=False,
+                **options,
             )
-        return output
+
+    def sh(self, script: str) -> str:
+        """Standard output of `script` run by the agent's shell."""
+        return str(self._exec(script, stderr=False, stdin=False))
 
     def upload(self, data: bytes, path: PurePosixPath, timeout: float) -> None:
         """Write `data` to `path` in the agent's scratch volume, executable; a failed write is a BackendError."""
@@ -219,19 +221,7 @@ class NodeAgent:
         # `head -c` reads exactly the bytes sent, so the upload needs no end-of-input signal on stdin.
         target = shlex.quote(str(path))
         script = f"head -c {len(data)} > {partial} && chmod 0755 {partial} && mv {partial} {target} && echo uploaded"
-        with self._streams:
-            session = stream(
-                self.core.connect_get_namespaced_pod_exec,
-                self.pod,
-                self.namespace,
-                command=["sh", "-c", script],
-                stderr=True,
-                stdin=True,
-                stdout=True,
-                tty=False,
-                binary=True,
-                _preload_content=False,
-            )
+        session = self._exec(script, stderr=True, stdin=True, binary=True, _preload_content=False)
         try:
             for start in range(0, len(data), UPLOAD_CHUNK):
                 session.write_stdin(data[start : start + UPLOAD_CHUNK])
