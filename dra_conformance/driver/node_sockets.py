@@ -21,8 +21,8 @@ from dra_conformance.driver.real_node import tolerations_of
 from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube.builders import RESOURCE_API, Manifest, PodHold
 from dra_conformance.kubelet.node_agent import NodeAgents
-from dra_conformance.kubelet.socket_relay import RELAY_PORT, SOCKET_DIRECTORIES, SocketMirror, start_relay
-from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.kubelet.socket_relay import RELAY_PORT, SocketMirror, start_relay
+from dra_conformance.model.driver import RELAYED_DIRECTORIES, DriverEndpoint
 
 # One list of the driver's ResourceSlices, selected by driver: the API server answers from its watch cache.
 REQUEST_TIMEOUT = 10.0
@@ -109,7 +109,7 @@ def reach_node_sockets(
                 start_relay(agent, relay_binary(architecture), layout.kubelet_root)
                 mirror = SocketMirror(functools.partial(agent.port_forward, RELAY_PORT), layout.kubelet_root, name)
                 reached.mirrors.append(mirror)
-                listing = functools.partial(agent.sockets_under, layout.kubelet_root, SOCKET_DIRECTORIES)
+                listing = functools.partial(agent.sockets_under, layout.kubelet_root, RELAYED_DIRECTORIES)
                 mirror.sync(listing())
                 endpoint = DriverEndpoint(driver, name, mirror.directory, node_kubelet_root=layout.kubelet_root)
                 # One connection through the relay before any check relies on it: a relay that cannot carry one

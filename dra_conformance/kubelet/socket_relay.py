@@ -24,7 +24,7 @@ from typing import Any
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
 from dra_conformance.kubelet.node_agent import HOST, SCRATCH, NodeAgent
-from dra_conformance.model.driver import RELAY_ERRORS
+from dra_conformance.model.driver import RELAY_ERRORS, RELAYED_DIRECTORIES
 
 # Any port: it is the agent pod's own loopback, which nothing else uses.
 RELAY_PORT = 7607
@@ -36,8 +36,6 @@ UPLOAD_TIMEOUT = 60.0
 RELAY_READY_TIMEOUT = 15.0
 # A port-forward (a websocket through the API server and the kubelet) plus the relay's one-line answer.
 CONNECT_TIMEOUT = 15.0
-# Where sockets of DRA drivers live under a kubelet root: registration sockets, and the drivers' own directories.
-SOCKET_DIRECTORIES = ("plugins_registry", "plugins")
 # A unix socket path holds at most 107 bytes (sun_path).
 MAX_SOCKET_PATH = 107
 
@@ -45,7 +43,7 @@ MAX_SOCKET_PATH = 107
 def start_relay(agent: NodeAgent, binary: Path, kubelet_root: PurePosixPath) -> None:
     """Copy the relay into the agent's pod and start it for the sockets under the node's kubelet root."""
     agent.upload(binary.read_bytes(), RELAY_BINARY, UPLOAD_TIMEOUT)
-    allowed = ",".join(str(kubelet_root / directory) for directory in SOCKET_DIRECTORIES)
+    allowed = ",".join(str(kubelet_root / directory) for directory in RELAYED_DIRECTORIES)
     command = f"{RELAY_BINARY} -port {RELAY_PORT} -root {HOST} -allow {shlex.quote(allowed)}"
     # In a subshell, its input and output away from the exec's streams, so it outlives the exec that starts it; the
     # agent's pod going ends it. The agent's image need have no nohup (Debian's busybox has none).

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from dra_conformance.errors import RelayUnavailable
+
+# The directories of a kubelet root whose sockets a node agent relays: registration sockets, the drivers' own.
+RELAYED_DIRECTORIES = ("plugins_registry", "plugins")
 # In a mirror of a node's kubelet root (sockets relayed by a node agent): what the relay could not carry, one line
 # per connection, appended as it happens (`kubelet.socket_relay.SocketMirror`).
 RELAY_ERRORS = ".relay-errors"
@@ -39,10 +43,20 @@ class DriverEndpoint:
         return str(self.node_kubelet_root / local.relative_to(self.kubelet_root).as_posix())
 
     def reachable(self, path: str) -> str:
-        """Where this machine reaches the socket the driver names by its path on the node."""
-        if self.node_kubelet_root is None or not PurePosixPath(path).is_relative_to(self.node_kubelet_root):
+        """Where this machine reaches the socket the driver names by its path on the node.
+
+        A relayed endpoint reaches only sockets in RELAYED_DIRECTORIES: a path elsewhere (the contract lets GetInfo
+        name any) is the relay's limit, `RelayUnavailable`, never the driver's failure.
+        """
+        if self.node_kubelet_root is None:
             return path
-        return str(self.kubelet_root / PurePosixPath(path).relative_to(self.node_kubelet_root))
+        named = PurePosixPath(path)
+        if not any(named.is_relative_to(self.node_kubelet_root / d) for d in RELAYED_DIRECTORIES):
+            raise RelayUnavailable(
+                f"{self.driver} on {self.node} names socket {path}; the node agent's relay carries only sockets under "
+                f"{', '.join(str(self.node_kubelet_root / d) for d in RELAYED_DIRECTORIES)}"
+            )
+        return str(self.kubelet_root / named.relative_to(self.node_kubelet_root))
 
     @property
     def registrar_dir(self) -> Path:

@@ -219,8 +219,12 @@ def test_a_relayed_endpoint_maps_the_sockets_the_driver_names_on_its_node_into_t
     node_root = PurePosixPath("/var/lib/kubelet")
     endpoint = DriverEndpoint("drv", "node-a", Path("/tmp/dra-m-x"), node_kubelet_root=node_root)
     assert endpoint.reachable("/var/lib/kubelet/plugins/drv/dra.sock") == "/tmp/dra-m-x/plugins/drv/dra.sock"
-    # Outside the kubelet root the mirror has nothing: the path stays as named, and the connection fails there.
-    assert endpoint.reachable("/run/drv/dra.sock") == "/run/drv/dra.sock"
+    # Outside the relayed directories the relay reaches nothing: the suite's limit, never the driver's failure.
+    for elsewhere in ("/run/drv/dra.sock", "/var/lib/kubelet/pods/x/dra.sock"):
+        with pytest.raises(
+            RelayUnavailable, match="relay carries only sockets under /var/lib/kubelet/plugins_registry"
+        ):
+            endpoint.reachable(elsewhere)
     local = DriverEndpoint("drv", "node-a", Path("/var/lib/kubelet"))
     assert local.reachable("/var/lib/kubelet/plugins/drv/dra.sock") == "/var/lib/kubelet/plugins/drv/dra.sock"
 
