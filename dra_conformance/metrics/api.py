@@ -518,7 +518,9 @@ def summarize_lag(values: list[float]) -> tuple[float, float]:
     return percentile(values, 0.5), percentile(values, 0.95)
 
 
-def wait_answering(api: client.ApiClient, versions: Iterable[str], timeout: float) -> None:
+def wait_answering(
+    api: client.ApiClient, versions: Iterable[str], timeout: float, *, max_interval: float = waits.POLL_MAX_INTERVAL
+) -> None:
     """Wait until every version answers through the aggregator (its resource list, proxied to the implementation).
 
     The aggregator's proxy follows an APIService's Available condition through an informer, so right after the
@@ -532,6 +534,7 @@ def wait_answering(api: client.ApiClient, versions: Iterable[str], timeout: floa
         timeout=timeout,
         what=f"{GROUP} {sorted(paths)} answering through the aggregator",
         describe=str,
+        max_interval=max_interval,
     )
 
 

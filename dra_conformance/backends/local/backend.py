@@ -282,6 +282,10 @@ class LocalBackend:
         cluster = self.supervised
         KubeApiserver().ready(cluster)  # the supervisor started the control plane once /readyz answered
         timings.lap("control_plane")
+        # The metrics adapter's APIServices are registered first: the aggregator takes up to a second after that
+        # to proxy each version, which then overlaps with the nodes' and drivers' start.
+        if adapter is not None:
+            adapter.launch(cluster)
         nodes = fake_nodes.FakeNodes(self.node_names())
         nodes.register(cluster)
         nodes.ready(cluster)  # kwok's work
@@ -296,9 +300,6 @@ class LocalBackend:
         else:
             driver = driver_component.DriverUnderTest(profile, vars(binaries), nodes.all)
             driver.launch(cluster)
-        # The metrics adapter is registered while the drivers start, and awaited after them.
-        if adapter is not None:
-            adapter.launch(cluster)
         if driver is not None:
             driver.ready(cluster)
             endpoints = driver.endpoints

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,20 @@ def placeholder_values(
     }
 
 
+def node_identity(api_client: client.ApiClient, profile: DriverProfile, node: str) -> tuple[str, dict[str, str] | None]:
+    """A token of the profile's ServiceAccount for the driver on `node`, and the pod it is bound to (if any)."""
+    account = profile.identity.service_account
+    bound_pod, holder_ref = None, None
+    if profile.identity.node_bound_token:
+        holder = token_holder_pod(account.namespace, account.name, node, f"{account.name}-{node}")
+        pod = client.CoreV1Api(api_client).create_namespaced_pod(account.namespace, holder)
+        bound_pod, holder_ref = (pod.metadata.name, pod.metadata.uid), object_ref(holder)
+    token = request_token(
+        api_client, account.namespace, account.name, bound_pod=bound_pod, lifetime=DRIVER_TOKEN_LIFETIME
+    )
+    return token, holder_ref
+
+
 def deploy(
     api_client: client.ApiClient,
     layout: ClusterLayout,
@@ -183,19 +198,15 @@ def deploy(
     endpoints, processes = [], []
     builds: dict[str, dict[str, ProcessSpec]] = {}
     directories: dict[str, tuple[Path, ...]] = {}
-    for node in nodes:
+    # Each node's token (and the pod it is bound to) is minted at once: a start waits for these round trips.
+    with ThreadPoolExecutor(max_workers=len(nodes) or 1, thread_name_prefix="driver-identity") as minting:
+        identities = list(minting.map(lambda node: node_identity(api_client, profile, node), nodes))
+    for node, (token, holder) in zip(nodes, identities, strict=True):
         endpoint = DriverEndpoint(
             profile.driver, node, kubelet_root(layout, node), layout.root / "nodes" / node / "cdi"
         )
-        bound_pod = None
-        if profile.identity.node_bound_token:
-            holder = token_holder_pod(account.namespace, account.name, node, f"{account.name}-{node}")
-            pod = client.CoreV1Api(api_client).create_namespaced_pod(account.namespace, holder)
-            bound_pod = (pod.metadata.name, pod.metadata.uid)
-            objects.append(object_ref(holder))
-        token = request_token(
-            api_client, account.namespace, account.name, bound_pod=bound_pod, lifetime=DRIVER_TOKEN_LIFETIME
-        )
+        if holder is not None:
+            objects.append(holder)
         path = kubeconfig.write(
             kubeconfig_path(layout, node),
             kubeconfig.render(server, ca_pem, user=f"{account.name}@{node}", token=token),

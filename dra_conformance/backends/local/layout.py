@@ -82,3 +82,7 @@ class ClusterLayout:
     def component_log(self, name: str) -> Path:
         """The log file of one component."""
         return self.logs / f"{name}.log"
+
+    def serving_cert(self, component: str) -> tuple[Path, Path]:
+        """A control-plane component's serving certificate and key, issued by the cluster CA at render."""
+        return self.pki / f"{component}-serving.crt", self.pki / f"{component}-serving.key"

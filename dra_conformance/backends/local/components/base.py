@@ -68,6 +68,12 @@ class ControlPlaneContext:
         return server_url(self.ports)
 
 
+def serving_flags(context: ControlPlaneContext, component: str) -> list[str]:
+    """The flags that give a component the serving certificate the cluster CA issued it at render."""
+    cert, key = context.layout.serving_cert(component)
+    return [f"--tls-cert-file={cert}", f"--tls-private-key-file={key}"]
+
+
 def server_url(ports: Ports) -> str:
     """The URL of the API server listening on `ports.apiserver`."""
     return f"https://{LOOPBACK}:{ports.apiserver}"

@@ -8,7 +8,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from dra_conformance.backends.local.components.base import ControlPlaneContext
+from dra_conformance.backends.local.components.base import ControlPlaneContext, serving_flags
 from dra_conformance.backends.local.components.kube_apiserver import KubeApiserver
 from dra_conformance.backends.local.network import LOOPBACK, SERVICE_CIDR
 from dra_conformance.backends.local.process_plan import ProcessSpec
@@ -33,14 +33,14 @@ class KubeControllerManager:
 
     def command(self, context: ControlPlaneContext) -> list[ProcessSpec]:
         """kube-controller-manager signing with the cluster CA, a client per controller."""
-        pki, cfg = context.layout.pki, context.layout.config
+        pki = context.layout.pki
         argv = [
             str(context.binaries.kube),
             "controller-manager",
             *component_auth(context, self.identity),
             f"--bind-address={LOOPBACK}",
             f"--secure-port={context.ports.controller_manager}",
-            f"--cert-dir={cfg / 'controller-manager-certs'}",
+            *serving_flags(context, self.name),
             "--leader-elect=false",
             "--use-service-account-credentials=true",
             f"--service-account-private-key-file={pki / 'sa.key'}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dra_conformance.backends.local.components.base import ControlPlaneContext
+from dra_conformance.backends.local.components.base import ControlPlaneContext, serving_flags
 from dra_conformance.backends.local.components.kube_apiserver import KubeApiserver
 from dra_conformance.backends.local.components.kube_controller_manager import component_auth
 from dra_conformance.backends.local.network import LOOPBACK
@@ -28,7 +28,7 @@ class KubeScheduler:
             *component_auth(context, self.identity),
             f"--bind-address={LOOPBACK}",
             f"--secure-port={context.ports.scheduler}",
-            f"--cert-dir={context.layout.config / 'scheduler-certs'}",
+            *serving_flags(context, self.name),
             "--leader-elect=false",
             f"--feature-gates={context.feature_gates}",
             "--profiling=false",

@@ -116,4 +116,4 @@ class MetricsAdapter:
                 max_interval=STARTUP_POLL_CAP,
             )
             with metrics_api.suite_client(api_client) as reader:
-                metrics_api.wait_answering(reader, versions, timeout)
+                metrics_api.wait_answering(reader, versions, timeout, max_interval=STARTUP_POLL_CAP)
