@@ -18,10 +18,14 @@ gates and runtime config, loopback ports picked free by the kernel, and a privat
 - api_and_nodes: api, plus the same number of fake nodes created through the API and seen Ready (kwok manages all
   nodes in kwokctl's cluster): the same work as our "API answering and every node Ready".
 - command: when `kwokctl create cluster` itself returned (what a kwokctl user waits for), printed for reference.
+- schedulable: api_and_nodes, plus its controller-manager lifting the not-ready taint every new Node gets: where a
+  pod can first be scheduled, and where our warm start ends (it waits for that taint to go, and for the drivers,
+  the metrics adapter and a preflight).
 
 Each kwokctl cluster is deleted (`kwokctl delete cluster`) right after its figure, also on Ctrl-C. kwokctl starts
 no DRA driver and no metrics adapter; ours does both, so the targets are: our whole warm start (drivers included)
-no slower than kwokctl's api_and_nodes, and our API-and-nodes figure ahead of it.
+at most 1.2x kwokctl's start (issue 24; printed against both api_and_nodes and schedulable, whose end point is
+ours), and our API-and-nodes figure ahead of kwokctl's.
 
     python bench/cluster_up [--runs 5] [--nodes 2] [--skip-cold] [--real-node] [--json [PATH]]
 
@@ -71,7 +75,7 @@ from dra_conformance.backends.local.ports import free_port
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig, raw_request
-from dra_conformance.kube.nodes import ready_node_names
+from dra_conformance.kube.nodes import lifecycle_tainted, ready_node_names
 
 # The profile copies the swap uses come from the tests' helper, in the checkout (tests/), not in the installed engine.
 sys.path.insert(0, str(paths.CHECKOUT))
@@ -81,6 +85,8 @@ from tests.shared_cluster import renamed_reference_profile
 TARGET_WARM_SECONDS = 5.0
 # The real node issue's target: what a real node adds to a warm start.
 TARGET_REAL_NODE_EXTRA_SECONDS = 10.0
+# Issue 24's target: our whole warm start (drivers and metrics adapter included) against kwokctl's start without them.
+TARGET_OVER_KWOKCTL = 1.2
 REAL_NODE_PHASES = ("real_node_ready", "real_node_driver_ready")
 PUBLISHED = {"kwokctl": (1.6, 3.3), "envtest (API only)": (7.0, 7.0), "kind single node": (12.0, 17.0)}
 API_AND_NODES_PHASES = ("render", "control_plane", "nodes_ready")
@@ -137,11 +143,16 @@ def cold_build(assets: Path) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class KwokctlStart:
-    """Seconds from `kwokctl create cluster` until: API ready; nodes Ready too; the command returned."""
+    """Seconds from `kwokctl create cluster` until: API ready; nodes Ready too; the command returned.
+
+    `schedulable`: until its controller-manager also lifted the not-ready taint every new Node gets (admission
+    plugin TaintNodesByCondition), the point where a pod can be scheduled there; our warm start ends after it.
+    """
 
     api: float
     api_and_nodes: float
     command: float
+    schedulable: float
 
 
 def kubectl() -> Path:
@@ -299,14 +310,24 @@ def kwokctl_start(kwokctl: Path, binaries: Binaries, nodes: int) -> KwokctlStart
                 retry_on=(ApiException, HTTPError),
                 max_interval=KWOKCTL_POLL,
             )
-        nodes_seconds = time.monotonic() - started
+            nodes_seconds = time.monotonic() - started
+            waits.until(
+                lambda: lifecycle_tainted(core),
+                lambda tainted: not tainted,
+                timeout=KWOKCTL_READY_DEADLINE,
+                what="kwokctl's controller-manager lifting the not-ready taint of every node",
+                describe=lambda tainted: f"still tainted: {tainted}",
+                retry_on=(ApiException, HTTPError),
+                max_interval=KWOKCTL_POLL,
+            )
+            schedulable_seconds = time.monotonic() - started
         waiter.join(KWOKCTL_READY_DEADLINE)
         if not returned:
             raise BenchError(f"kwokctl create cluster still running after {KWOKCTL_READY_DEADLINE:g}s")
         if create.returncode != 0:
             output = create.stdout.read() if create.stdout else ""
             raise BenchError(f"kwokctl create cluster exited {create.returncode}: {tail(output)}")
-        return KwokctlStart(api_seconds, nodes_seconds, returned[0])
+        return KwokctlStart(api_seconds, nodes_seconds, returned[0], schedulable_seconds)
 
 
 # --- our warm start -----------------------------------------------------------------------------------------------
@@ -436,6 +457,11 @@ def report(ours: list[WarmStart], theirs: list[KwokctlStart], nodes: int, real_n
         f"  ... and {nodes} nodes Ready: {full:.2f} s (min {min(r.api_and_nodes for r in theirs):.2f}, max "
         f"{max(r.api_and_nodes for r in theirs):.2f}); no DRA driver, no metrics adapter"
     )
+    schedulable = statistics.median(run.schedulable for run in theirs)
+    print(
+        f"  ... and those nodes schedulable (not-ready taint lifted, where our start ends): {schedulable:.2f} s "
+        f"(min {min(r.schedulable for r in theirs):.2f}, max {max(r.schedulable for r in theirs):.2f})"
+    )
     print(
         f"  (kwokctl create cluster itself returned after a median "
         f"{statistics.median(r.command for r in theirs):.2f} s)"
@@ -446,8 +472,14 @@ def report(ours: list[WarmStart], theirs: list[KwokctlStart], nodes: int, real_n
         f"{'met' if api_and_nodes < full else 'NOT met'}"
     )
     print(
-        f"  ratio ours with drivers and metrics adapter / kwokctl without: {median:.2f} / {full:.2f} s = "
-        f"{ratio(median, full)}  (target <= 1: no slower) -> {'met' if median <= full else 'NOT met'}"
+        f"  ratio ours with drivers and metrics adapter / kwokctl without, nodes Ready: {median:.2f} / {full:.2f} s"
+        f" = {ratio(median, full)}  (target <= {TARGET_OVER_KWOKCTL:g}) -> "
+        f"{'met' if median <= TARGET_OVER_KWOKCTL * full else 'NOT met'}"
+    )
+    print(
+        f"  ratio ours with drivers and metrics adapter / kwokctl without, nodes schedulable: {median:.2f} / "
+        f"{schedulable:.2f} s = {ratio(median, schedulable)}  (target <= {TARGET_OVER_KWOKCTL:g}) -> "
+        f"{'met' if median <= TARGET_OVER_KWOKCTL * schedulable else 'NOT met'}"
     )
     print(f"  ratio ours whole warm start / kwokctl API alone: {ratio(median, api)}")
 
@@ -477,6 +509,7 @@ def figures(ours: list[WarmStart], theirs: list[KwokctlStart], cold: dict[str, f
             lower("kwokctl_api_s", statistics.median(run.api for run in theirs), "s"),
             lower("kwokctl_api_and_nodes_s", full, "s"),
             lower("kwokctl_command_s", statistics.median(run.command for run in theirs), "s"),
+            lower("kwokctl_schedulable_s", statistics.median(run.schedulable for run in theirs), "s"),
             lower("api_and_nodes_over_kwokctl", api_and_nodes / full if full > 0 else math.inf, "x"),
             lower("warm_start_over_kwokctl", median / full if full > 0 else math.inf, "x"),
         ]

@@ -512,14 +512,13 @@ def client_limits(layout: ClusterLayout, details: dict[str, str], component: str
         f"QPS {qps or default_qps}, burst {burst or default_burst}"
         f"{'' if qps or burst else ' (defaults: the local backend sets none)'}"
     )
-    port, cert_dir = flag(argv, "secure-port"), flag(argv, "cert-dir")
-    if not port or not cert_dir:
-        return ClientLimits(component, limits, None, None, "no --secure-port/--cert-dir on its command line")
+    port = flag(argv, "secure-port")
+    if not port or not flag(argv, "tls-cert-file"):
+        return ClientLimits(component, limits, None, None, "no --secure-port/--tls-cert-file on its command line")
     pki = layout.pki
-    # The component serves /metrics with a self-signed certificate it wrote to --cert-dir; the admin certificate
+    # The component serves /metrics with the certificate the cluster CA issued it; the admin certificate
     # (system:masters) passes its delegated authorization.
-    serving = next(Path(cert_dir).glob("*.crt"), None)
-    context = ssl.create_default_context(cafile=str(serving)) if serving else ssl.create_default_context()
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
     context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
     try:
         with urllib3.PoolManager(ssl_context=context, timeout=METRICS_TIMEOUT, retries=False) as http:
