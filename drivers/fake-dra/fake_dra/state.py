@@ -11,7 +11,7 @@ import contextlib
 import fcntl
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,9 @@ class PreparedClaims:
         self.driver_version = driver_version
         self.shared = shared
         self._lock = threading.Lock()
+        # Serializes file writes; the versions say which in-memory change the file holds.
+        self._write_lock = threading.Lock()
+        self._version = self._written = 0
         self._claims: dict[str, dict[str, Any]] = {}
         # The major release that wrote the file (1 for the bare map, or no file).
         self.written_by_major = 1
@@ -61,26 +64,46 @@ class PreparedClaims:
             return dict(record) if record else None
 
     def put(self, uid: str, record: dict[str, Any]) -> None:
-        """Remember a prepared claim."""
-        with self._locked():
-            self._claims[uid] = record
-            self._save()
+        """Remember a prepared claim (on disk before this returns)."""
+        self._change(lambda claims: claims.__setitem__(uid, record))
 
     def remove(self, uid: str) -> None:
-        """Forget a claim (unprepared)."""
-        with self._locked():
-            self._claims.pop(uid, None)
-            self._save()
+        """Forget a claim (unprepared; on disk before this returns)."""
+        self._change(lambda claims: claims.pop(uid, None))
 
     def all(self) -> dict[str, dict[str, Any]]:
         """Copies of every prepared record, by UID, sorted."""
         with self._locked():
             return {uid: dict(self._claims[uid]) for uid in sorted(self._claims)}
 
-    def _save(self) -> None:
-        partial = self.path.with_suffix(".partial")
+    def _change(self, apply: Callable[[dict[str, dict[str, Any]]], object]) -> None:
+        """Apply one change in memory and write the file that holds it.
+
+        Not shared, the file is written after the in-memory lock is let go, so a concurrent prepare's lookup does
+        not wait for another claim's disk write; a write that finds a newer version already on disk skips, since
+        that version holds its change too.
+        """
+        with self._locked():
+            apply(self._claims)
+            self._version += 1
+            version, body = self._version, self._encoded()
+            if self.shared:  # other instances read the file under the file lock held here
+                self._write(version, body)
+                return
+        self._write(version, body)
+
+    def _encoded(self) -> str:
         body: dict[str, Any] = self._claims
         if int(self.driver_version.split(".", 1)[0]) >= ENVELOPE_FORMAT:
             body = {"format": ENVELOPE_FORMAT, "writtenBy": self.driver_version, "claims": self._claims}
-        partial.write_text(json.dumps(body, indent=2, sort_keys=True))
-        partial.replace(self.path)
+        # Compact: json's C encoder serves only calls without indent, and the file is rewritten on every change.
+        return json.dumps(body, sort_keys=True)
+
+    def _write(self, version: int, body: str) -> None:
+        with self._write_lock:
+            if version <= self._written:
+                return
+            partial = self.path.with_suffix(".partial")
+            partial.write_text(body)
+            partial.replace(self.path)
+            self._written = version
