@@ -110,6 +110,10 @@ FLAT_RATE_TOLERANCE = 0.2
 SLOW_AGAINST_FLOOR = 2.0
 # Field manager of the API floor's status entries, so removing them leaves any other entry alone.
 FLOOR_FIELD_MANAGER = "bench-driver-floor"
+# The floor's condition type. Conditions are a list keyed by type: under a type of its own the floor's condition is
+# wholly its own, so removing it never leaves half a condition behind, also beside an entry the driver kept after
+# unprepare (which the contract allows), where a shared "Ready" would lose its required fields (422).
+FLOOR_CONDITION = "BenchFloor"
 # Lines of each driver log quoted when a part fails, and their maximum width.
 LOG_TAIL_LINES = 10
 LOG_LINE_WIDTH = 600
@@ -312,7 +316,7 @@ def api_floor(kubeconfig: Path, claims: list[dict[str, Any]], result: LatencyRes
         def entry(claim: dict[str, Any]) -> list[dict[str, Any]]:
             allocated = claim["status"]["allocation"]["devices"]["results"][0]
             condition = {
-                "type": "Ready",
+                "type": FLOOR_CONDITION,
                 "status": "True",
                 "reason": "Floor",
                 "message": "bench/driver API floor",
