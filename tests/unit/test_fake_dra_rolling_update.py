@@ -10,6 +10,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -48,6 +49,23 @@ def test_an_unshared_instance_keeps_its_own_copy(tmp_path: Path) -> None:
     first, second = PreparedClaims(path), PreparedClaims(path)
     first.put("uid-1", {"namespace": "ns", "name": "claim-1", "devices": []})
     assert second.get("uid-1") is None, "an unshared instance read the file again after its start"
+
+
+def test_claims_prepared_at_once_are_all_on_disk_when_each_put_returns(tmp_path: Path) -> None:
+    path = tmp_path / "prepared.json"
+    claims = PreparedClaims(path)
+    on_disk_after_put: dict[str, bool] = {}
+
+    def prepare(index: int) -> None:
+        claims.put(f"uid-{index}", {"namespace": "ns", "name": f"claim-{index}", "devices": []})
+        # A restart right now must know the claim: the file holds it (or a newer version, which holds it too).
+        on_disk_after_put[f"uid-{index}"] = f"uid-{index}" in PreparedClaims(path).all()
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(prepare, range(64)))
+    missing = sorted(uid for uid, found in on_disk_after_put.items() if not found)
+    assert not missing, f"claims whose put returned before the file held them: {missing}"
+    assert sorted(PreparedClaims(path).all()) == sorted(on_disk_after_put), "the file lost claims"
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from cryptography import x509
 
 from dra_conformance import paths, versions
 from dra_conformance.backends.local import control_plane, drivers
@@ -139,6 +140,36 @@ def test_render_writes_the_plan_in_start_order_from_the_builders(tmp_path: Path)
     assert plan.server == "https://127.0.0.1:21003" and plan.details["port.kwok"] == "21006", plan.details
     for written in (layout.kubeconfig, layout.config / "audit-policy.yaml", layout.config / "kwok.yaml"):
         assert written.is_file(), written
+
+
+def test_render_issues_the_serving_certificates_the_controller_manager_and_scheduler_are_given(tmp_path: Path) -> None:
+    layout = ClusterLayout(tmp_path / "cluster")
+    control_plane.render(
+        layout,
+        BINARIES,
+        PORTS,
+        kwok_stages=paths.cluster_assets() / "kwok-stages.yaml",
+        ready_timeout=1.0,
+        stop_timeout=1.0,
+        owner_pid=None,
+    )
+    context = ControlPlaneContext(layout, BINARIES, PORTS, versions.feature_gate_flag(), {})
+    cluster_ca = x509.load_pem_x509_certificate((layout.pki / "ca.crt").read_bytes())
+    for component in (KubeControllerManager(), KubeScheduler()):
+        flags = _flags(component.command(dataclasses.replace(context, kubeconfigs=_identities(layout)))[0].argv)
+        cert_path, key_path = layout.serving_cert(component.name)
+        assert (flags["tls-cert-file"], flags["tls-private-key-file"]) == (str(cert_path), str(key_path)), flags
+        assert "cert-dir" not in flags, f"{component.name} would make a self-signed certificate at start: {flags}"
+        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        cert.verify_directly_issued_by(cluster_ca)
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert names.get_values_for_type(x509.DNSName) == ["localhost"], names
+        assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"], names
+        assert key_path.stat().st_mode & 0o077 == 0, oct(key_path.stat().st_mode)
+
+
+def _identities(layout: ClusterLayout) -> dict[str, Path]:
+    return {name: layout.config / f"{name}.kubeconfig" for name in ("controller-manager", "scheduler", "kwok")}
 
 
 def test_fake_nodes_get_their_own_loopback_address_and_the_set_aside_ones_come_last() -> None:
