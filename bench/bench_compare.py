@@ -78,12 +78,28 @@ def context(entry: BenchEntry) -> str:
     return f"{short(entry.commit)} ({entry.recorded_at}, load average {load})"
 
 
+def comparable_options(argv: list[str]) -> list[str]:
+    """A bench's options without `--json [PATH]`: where a record is written does not change its figures."""
+    kept: list[str] = []
+    skip_path = False
+    for arg in argv:
+        if skip_path:
+            skip_path = False
+            if not arg.startswith("-"):
+                continue
+        if arg == "--json":
+            skip_path = True
+        elif not arg.startswith("--json="):
+            kept.append(arg)
+    return kept
+
+
 def notes(old: BenchEntry, new: BenchEntry) -> list[str]:
     """What makes the two entries' figures hard to compare: another machine, other options."""
     found = []
     if old.machine != new.machine:
         found.append(f"machine differs: {describe_machine(old)} -> {describe_machine(new)}")
-    if old.argv != new.argv:
+    if comparable_options(old.argv) != comparable_options(new.argv):
         found.append(f"options differ: {' '.join(old.argv) or '(none)'} -> {' '.join(new.argv) or '(none)'}")
     return found
 

@@ -154,6 +154,15 @@ def test_ratio_is_new_over_old_and_absent_when_old_is_zero() -> None:
     assert Change("x", lower("x", 0.0, "s"), lower("x", 5.0, "s")).ratio is None
 
 
+def test_compare_notes_no_option_difference_where_only_the_records_path_differs() -> None:
+    old = {"driver": entry(lower("wall_s", 100.0, "s"), argv=["--rounds", "3", "--json", "/tmp/base.json"])}
+    new = {"driver": entry(lower("wall_s", 99.0, "s"), argv=["--rounds", "3", "--json=/tmp/head.json"])}
+    lines = compare(old, new).lines
+    assert not any("options differ" in line for line in lines), lines
+    other = {"driver": entry(lower("wall_s", 99.0, "s"), argv=["--rounds", "1", "--json"])}
+    assert "  note: options differ: --rounds 3 --json /tmp/base.json -> --rounds 1 --json" in compare(old, other).lines
+
+
 def test_compare_lists_ratios_added_removed_figures_and_benches_and_notes_other_options() -> None:
     old = {
         "cluster_up": entry(lower("warm_start_s", 5.0, "s"), lower("stop_s", 1.0, "s"), argv=["--runs", "5"]),
