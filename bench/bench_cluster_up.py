@@ -72,7 +72,7 @@ from dra_conformance.backends.local.backend import KWOK_NODE_ANNOTATION, NODE_CA
 from dra_conformance.backends.local.build import COMPONENTS, KWOKCTL, Binaries, Builder
 from dra_conformance.backends.local.network import LOOPBACK, node_address
 from dra_conformance.backends.local.ports import free_port
-from dra_conformance.errors import ConformanceError
+from dra_conformance.errors import ConformanceError, UsageError
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import client_from_kubeconfig, raw_request
 from dra_conformance.kube.nodes import lifecycle_tainted, ready_node_names
@@ -277,21 +277,29 @@ def kwokctl_start(kwokctl: Path, binaries: Binaries, nodes: int) -> KwokctlStart
         waiter = threading.Thread(target=note_return, name="kwokctl-create", daemon=True)
         waiter.start()
 
+        unreadable: list[str] = []
+
         def answering() -> bool:
             if create.poll() is not None and create.returncode != 0:
                 output = create.stdout.read() if create.stdout else ""
                 raise BenchError(f"kwokctl create cluster exited {create.returncode}: {tail(output)}")
             if not kubeconfig.is_file():
                 return False
-            with client_from_kubeconfig(kubeconfig, retries=0) as api:
-                return api_ready(api)
+            try:
+                with client_from_kubeconfig(kubeconfig, retries=0) as api:
+                    return api_ready(api)
+            except UsageError as error:  # kwokctl writes the file in place: a poll can read it empty or half done
+                unreadable[:] = [str(error)]
+                return False
 
         waits.until(
             answering,
             bool,
             timeout=KWOKCTL_READY_DEADLINE,
             what="kwokctl's kube-apiserver answering /readyz ok",
-            describe=lambda ok: "ready" if ok else "not yet",
+            describe=lambda ok: (
+                "ready" if ok else f"not yet{f'; its kubeconfig: {unreadable[0]}' if unreadable else ''}"
+            ),
             max_interval=KWOKCTL_POLL,
         )
         api_seconds = time.monotonic() - started
