@@ -21,6 +21,7 @@ from dra_conformance.backends.local.components.kube_scheduler import KubeSchedul
 from dra_conformance.backends.local.components.kwok import Kwok
 from dra_conformance.backends.local.components.metrics_adapter import MetricsAdapter
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.backends.local.process_plan import Plan
 from dra_conformance.backends.local.supervised import SupervisedCluster
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.timeouts import Timeouts
@@ -36,9 +37,25 @@ READYZ = "https://127.0.0.1:21003/readyz"
 
 @pytest.fixture
 def context(tmp_path: Path) -> ControlPlaneContext:
-    layout = ClusterLayout(tmp_path / "cluster")
+    return _context(ClusterLayout(tmp_path / "cluster"))
+
+
+def _context(layout: ClusterLayout) -> ControlPlaneContext:
+    """The context `control_plane.render` gives the builders for `layout` (every identity's kubeconfig)."""
     kubeconfigs = {name: layout.config / f"{name}.kubeconfig" for name in ("controller-manager", "scheduler", "kwok")}
     return ControlPlaneContext(layout, BINARIES, PORTS, versions.feature_gate_flag(), kubeconfigs)
+
+
+def _render(layout: ClusterLayout) -> Plan:
+    return control_plane.render(
+        layout,
+        BINARIES,
+        PORTS,
+        kwok_stages=paths.cluster_assets() / "kwok-stages.yaml",
+        ready_timeout=1.0,
+        stop_timeout=1.0,
+        owner_pid=None,
+    )
 
 
 def _flags(argv: list[str]) -> dict[str, str]:
@@ -118,25 +135,10 @@ def test_kwok_manages_only_annotated_nodes_on_its_port(context: ControlPlaneCont
 
 def test_render_writes_the_plan_in_start_order_from_the_builders(tmp_path: Path) -> None:
     layout = ClusterLayout(tmp_path / "cluster")
-    plan = control_plane.render(
-        layout,
-        BINARIES,
-        PORTS,
-        kwok_stages=paths.cluster_assets() / "kwok-stages.yaml",
-        ready_timeout=1.0,
-        stop_timeout=1.0,
-        owner_pid=None,
-    )
+    plan = _render(layout)
     names = [spec.name for spec in plan.processes]
     assert names == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"], names
-    context = ControlPlaneContext(
-        layout,
-        BINARIES,
-        PORTS,
-        versions.feature_gate_flag(),
-        {name: layout.config / f"{name}.kubeconfig" for name in ("controller-manager", "scheduler", "kwok")},
-    )
-    assert plan.processes == [spec for c in control_plane.COMPONENTS for spec in c.command(context)]
+    assert plan.processes == [spec for c in control_plane.COMPONENTS for spec in c.command(_context(layout))]
     assert plan.server == "https://127.0.0.1:21003" and plan.details["port.kwok"] == "21006", plan.details
     for written in (layout.kubeconfig, layout.config / "audit-policy.yaml", layout.config / "kwok.yaml"):
         assert written.is_file(), written
@@ -144,19 +146,10 @@ def test_render_writes_the_plan_in_start_order_from_the_builders(tmp_path: Path)
 
 def test_render_issues_the_serving_certificates_the_controller_manager_and_scheduler_are_given(tmp_path: Path) -> None:
     layout = ClusterLayout(tmp_path / "cluster")
-    control_plane.render(
-        layout,
-        BINARIES,
-        PORTS,
-        kwok_stages=paths.cluster_assets() / "kwok-stages.yaml",
-        ready_timeout=1.0,
-        stop_timeout=1.0,
-        owner_pid=None,
-    )
-    context = ControlPlaneContext(layout, BINARIES, PORTS, versions.feature_gate_flag(), {})
+    _render(layout)
     cluster_ca = x509.load_pem_x509_certificate((layout.pki / "ca.crt").read_bytes())
     for component in (KubeControllerManager(), KubeScheduler()):
-        flags = _flags(component.command(dataclasses.replace(context, kubeconfigs=_identities(layout)))[0].argv)
+        flags = _flags(component.command(_context(layout))[0].argv)
         cert_path, key_path = layout.serving_cert(component.name)
         assert (flags["tls-cert-file"], flags["tls-private-key-file"]) == (str(cert_path), str(key_path)), flags
         assert "cert-dir" not in flags, f"{component.name} would make a self-signed certificate at start: {flags}"
@@ -166,10 +159,6 @@ def test_render_issues_the_serving_certificates_the_controller_manager_and_sched
         assert names.get_values_for_type(x509.DNSName) == ["localhost"], names
         assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"], names
         assert key_path.stat().st_mode & 0o077 == 0, oct(key_path.stat().st_mode)
-
-
-def _identities(layout: ClusterLayout) -> dict[str, Path]:
-    return {name: layout.config / f"{name}.kubeconfig" for name in ("controller-manager", "scheduler", "kwok")}
 
 
 def test_fake_nodes_get_their_own_loopback_address_and_the_set_aside_ones_come_last() -> None:
