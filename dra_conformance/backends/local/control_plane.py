@@ -46,8 +46,8 @@ IDENTITIES = {
 }
 
 
-# Components whose serving certificate the cluster CA issues (see _write_pki).
-SERVING_CERTS = ("kube-controller-manager", "kube-scheduler")
+# Components whose serving certificate the cluster CA issues (see _write_pki), by the name their flags use.
+SERVING_CERTS = (KubeControllerManager().name, KubeScheduler().name)
 
 
 def allocate_ports(reservation: PortReservation) -> Ports:
