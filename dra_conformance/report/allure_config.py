@@ -1,9 +1,9 @@
 """The Allure 3 configuration of a run's report: the verdict and the canary gate's rules as quality gates.
 
-Allure evaluates quality gates only when it runs a command (`allure run`), not in `allure generate`; so the report
-is rendered by `allure run`, whose command copies the run's results into the directory it watches. Each rule is a
-custom quality-gate rule whose outcome is already decided (by the certification summary and the canary gate): the
-report shows each with its figure and threshold, first thing on its overview.
+The report is rendered by `allure_npm/render.mjs`, which has Allure validate these quality gates over the run's
+results (`allure generate` validates none). Each rule is a custom quality-gate rule whose outcome is already decided
+(by the certification summary and the canary gate): the report shows each with its figure and threshold, first
+thing on its overview.
 """
 
 from __future__ import annotations

@@ -34,14 +34,14 @@ from dra_conformance.report.allure_config import allurerc
 ALLURE_VERSION = "3.18.0"
 NPM_PROJECT = Path(__file__).resolve().parent / "allure_npm"
 NPM_FILES = ("package.json", "package-lock.json")
-# Loaded into Node before the Allure command line (see the file).
+# Loaded into Node before Allure's code (see the file).
 NODE_POLYFILL = "iterator-toarray.mjs"
+# Our renderer on Allure's library (see the file); copied under the installed tool, whose packages it imports.
+RENDER_SCRIPT = "render.mjs"
 # The certification summary the run wrote: the report's name and quality gates come from it.
 SUMMARY_FILE = "summary.json"
 # The report's view that opens with the certification verdict and the canary gate's rules (its quality gates).
 OPENING_VIEW = "#qualityGate"
-# `allure run` exits 0, or 1 when a quality gate failed (the report then says so).
-RENDERED_EXIT_CODES = (0, 1)
 # Debian packages to look at a rendered report headlessly (the screenshot test); rendering needs none.
 SCREENSHOT_PACKAGES = NPM_PROJECT / "debian-packages.txt"
 RESULTS_DIR = "allure-results"
@@ -128,29 +128,13 @@ def npm_ci_command(npm: str) -> list[str]:
     return [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"]
 
 
-def render_command(node: str, cli: Path, config: Path, results: Path, staged: Path) -> list[str]:
-    """Allure 3's `run` over a command that copies `results` into `staged`, with `config` (name, output, gates).
+def render_command(node: str, script: Path, config: Path, results: Path) -> list[str]:
+    """Our render script over `results` with `config` (name, output, quality gate): no shell, no npx.
 
-    `run` rather than `generate`: only `run` evaluates quality gates. The polyfill gives Node 20 what they need.
+    Not `allure generate`, which evaluates no quality gate, nor `allure run`, which watches for results a test
+    process may still write. The polyfill gives Node 20 what the quality gate needs.
     """
-    copy = "require('fs').cpSync(process.argv[1], process.argv[2], {recursive: true})"
-    return [
-        node,
-        "--import",
-        str(NPM_PROJECT / NODE_POLYFILL),
-        str(cli),
-        "run",
-        "--config",
-        str(config),
-        "--results-dir",
-        str(staged),
-        "--",
-        node,
-        "-e",
-        copy,
-        str(results),
-        str(staged),
-    ]
+    return [node, "--import", str(NPM_PROJECT / NODE_POLYFILL), str(script), str(config), str(results)]
 
 
 def _tail(text: str, words: int = 40) -> str:
@@ -238,25 +222,24 @@ def render(run_dir: Path, tools: NodeTools, cache_dir: Path) -> Path:
     installed = install(tools, cache_dir)
     output = run_dir / REPORT_DIR
     shutil.rmtree(output, ignore_errors=True)
-    with tempfile.TemporaryDirectory(prefix="allure-render-") as scratch:
-        config, staged = Path(scratch) / "allurerc.mjs", Path(scratch) / RESULTS_DIR
-        staged.mkdir()
+    # Under the installed tool: the script imports Allure's packages from its node_modules. A directory of its own
+    # per render, so concurrent renders (and a user's allurerc.* in the current directory) do not meet.
+    with tempfile.TemporaryDirectory(prefix=".render-", dir=installed) as scratch:
+        config, script = Path(scratch) / "allurerc.mjs", Path(scratch) / RENDER_SCRIPT
+        shutil.copyfile(NPM_PROJECT / RENDER_SCRIPT, script)
         config.write_text(allurerc(report_name(run_dir), str(output.resolve()), _summary(run_dir)))
-        command = render_command(tools.node, allure_cli(installed), config, results.resolve(), staged)
+        command = render_command(tools.node, script, config, results.resolve())
         try:
-            # In a scratch directory: Allure also looks for a config file (allurerc.*) in its working directory,
-            # and the user's current directory may hold one that is not ours.
             result = subprocess.run(
                 command, cwd=scratch, capture_output=True, text=True, timeout=GENERATE_TIMEOUT, check=False
             )
         except subprocess.TimeoutExpired:
-            raise RenderError(f"render {results}: allure run did not finish in {GENERATE_TIMEOUT:g}s") from None
+            raise RenderError(f"render {results}: Allure did not finish in {GENERATE_TIMEOUT:g}s") from None
         except OSError as error:
-            raise RenderError(f"render {results}: run allure: {error}") from None
+            raise RenderError(f"render {results}: run Allure: {error}") from None
     index = output / "index.html"
-    # `allure run` exits 1 when a quality gate failed: that is the report's content, not a rendering failure.
-    if result.returncode not in RENDERED_EXIT_CODES or not index.is_file():
-        raise RenderError(f"render {results}: allure run exited {result.returncode}: {_tail(result.stderr)}")
+    if result.returncode != 0 or not index.is_file():
+        raise RenderError(f"render {results}: Allure exited {result.returncode}: {_tail(result.stderr)}")
     return index
 
 
