@@ -179,15 +179,16 @@ def answering(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     )
     denied: set[Right] = set()
     asked: list[dict[str, str]] = []
+    groups = ["system:serviceaccounts", "system:authenticated"]
 
     def review(_api: Any, attributes: dict[str, str]) -> Any:
         asked.append(attributes)
         refused = {str(right) for right in denied if right.review_attributes() == attributes}
         return SimpleNamespace(status=SimpleNamespace(allowed=not refused))
 
-    monkeypatch.setattr(preflight, "_who_am_i", lambda _api, _ask: "system:serviceaccount:ci:runner")
+    monkeypatch.setattr(preflight, "_who_am_i", lambda _api, _ask: ("system:serviceaccount:ci:runner", groups))
     monkeypatch.setattr(preflight, "_access_review", review)
-    return SimpleNamespace(path=path, denied=denied, asked=asked)
+    return SimpleNamespace(path=path, denied=denied, asked=asked, groups=groups)
 
 
 def test_check_rights_asks_for_every_right_and_reports_the_denied_ones(answering: Any) -> None:
@@ -199,6 +200,13 @@ def test_check_rights_asks_for_every_right_and_reports_the_denied_ones(answering
     assert set(check.missing[CREATE_CLASSES]) == set(CLASS_CREATORS)
     every = [right.review_attributes() for right in [*needed_rights(), *ESCALATION_RIGHTS]]
     assert sorted(map(str, answering.asked)) == sorted(map(str, every))
+
+
+def test_an_identity_in_the_privileged_group_holds_every_right_unasked(answering: Any) -> None:
+    answering.groups.append("system:masters")
+    answering.denied.update({CREATE_CLASSES, CREATE_CLUSTER_ROLES})  # what RBAC would deny: the group skips RBAC
+    check = check_rights(answering.path)
+    assert check.missing == {} and answering.asked == [], (check, answering.asked)
 
 
 def test_granted_rights_are_not_missing_where_the_identity_may_escalate_and_bind(answering: Any) -> None:
