@@ -92,13 +92,16 @@ def namespace_reaper(
 ) -> Iterator[NamespaceReaper]:
     """Session-wide owner of test namespace deletion (see `NamespaceReaper`).
 
-    Every deletion is requested as its test ends. Their end is awaited unless the cluster stops with this run: the
-    namespace controller's fixed 5 s grace would only delay the stop of a cluster nobody will look at again.
+    Where the cluster stops with this run, the namespaces go with it: deleting and awaiting them would only load and
+    delay the stop of a cluster nobody will look at again. Otherwise every deletion is requested as its test ends
+    and all are awaited at the session's end. Whether the cluster stops is asked again then: a run that attached
+    to it meanwhile keeps it, and gets it without this run's namespaces.
     """
-    reaper = NamespaceReaper(client.CoreV1Api(api_client), timeouts.delete)
+    reaper = NamespaceReaper(
+        client.CoreV1Api(api_client), timeouts.delete, discarded_with_cluster=cluster_ends_with_run(pytestconfig)
+    )
     yield reaper
-    if not cluster_ends_with_run(pytestconfig):
-        reaper.wait_all()
+    reaper.settle(cluster_discarded=cluster_ends_with_run(pytestconfig))
 
 
 @pytest.fixture
@@ -109,7 +112,7 @@ def namespace(
     timeouts: Timeouts,
     namespace_reaper: NamespaceReaper,
 ) -> Iterator[str]:
-    """A fresh namespace for one test, with its default ServiceAccount; deleted afterwards.
+    """A fresh namespace for one test, with its default ServiceAccount; deleted afterwards (see `namespace_reaper`).
 
     A check marked `provokes(what)` makes the driver under test meet refusals here on purpose: its namespace and
     window go to the run's records, and the canary gate leaves what happened there out of its error budget.

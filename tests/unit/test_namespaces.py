@@ -42,9 +42,10 @@ class FakeCore:
     def __init__(self, left: dict[str, Any]) -> None:
         self.left = left
         self.api_client = None
+        self.deleted: list[str] = []
 
     def delete_namespace(self, name: str) -> None:
-        pass
+        self.deleted.append(name)
 
     def read_namespace(self, name: str) -> Any:
         if self.left.get(name) is None:
@@ -122,3 +123,36 @@ def test_namespaces_that_go_in_time_are_simply_awaited(monkeypatch: pytest.Monke
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _reaper({"gone": None}).wait_all()
+
+
+def test_where_the_cluster_is_discarded_with_the_run_no_namespace_is_deleted() -> None:
+    core = FakeCore({"a": None, "b": None})
+    reaper = NamespaceReaper(core, SHORT, discarded_with_cluster=True)
+    reaper.delete("a")
+    reaper.delete("b")
+    reaper.settle(cluster_discarded=True)
+    assert core.deleted == [], core.deleted
+
+
+def test_held_namespaces_are_deleted_and_awaited_once_the_cluster_turns_out_to_stay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _apiservices(monkeypatch, {})
+    core = FakeCore({"a": None, "b": _namespace(_condition("NamespaceContentRemaining", "pods remain"))})
+    reaper = NamespaceReaper(core, SHORT, discarded_with_cluster=True)
+    reaper.delete("a")
+    reaper.delete("b")
+    assert core.deleted == [], "held back while the cluster is to be discarded"
+    with pytest.raises(WaitTimeout) as timed_out:
+        reaper.settle(cluster_discarded=False)  # another run attached: the cluster stays
+    assert core.deleted == ["a", "b"], core.deleted
+    assert "pods remain" in str(timed_out.value), timed_out.value
+
+
+def test_a_kept_cluster_has_its_namespaces_deleted_as_their_tests_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    _apiservices(monkeypatch, {})
+    core = FakeCore({"a": None})
+    reaper = NamespaceReaper(core, SHORT)
+    reaper.delete("a")
+    assert core.deleted == ["a"], core.deleted
+    reaper.settle(cluster_discarded=False)
