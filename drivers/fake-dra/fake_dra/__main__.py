@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +13,7 @@ from pathlib import Path
 from kubernetes.client.exceptions import ApiException
 
 from dra_wire.kubelet_api import load
+from dra_wire.stop_signals import hold_stop_signals, wait_for_stop_signal
 from fake_dra import control, server
 from fake_dra.broken import BrokenMode
 from fake_dra.config import HEALTH_SERVICES, PROFILES, DriverConfig
@@ -183,9 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     config.state_dir.mkdir(parents=True, exist_ok=True)
     if config.is_broken(BrokenMode.LOSES_STATE_ON_RESTART):
         (config.state_dir / PREPARED_FILE).unlink(missing_ok=True)  # as if the state had lived in memory
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+    hold_stop_signals()  # before the API client, gRPC and the pool keeper start threads
     try:
         connections = server.WORKERS + PUBLISH_WORKERS  # every gRPC worker, or every slice writer, at once
         limit = TokenBucket(config.api_qps, config.api_burst) if config.api_qps > 0 else None
@@ -219,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"fake-dra {config.driver_name} serving node {config.node_name}, pool generation {core.generation}", flush=True
     )
-    stop.wait()
+    wait_for_stop_signal()
     began = time.monotonic()
     print(f"fake-dra stopping: gRPC servers ({SHUTDOWN_GRACE:g} s grace), then the control socket", flush=True)
     core.stop_keeping_pool()

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from kubernetes import config
 
 from dra_wire.kube_json import CoreReader
+from dra_wire.stop_signals import hold_stop_signals, wait_for_stop_signal
 from fake_metrics import control, server
 from fake_metrics.samples import FaultBox
 
@@ -28,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--control-socket", type=Path, required=True)
     args = parser.parse_args(argv)
+    hold_stop_signals()  # before the servers start their threads
 
     core = CoreReader(
         config.new_client_from_config(config_file=str(args.kubeconfig), persist_config=False), server.LIST_TIMEOUT
@@ -45,11 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         requests=requests,
     )
     controller = control.serve(args.control_socket, faults, requests)
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
     print(f"fake-metrics serving metrics.k8s.io on {args.bind_address}:{args.port}", flush=True)
-    stop.wait()
+    wait_for_stop_signal()
     https.shutdown()
     controller.shutdown()
     args.control_socket.unlink(missing_ok=True)
