@@ -19,7 +19,7 @@ from fake_dra.__main__ import parse_args
 from fake_dra.config import DriverConfig
 from fake_dra.core import ClaimRef, DriverCore, allocated_node
 from fake_dra.faults import FAULT_SCHEMA, MODES, Fault, FaultError, FaultSet
-from fake_dra.kube import DriverAPI
+from fake_dra.kube import DriverAPI, at_most_every
 from fake_dra.recorder import CallLog
 from fake_dra.state import PreparedClaims
 
@@ -281,6 +281,12 @@ def test_cdi_spec_names_one_device_per_allocated_device_and_is_removed(tmp_path:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_cdi_spec_directory_is_created_by_the_first_write(tmp_path: Path) -> None:
+    cdi_dir = tmp_path / "var" / "run" / "cdi"
+    cdi.write_spec(cdi_dir, "gpu.example.com", "gpu", "uid-1", ["gpu-0"])
+    assert [path.name for path in cdi_dir.iterdir()] == ["gpu.example.com-uid-1.json"], "no partial file left over"
+
+
 def test_call_log_returns_sorted_copies_and_mirrors_to_disk(tmp_path: Path) -> None:
     log = CallLog(tmp_path / "calls.jsonl", "node-a")
     log.record("NodeUnprepareResources", 20.0, claims=["b"], outcome="ok")
@@ -290,6 +296,36 @@ def test_call_log_returns_sorted_copies_and_mirrors_to_disk(tmp_path: Path) -> N
     calls[0]["outcome"] = "tampered"
     assert log.calls()[0]["outcome"] == "ok"
     assert len((tmp_path / "calls.jsonl").read_text().splitlines()) == 2
+
+
+def test_each_concurrent_put_returns_once_the_file_on_disk_holds_it(tmp_path: Path) -> None:
+    path = tmp_path / "prepared.json"
+    claims = PreparedClaims(path)
+    writes: list[str] = []
+    replace_file = claims._replace_file
+
+    def counted(body: str) -> None:
+        writes.append(body)
+        replace_file(body)
+
+    claims._replace_file = counted  # type: ignore[method-assign]
+    missing: list[str] = []
+    barrier = threading.Barrier(40)
+
+    def put(index: int) -> None:
+        barrier.wait(timeout=10)
+        claims.put(f"uid-{index}", {"name": f"c{index}"})
+        if f"uid-{index}" not in json.loads(path.read_text()):
+            missing.append(f"uid-{index}")
+
+    threads = [threading.Thread(target=put, args=(index,)) for index in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert not missing, f"put returned before the file held its claim: {missing}"
+    assert len(json.loads(path.read_text())) == 40
+    assert 1 <= len(writes) <= 40, f"{len(writes)} file writes for 40 changes"
 
 
 def test_a_state_file_written_by_release_2_is_read_by_release_1(tmp_path: Path) -> None:
@@ -572,3 +608,16 @@ def test_words_identifiers_are_written_into_attributes_status_data_and_network_d
     text = " ".join(values)
     assert Masker(set()).mask(text) == text, "the end-of-run patterns must not recognise them"
     assert parse_args(["--driver-name=d", "--node-name=n", "--device-id-format=words"]).id_format == "words"
+
+
+def test_credential_refresh_runs_on_the_first_request_then_at_most_once_per_interval() -> None:
+    runs: list[object] = []
+    configuration = object()
+    rarely = at_most_every(3600.0, runs.append)
+    for _ in range(5):
+        rarely(configuration)
+    assert runs == [configuration], f"hook ran {len(runs)} times within one interval"
+    always = at_most_every(0.0, runs.append)
+    always(configuration)
+    always(configuration)
+    assert len(runs) == 3, f"with no interval the hook must run on every request, ran {len(runs) - 1} times"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 CDI_VERSION = "0.8.0"
 
@@ -38,7 +39,6 @@ def write_spec(
     `edits=False` leaves out what identifies the device (the spec stays valid: a CDI device needs some edit).
     `set_up` names the device each CDI device's edits set up (default: the device itself, one per device).
     """
-    cdi_dir.mkdir(parents=True, exist_ok=True)
     spec = {
         "cdiVersion": CDI_VERSION,
         "kind": kind(driver, profile),
@@ -55,11 +55,23 @@ def write_spec(
         ],
         "containerEdits": {},
     }
-    path = spec_path(cdi_dir, driver, claim_uid)
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(spec, indent=2))
-    partial.replace(path)
+    write_spec_file(spec_path(cdi_dir, driver, claim_uid), spec)
     return [device_id(driver, profile, claim_uid, device) for device in devices]
+
+
+def write_spec_file(path: Path, spec: dict[str, Any]) -> None:
+    """Write one spec atomically (a partial file renamed into place), creating the CDI directory if it is missing.
+
+    Compact JSON: only json's C encoder serves calls without indent, and a spec is written on every prepare.
+    """
+    partial = path.with_suffix(".partial")
+    body = json.dumps(spec)
+    try:
+        partial.write_text(body)
+    except FileNotFoundError:  # the directory is created on the first write, not looked up on every one
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(body)
+    partial.replace(path)
 
 
 def remove_spec(cdi_dir: Path, driver: str, claim_uid: str) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -11,13 +13,20 @@ from kubernetes import client, config
 from kubernetes.client.api.resource_v1_api import ResourceV1Api
 from kubernetes.client.exceptions import ApiException
 
-from dra_wire.kube_json import CoreReader
+from dra_wire.kube_json import CoreReader, JsonClient
 from fake_dra.rate_limit import TokenBucket
 
 Manifest = dict[str, Any]
 API_VERSION = "resource.k8s.io/v1"
+CLAIM_PATH = "/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+APPLY_PATCH = "application/apply-patch+yaml"
 # One call to the API server from a driver; a slow server should fail the prepare, not hang it.
 REQUEST_TIMEOUT = 10.0
+# How often, at most, the client runs its credential refresh hook. The hook re-sets the host, CA and token on every
+# request (re-reading the proxy environment each time): a tenth of a prepare's CPU. The credentials it reloads are
+# rotated long before they expire (a kubelet-projected token at 80% of its lifetime), so a check every few seconds
+# is soon enough.
+CREDENTIAL_CHECK_INTERVAL = 5.0
 # Slices of one pool written at once: a 1,000-device pool is eight 128-device slices, written in one round.
 PUBLISH_WORKERS = 8
 
@@ -34,7 +43,27 @@ def api_client(kubeconfig: Path | None, connections: int) -> client.ApiClient:
     else:
         config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration, persist_config=False)
     configuration.connection_pool_maxsize = connections
+    refresh = configuration.refresh_api_key_hook
+    if refresh is not None:
+        configuration.refresh_api_key_hook = at_most_every(CREDENTIAL_CHECK_INTERVAL, refresh)
     return client.ApiClient(configuration)
+
+
+ConfigurationHook = Callable[[client.Configuration], None]
+
+
+def at_most_every(interval: float, hook: ConfigurationHook) -> ConfigurationHook:
+    """`hook`, run only when `interval` seconds passed since it last ran (the first call always runs it)."""
+    last_run: float | None = None
+
+    def maybe_run(configuration: client.Configuration) -> None:
+        nonlocal last_run
+        now = time.monotonic()
+        if last_run is None or now - last_run >= interval:
+            last_run = now
+            hook(configuration)
+
+    return maybe_run
 
 
 def drain(response: Any) -> bytes:
@@ -64,6 +93,8 @@ class DriverAPI:
         """Call the API server through `api`, within `limit` if given; status writes use `driver_name` as manager."""
         self.resource = ResourceV1Api(api)  # imported with this module: the launcher's children inherit it
         self.nodes = CoreReader(api, REQUEST_TIMEOUT)
+        # The prepare path's two calls (read the claim, apply its status) skip the generated methods' layers.
+        self.json_api = JsonClient(api, REQUEST_TIMEOUT)
         self.driver_name = driver_name
         self.limit = limit
         # Owner reference per node name, read once: a Node's UID does not change while the driver runs.
@@ -76,10 +107,7 @@ class DriverAPI:
     def get_claim(self, namespace: str, name: str) -> Manifest:
         """The claim as a dict."""
         self._admit()
-        response = self.resource.read_namespaced_resource_claim(
-            name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-        )
-        return dict(json.loads(drain(response)))
+        return dict(self.json_api.request("GET", CLAIM_PATH, path_params={"namespace": namespace, "name": name}))
 
     def apply_device_status(self, claim: Manifest, entries: list[Manifest]) -> None:
         """Server-side apply of this driver's status.devices entries (an empty list removes them).
@@ -96,17 +124,14 @@ class DriverAPI:
             "status": {"devices": entries},
         }
         self._admit()
-        response = self.resource.patch_namespaced_resource_claim_status(
-            meta["name"],
-            meta["namespace"],
-            body,
-            field_manager=self.driver_name,
-            force=True,
-            _content_type="application/apply-patch+yaml",
-            _preload_content=False,
-            _request_timeout=REQUEST_TIMEOUT,
+        self.json_api.request(
+            "PATCH",
+            CLAIM_PATH + "/status",
+            body=body,
+            content_type=APPLY_PATCH,
+            query={"fieldManager": self.driver_name, "force": "true"},
+            path_params={"namespace": meta["namespace"], "name": meta["name"]},
         )
-        drain(response)
 
     def list_slices(self, node: str) -> list[Manifest]:
         """Every ResourceSlice of this driver bound to `node` (its pool, plus any left over from earlier runs)."""

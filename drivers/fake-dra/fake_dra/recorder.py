@@ -18,6 +18,8 @@ class CallLog:
         self.node = node
         self._calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        # Open for the driver's lifetime, line-buffered: one write per call instead of an open and close as well.
+        self._mirror = path.open("a", buffering=1)
 
     def record(self, method: str, started: float, *, claims: list[str], outcome: str, **extra: Any) -> None:
         """Add one call: `started` is a time.time() value; latency is measured until now."""
@@ -32,8 +34,7 @@ class CallLog:
         }
         with self._lock:
             self._calls.append(entry)
-            with self.path.open("a") as log:
-                log.write(json.dumps(entry) + "\n")
+            self._mirror.write(json.dumps(entry) + "\n")
 
     def calls(self) -> list[dict[str, Any]]:
         """Copies of every record, oldest first."""

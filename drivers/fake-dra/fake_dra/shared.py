@@ -12,7 +12,6 @@ unpreparing either share removes the spec the other still uses.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +66,6 @@ def write_share_specs(
 
     The edits tell the workload which device, which share and how much of the device it got.
     """
-    config.cdi_dir.mkdir(parents=True, exist_ok=True)
     kind = cdi.kind(config.driver_name, PROFILE)
     ids = []
     for result in results:
@@ -85,10 +83,7 @@ def write_share_specs(
             "devices": [{"name": share, "containerEdits": {"env": env}}],
             "containerEdits": {},
         }
-        path = spec_path(config.cdi_dir, config.driver_name, share)
-        partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(spec, indent=2))
-        partial.replace(path)
+        cdi.write_spec_file(spec_path(config.cdi_dir, config.driver_name, share), spec)
         ids.append(f"{kind}={share}")
     return ids
 

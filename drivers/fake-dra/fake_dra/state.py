@@ -32,7 +32,8 @@ class PreparedClaims:
         self.driver_version = driver_version
         self.shared = shared
         self._lock = threading.Lock()
-        # Serializes file writes; the versions say which in-memory change the file holds.
+        # Serializes file writes (taken before `_lock`, never while holding it); the versions say which in-memory
+        # change the file holds.
         self._write_lock = threading.Lock()
         self._version = self._written = 0
         self._claims: dict[str, dict[str, Any]] = {}
@@ -77,33 +78,40 @@ class PreparedClaims:
             return {uid: dict(self._claims[uid]) for uid in sorted(self._claims)}
 
     def _change(self, apply: Callable[[dict[str, dict[str, Any]]], object]) -> None:
-        """Apply one change in memory and write the file that holds it.
+        """Apply one change in memory and return once a file that holds it is written.
 
         Not shared, the file is written after the in-memory lock is let go, so a concurrent prepare's lookup does
-        not wait for another claim's disk write; a write that finds a newer version already on disk skips, since
-        that version holds its change too.
+        not wait for another claim's disk write. Changes made while a write is in progress are committed together
+        by the next writer, which encodes the map once for all of them (encoding it once per change made 100
+        concurrent prepares spend a fifth of their driver time re-encoding the same map).
         """
         with self._locked():
             apply(self._claims)
             self._version += 1
-            version, body = self._version, self._encoded()
+            version = self._version
             if self.shared:  # other instances read the file under the file lock held here
-                self._write(version, body)
+                self._replace_file(self._encoded())
+                self._written = version
                 return
-        self._write(version, body)
+        self._commit(version)
+
+    def _commit(self, version: int) -> None:
+        with self._write_lock:
+            if version <= self._written:
+                return  # a writer that came first wrote this change with its own
+            with self._lock:
+                latest, body = self._version, self._encoded()
+            self._replace_file(body)
+            self._written = latest
 
     def _encoded(self) -> str:
         body: dict[str, Any] = self._claims
         if int(self.driver_version.split(".", 1)[0]) >= ENVELOPE_FORMAT:
             body = {"format": ENVELOPE_FORMAT, "writtenBy": self.driver_version, "claims": self._claims}
-        # Compact: json's C encoder serves only calls without indent, and the file is rewritten on every change.
+        # Compact: json's C encoder serves only calls without indent.
         return json.dumps(body, sort_keys=True)
 
-    def _write(self, version: int, body: str) -> None:
-        with self._write_lock:
-            if version <= self._written:
-                return
-            partial = self.path.with_suffix(".partial")
-            partial.write_text(body)
-            partial.replace(self.path)
-            self._written = version
+    def _replace_file(self, body: str) -> None:
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(body)
+        partial.replace(self.path)
