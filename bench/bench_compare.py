@@ -69,7 +69,8 @@ def amount(figure: Figure) -> str:
 
 
 def short(commit: str) -> str:
-    return commit[:COMMIT_WIDTH]
+    head, plus, changes = commit.partition("+")
+    return head[:COMMIT_WIDTH] + plus + changes
 
 
 def context(entry: BenchEntry) -> str:

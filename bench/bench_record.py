@@ -43,8 +43,10 @@ DIRECTIONS = (LOWER, HIGHER)
 RECORD_MODE = 0o644
 # Significant digits kept per value: beyond a bench's run-to-run noise, and short enough to read in a diff.
 DIGITS = 6
-# `git rev-parse HEAD` answers in milliseconds; a hung git (a lock, a network filesystem) must not hold the record.
+# git answers in milliseconds here; a hung git (a lock, a network filesystem) must not hold the record.
 GIT_DEADLINE = 10.0
+# Appended to the commit of a checkout whose tracked files have changes that are not committed.
+UNCOMMITTED = "+uncommitted"
 
 
 class RecordError(Exception):
@@ -130,19 +132,28 @@ def save(option: str | None, bench: str, figures: Iterable[Figure]) -> None:
     print(f"bench record: {len(kept)} figures of {bench} written to {path}{note}", flush=True)
 
 
-def commit() -> str:
-    """`git rev-parse HEAD` of this checkout, or "unknown" outside git."""
+def commit(checkout: Path | None = None) -> str:
+    """`git rev-parse HEAD` of the checkout (this one by default), with UNCOMMITTED appended when tracked files differ.
+
+    A bench of a working tree and one of its HEAD would otherwise carry the same commit; "unknown" outside git.
+    """
+    checkout = checkout or CHECKOUT
+    head = git(checkout, "rev-parse", "HEAD")
+    if not head:
+        return "unknown"
+    changed = git(checkout, "status", "--porcelain", "--untracked-files=no")
+    return head + UNCOMMITTED if changed else head
+
+
+def git(checkout: Path, *args: str) -> str:
+    """The stripped output of a git command in `checkout`; "" when it fails or git is missing."""
     try:
         result = subprocess.run(
-            ["git", "-C", str(CHECKOUT), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=GIT_DEADLINE,
-            check=False,
+            ["git", "-C", str(checkout), *args], capture_output=True, text=True, timeout=GIT_DEADLINE, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    return result.stdout.strip() if result.returncode == 0 and result.stdout.strip() else "unknown"
+        return ""
+    return result.stdout.strip() if result.returncode == 0 else ""
 
 
 def machine() -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -300,3 +301,20 @@ def test_parallel_clusters_record_clusters_up_ports_and_memory(tmp_path: Path) -
     assert figures["clusters_up"].value == 2 and figures["clusters_failed"].value == 1, figures
     assert figures["resident_gib"].value == 2.0 and figures["mem_available_lowest_gib"].value == 3.0, figures
     assert figures["startup_last_s"].value == 31.0, figures
+
+
+def test_the_record_names_a_checkout_with_uncommitted_changes_apart_from_its_commit(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "driver.py").write_text("WORKERS = 16\n")
+    git("add", "driver.py")
+    git("-c", "user.name=bench", "-c", "user.email=bench@example.com", "commit", "-q", "-m", "first")
+    head = bench_record.commit(tmp_path)
+    assert len(head) == 40 and bench_record.UNCOMMITTED not in head, head
+    (tmp_path / "notes.txt").write_text("untracked files do not count\n")
+    assert bench_record.commit(tmp_path) == head
+    (tmp_path / "driver.py").write_text("WORKERS = 100\n")
+    assert bench_record.commit(tmp_path) == head + bench_record.UNCOMMITTED
+    assert bench_compare.short(head + bench_record.UNCOMMITTED) == head[:10] + bench_record.UNCOMMITTED
