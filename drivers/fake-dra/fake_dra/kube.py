@@ -23,9 +23,9 @@ APPLY_PATCH = "application/apply-patch+yaml"
 # One call to the API server from a driver; a slow server should fail the prepare, not hang it.
 REQUEST_TIMEOUT = 10.0
 # How often, at most, the client runs its credential refresh hook. The hook re-sets the host, CA and token on every
-# request (re-reading the proxy environment each time): a tenth of a prepare's CPU. The credentials it reloads are
-# rotated long before they expire (a kubelet-projected token at 80% of its lifetime), so a check every few seconds
-# is soon enough.
+# request, re-reading the proxy environment each time: an eighth of a prepare's GIL time under py-spy. The
+# credentials it reloads are rotated long before they expire (a kubelet-projected token at 80% of its lifetime), so
+# a check every few seconds is soon enough.
 CREDENTIAL_CHECK_INTERVAL = 5.0
 # Slices of one pool written at once: a 1,000-device pool is eight 128-device slices, written in one round.
 PUBLISH_WORKERS = 8
