@@ -31,11 +31,13 @@ prints:
   policy logs at Metadata level, which records no sizes; and `apiserver_response_sizes` has no caller or selector
   label. So the bench takes who, what and how often from the audit log (user, user agent, verb, resource, the
   request URI with its selectors, for every list call received during the run), and the size by replaying each
-  distinct cluster-scoped list URI once after the run on the same cluster (JSON, the admin identity; paging and
-  resourceVersion parameters dropped, `limit` kept). Raising the audit level to RequestResponse for lists would
-  record sizes directly, but it serializes every listed object into the log during the timed run, at 1,000 nodes
-  megabytes per list call: the measure would change what it measures. Namespaced lists are not replayed (their
-  test namespaces are gone by then and they are scoped already); the histogram gives their bytes.
+  distinct list URI once after the run on the same cluster (JSON, the admin identity; paging and resourceVersion
+  parameters dropped, `limit` kept): every cluster-scoped one, and every one in a namespace that outlived the run.
+  Raising the audit level to RequestResponse for lists would record sizes directly, but it serializes every listed
+  object into the log during the timed run, at 1,000 nodes megabytes per list call: the measure would change what
+  it measures. Lists in the run's own namespaces are not replayed (the namespaces are gone by then, and they hold
+  only what the tests made); the histogram gives their bytes. A namespace that outlived the run was not the run's:
+  a check listing there reads what grows with the cluster.
 
     python bench/scale [--nodes 1000] [--devices 10000] [--pods 2000] [-n 2] [--runs 1] [--suites suites]
                        [--json [PATH]]
@@ -499,6 +501,21 @@ def read_window(lines: Iterable[str], since: float, until: float) -> AuditWindow
     return window
 
 
+def namespaces_now(api: client.ApiClient) -> set[str]:
+    """The names of the namespaces that exist now."""
+    return {item.metadata.name for item in client.CoreV1Api(api).list_namespace(_request_timeout=LIST_TIMEOUT).items}
+
+
+def replayed_lists(window: AuditWindow, existing: set[str]) -> list[str]:
+    """The list URIs worth replaying: cluster-scoped ones, and those in namespaces that outlived the run.
+
+    The suites' own namespaces are gone once the run ends, and a list in one of them reads only what the test made.
+    A namespace that is still there (the cluster's own, or the unrelated workloads of a large cluster) was not the
+    run's: a check listing in it reads what grows with the cluster.
+    """
+    return sorted({call.uri for call in window.lists if not call.namespace or call.namespace in existing})
+
+
 def replay_sizes(api: client.ApiClient, uris: Iterable[str]) -> dict[str, int]:
     """The JSON size of each list `uri` answered now (the admin identity); -status for an answer other than 200."""
     sizes: dict[str, int] = {}
@@ -684,8 +701,7 @@ def measure(label: str, args: argparse.Namespace, scratch: Path, scaled: bool) -
             after = scrape(api)
             print(f"{label}: suites ran in {run.wall:.1f} s ({run.summary})", flush=True)
             window = read_window(audit_lines(audit_logs(backend.layout.logs)), run.started, run.ended)
-            cluster_scoped = sorted({call.uri for call in window.lists if not call.namespace})
-            sizes = replay_sizes(api, cluster_scoped)
+            sizes = replay_sizes(api, replayed_lists(window, namespaces_now(api)))
             walls = [run.wall]
             for index in range(2, args.runs + 1):  # the same cluster again: only the wall time is kept
                 again = run_suites(state_dir.resolve(), scratch, f"{label}-{index}", args, info.details)
@@ -792,12 +808,14 @@ def report_calls(scaled: Measured) -> int:
     """The largest list calls of the scaled run, with who made them; return the largest size."""
     window = scaled.audit
     measured = [
-        (scaled.sizes.get(call.uri, 0), count, call) for call, count in window.lists.items() if not call.namespace
+        (scaled.sizes.get(call.uri, 0), count, call)
+        for call, count in window.lists.items()
+        if not call.namespace or call.uri in scaled.sizes
     ]
     measured.sort(key=lambda row: (row[0], row[1]), reverse=True)
     print(
-        f"\nlargest list calls during the {scaled.nodes}-node run, by response size (JSON bytes of the URI replayed "
-        "after the run; caller from the audit log):"
+        f"\nlargest list calls during the {scaled.nodes}-node run, cluster-wide or in a namespace that outlived it, "
+        "by response size (JSON bytes of the URI replayed after the run; caller from the audit log):"
     )
     print(f"  {'size':>10} {'calls':>5}  {'verb':<4} {'resource':<36} {'caller':<64} scope")
     for size, count, call in measured[:TOP_LIST_CALLS]:
@@ -806,8 +824,8 @@ def report_calls(scaled: Measured) -> int:
             f"  {shown:>10} {count:>5}  {call.verb:<4} {call.resource:<36} "
             f"{f'{call.user} ({call.user_agent})':<64} {selection(call)}"
         )
-    namespaced = sum(count for call, count in window.lists.items() if call.namespace)
-    print(f"  + {namespaced} namespaced list calls (scoped already; not replayed, their bytes are in the table above)")
+    own = sum(count for call, count in window.lists.items() if call.namespace and call.uri not in scaled.sizes)
+    print(f"  + {own} list calls in the run's own namespaces (gone after it; their bytes are in the table above)")
     if window.cluster_watches:
         print("cluster-wide watches (no namespace, no selector) opened during the run:")
         for call, count in window.cluster_watches.most_common(TOP_LIST_CALLS):

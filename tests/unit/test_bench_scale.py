@@ -111,3 +111,21 @@ def test_devices_spread_over_the_pools_add_up() -> None:
     assert bench_scale.per_node(10_000, 1000) == [10] * 1000
     spread = bench_scale.per_node(7, 3)
     assert spread == [3, 2, 2] and sum(spread) == 7, spread
+
+
+def test_lists_in_namespaces_that_outlived_the_run_are_replayed_and_the_runs_own_are_not() -> None:
+    window = bench_scale.AuditWindow()
+    calls = {
+        "/api/v1/nodes": "",
+        "/api/v1/namespaces/test-a1b2/pods": "test-a1b2",
+        "/api/v1/namespaces/unrelated-3/pods": "unrelated-3",
+        "/apis/resource.k8s.io/v1/namespaces/kube-system/resourceclaims": "kube-system",
+    }
+    for uri, namespace in calls.items():
+        window.lists[Call("list", "pods", uri, namespace, "dra-conformance-admin", "agent")] += 1
+    replayed = bench_scale.replayed_lists(window, {"unrelated-3", "kube-system", "default"})
+    assert replayed == [
+        "/api/v1/namespaces/unrelated-3/pods",
+        "/api/v1/nodes",
+        "/apis/resource.k8s.io/v1/namespaces/kube-system/resourceclaims",
+    ], replayed
