@@ -306,22 +306,18 @@ def samples(api: client.ApiClient, version: str, scope: SampleScope) -> dict[str
     pipelines skip objects they could not scrape).
     """
     _ok(api, f"/apis/{GROUP}/{version}")
-    found: dict[str, Sample] = {}
-    for node in scope.nodes:
-        status, body = _get(api, f"/apis/{GROUP}/{version}/nodes/{node}")
-        if status == 404:
-            continue
-        _raise_unless_ok(status, body, f"{GROUP}/{version}/nodes/{node}")
-        sample = _sample("node", body)
-        found[f"node/{sample.key}"] = sample
+    paths = [("node", f"{GROUP}/{version}/nodes/{node}") for node in scope.nodes]
     for pod in sorted(running_pods(api, scope.nodes))[:SCOPE_PODS]:
         namespace, name = pod.split("/", 1)
-        status, body = _get(api, f"/apis/{GROUP}/{version}/namespaces/{namespace}/pods/{name}")
+        paths.append(("pod", f"{GROUP}/{version}/namespaces/{namespace}/pods/{name}"))
+    found: dict[str, Sample] = {}
+    for kind, path in paths:
+        status, body = _get(api, f"/apis/{path}")
         if status == 404:
             continue
-        _raise_unless_ok(status, body, f"{GROUP}/{version}/namespaces/{namespace}/pods/{name}")
-        sample = _sample("pod", body)
-        found[f"pod/{sample.key}"] = sample
+        _raise_unless_ok(status, body, path)
+        sample = _sample(kind, body)
+        found[f"{kind}/{sample.key}"] = sample
     return found
 
 
