@@ -3,8 +3,8 @@
 
 What a vendor waits for when iterating on a driver: the README's run with the pinned binaries already built. Each
 run starts its own local cluster (a state directory of its own under a temporary directory), runs every bundled
-suite at `-n 2` with the reference driver, and stops the cluster; the figure is the command's wall time, with the
-pytest time and the outcome counts from its summary beside it.
+suite on `run`'s default workers with the reference driver, and stops the cluster; the figure is the command's wall
+time, with the pytest time and the outcome counts from its summary beside it.
 
 With `--baseline DIR` (another checkout of this repository, e.g. a git worktree of an older commit), the same run
 of that checkout is timed in the same invocation, interleaved with this one's (baseline, this, baseline, this...),

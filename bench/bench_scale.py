@@ -84,6 +84,7 @@ from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.network import NODE_ADDRESS_BASE
 from dra_conformance.cli import SUITE_PYTEST_OPTIONS
 from dra_conformance.config import SuiteConfig
+from dra_conformance.cpus import available_cpus, default_workers
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import audit_log, waits
 from dra_conformance.kube.namespaces import create_namespace
@@ -864,7 +865,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000, help="nodes of the scaled cluster in all (default 1000)")
     parser.add_argument("--devices", type=int, default=10000, help="devices of the second driver (default 10000)")
     parser.add_argument("--pods", type=int, default=2000, help="unrelated pods (default 2000)")
-    parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers (default 2, as run's)")
+    parser.add_argument(
+        "-n", "--workers", type=int, default=default_workers(available_cpus()), help="pytest-xdist workers (as run's)"
+    )
     parser.add_argument(
         "--runs", type=int, default=1, help="runs of the suites on each cluster; the ratio is of medians (default 1)"
     )

@@ -35,6 +35,7 @@ from dra_conformance.backends.registry import (
     socket_relays,
 )
 from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
+from dra_conformance.cpus import MAX_DEFAULT_WORKERS, WORKERS_PER_CPU, available_cpus, default_workers
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
 from dra_conformance.image import builder as image_builder
@@ -87,8 +88,9 @@ def _workers(text: str) -> int:
 
 
 WORKERS_HELP = (
-    "pytest-xdist workers (default 2); 0 runs the checks in the run's own process, which saves a worker's start "
-    "(a few CPU-seconds) for a run of a few checks, but a check that crashes the process ends the run"
+    f"pytest-xdist workers (default: {WORKERS_PER_CPU} per CPU this process may use, at most {MAX_DEFAULT_WORKERS}; "
+    "here {here}); 0 runs the checks in the run's own process, which saves a worker's start (a few CPU-seconds) for "
+    "a run of a few checks, but a check that crashes the process ends the run"
 )
 
 
@@ -181,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="skip rendering the Allure HTML after the run (a few CPU-seconds; its results stay in allure-results, "
         "and `dra-conformance report RUN` renders them later)",
     )
-    run.add_argument("-n", "--workers", type=_workers, default=2, help=WORKERS_HELP)
+    workers = default_workers(available_cpus())
+    run.add_argument("-n", "--workers", type=_workers, default=workers, help=WORKERS_HELP.format(here=workers))
     run.add_argument(
         "--allow-partial",
         action="store_true",
