@@ -524,14 +524,38 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def one_line_usage_error(text: str) -> str:
+    """The usage error pytest gives for a bad option (usage text, error, inifile and rootdir lines) as one line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    error = next((line.split(" error: ", 1)[1] for line in lines if " error: " in line), None)
+    if error is None:
+        return " ".join(lines)
+    return f"dra-conformance run: {error} (the run's own flags: dra-conformance run --help; the rest goes to pytest)"
+
+
+def _one_line_usage_errors() -> object:
+    """A pytest plugin that shortens a usage error raised while pytest parses the command line to one line."""
+    import pytest
+
+    class OneLineUsageErrors:
+        @pytest.hookimpl(wrapper=True)
+        def pytest_cmdline_parse(self) -> Any:
+            try:
+                return (yield)
+            except pytest.UsageError as error:
+                raise pytest.UsageError(one_line_usage_error(str(error))) from None
+
+    return OneLineUsageErrors()
+
+
 def _pytest_then_html(pytest_args: list[str], html: bool) -> int:
     """One pytest run, then (`html`) its Allure HTML; the exit code is pytest's, whatever the rendering does."""
     import pytest
 
     if not html:
-        return int(pytest.main(pytest_args))
+        return int(pytest.main(pytest_args, plugins=[_one_line_usage_errors()]))
     renderer = RunRenderer(default_cache_dir())
-    code = int(pytest.main(pytest_args, plugins=[renderer]))
+    code = int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(), renderer]))
     renderer.render_now(lambda line: print(line, file=sys.stderr))
     return code
 

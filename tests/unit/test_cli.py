@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +18,15 @@ from dra_conformance.cli import (
     chosen_targets,
     cluster_config,
     main,
+    one_line_usage_error,
     real_node_wanted,
 )
 from dra_conformance.errors import UsageError
 from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, rollback_fixtures, scenario_fixtures
 from dra_conformance.timeouts import Timeouts
+
+# pytest refuses an unknown option while it parses the command line, before any cluster: seconds at most.
+UNKNOWN_OPTION_DEADLINE = 60.0
 
 
 def _one_line(text: str) -> str:
@@ -160,3 +166,30 @@ def test_real_node_flags_leave_the_suite_paths_to_pytest() -> None:
     assert (args.real_node, args.real_node_auto, rest) == (True, False, ["suites/kubelet"])
     args, rest = build_parser().parse_known_args(["run", "--real-node-auto", "suites/kubelet"])
     assert (args.real_node, args.real_node_auto, rest) == (False, True, ["suites/kubelet"])
+
+
+def test_a_bad_pytest_option_is_one_line_naming_it() -> None:
+    pytest_text = (
+        "usage: dra-conformance [options] [file_or_dir] [file_or_dir] [...]\n"
+        "dra-conformance: error: unrecognized arguments: --bogus\n"
+        "  inifile: /tmp/x/pyproject.toml\n"
+        "  rootdir: /tmp/x\n"
+    )
+    line = one_line_usage_error(pytest_text)
+    assert "\n" not in line and line.startswith("dra-conformance run: unrecognized arguments: --bogus"), line
+    assert one_line_usage_error("file or directory not found: nope\n") == "file or directory not found: nope"
+
+
+def test_run_with_an_unknown_option_says_so_in_one_line_and_exits_4(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "dra_conformance.cli", "run", "--no-such-option"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=UNKNOWN_OPTION_DEADLINE,
+        check=False,
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 4, f"exit {result.returncode}; stderr: {result.stderr!r}"
+    assert len(lines) == 1 and "unrecognized arguments: --no-such-option" in lines[0], f"stderr: {result.stderr!r}"
+    assert not (tmp_path / "reports").exists(), f"left behind: {sorted(tmp_path.rglob('*'))}"
