@@ -40,7 +40,10 @@ prints:
   a check listing there reads what grows with the cluster.
 
     python bench/scale [--nodes 1000] [--devices 10000] [--pods 2000] [-n 2] [--runs 1] [--suites suites]
-                       [--json [PATH]]
+                       [--profile-phases] [--json [PATH]]
+
+`--profile-phases` records the first run on each cluster with `--dra-phases-file` and prints, for the tests that
+grew most, their waits on both clusters side by side: which condition took longer on the larger cluster.
 
 Heavy: two cluster starts, the growth (nodes, slices, pods) and two full default runs, several minutes of both
 cores; run it on a machine nobody else is measuring on. Try `--nodes 50 --devices 500 --pods 100` first. The bench
@@ -72,6 +75,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import bench_record
 import bench_scheduling
+import phases_report
 from bench_record import Figure, lower
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -131,6 +135,9 @@ GROWTH_WORKERS = 8
 TOP_LIST_CALLS = 15
 TOP_REQUESTS = 30
 TOP_GROWN_TESTS = 10
+# With --profile-phases: the tests whose waits are printed, and the shortest wait printed (seconds).
+TOP_WAITED_TESTS = 5
+WAIT_FLOOR = 0.5
 CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 DRIVERS = "drivers (sum)"
 # The processes whose CPU the report prints, beside the suites' own.
@@ -547,6 +554,8 @@ class SuiteRun:
     ended: float
     suite_cpu: float
     component_cpu: dict[str, float]
+    # Each test's time by phase and its waits (`--profile-phases`, the first run on each cluster), else empty.
+    phases: list[phases_report.TestTime] = field(default_factory=list)
 
 
 def cpu_seconds(pid: str) -> float | None:
@@ -583,10 +592,20 @@ def children_cpu() -> float:
 
 
 def run_suites(
-    state_dir: Path, scratch: Path, label: str, args: argparse.Namespace, details: dict[str, str]
+    state_dir: Path,
+    scratch: Path,
+    label: str,
+    args: argparse.Namespace,
+    details: dict[str, str],
+    *,
+    profile: bool = False,
 ) -> SuiteRun:
-    """Run the suites as `dra-conformance run` does, on the running cluster of `state_dir`; time and measure it."""
+    """Run the suites as `dra-conformance run` does, on the running cluster of `state_dir`; time and measure it.
+
+    With `profile`, the run also records where each test's time went (`--dra-phases-file`).
+    """
     junit, output = scratch / f"{label}.xml", scratch / f"{label}.out"
+    phases = scratch / f"{label}-phases.jsonl"
     command = [
         sys.executable,
         "-m",
@@ -604,6 +623,7 @@ def run_suites(
         "no:cacheprovider",
         "-q",
         f"--junitxml={junit}",
+        *([f"--dra-phases-file={phases}"] if profile else []),
         *args.suites,
     ]
     cpu_before, components_before = children_cpu(), component_cpu(details)
@@ -629,6 +649,7 @@ def run_suites(
             for name in components_after
             if name in components_before
         },
+        phases_report.read(phases) if profile and phases.is_file() else [],
     )
 
 
@@ -698,7 +719,7 @@ def measure(label: str, args: argparse.Namespace, scratch: Path, scaled: bool) -
                     flush=True,
                 )
             before = scrape(api)
-            run = run_suites(state_dir.resolve(), scratch, label, args, info.details)
+            run = run_suites(state_dir.resolve(), scratch, label, args, info.details, profile=args.profile_phases)
             after = scrape(api)
             print(f"{label}: suites ran in {run.wall:.1f} s ({run.summary})", flush=True)
             window = read_window(audit_lines(audit_logs(backend.layout.logs)), run.started, run.ended)
@@ -769,7 +790,31 @@ def report_times(base: Measured, scaled: Measured, workers: int) -> float:
     for name in grown[:TOP_GROWN_TESTS]:
         old, new = base.run.durations[name], scaled.run.durations[name]
         print(f"  {new - old:+7.2f} s  {old:6.2f} -> {new:6.2f} s  {name}")
+    if scaled.run.phases:
+        report_grown_waits(base, scaled, grown[:TOP_WAITED_TESTS])
     return value
+
+
+def junit_key(nodeid: str) -> str:
+    """A pytest node id as `junit_results` names it: "a/b.py::C::t" -> "a.b.C::t"."""
+    path, *rest = nodeid.split("::")
+    return "::".join([".".join([path.removesuffix(".py").replace("/", "."), *rest[:-1]]), *rest[-1:]])
+
+
+def report_grown_waits(base: Measured, scaled: Measured, names: list[str]) -> None:
+    """The waits of the tests that grew most, the scaled run's beside the baseline's (paired in the order waited)."""
+    waits_of = [{junit_key(t.nodeid): t.wait_list for t in m.run.phases} for m in (base, scaled)]
+    print(f"their waits ({base.nodes} -> {scaled.nodes} nodes, in the order waited, {WAIT_FLOOR} s or longer):")
+    for name in names:
+        old_waits, new_waits = waits_of[0].get(name, []), waits_of[1].get(name, [])
+        print(f"  {name}")
+        if not new_waits:
+            print("    (no waits recorded)")
+        for index, wait in enumerate(new_waits):
+            new = float(wait["seconds"])
+            old = float(old_waits[index]["seconds"]) if index < len(old_waits) else None
+            if max(new, old or 0.0) >= WAIT_FLOOR:
+                print(f"    {'     -' if old is None else f'{old:6.2f}'} -> {new:6.2f} s  {wait['what']}")
 
 
 def report_requests(base: Measured, scaled: Measured) -> None:
@@ -873,6 +918,12 @@ def main() -> None:
     )
     parser.add_argument(
         "--suites", nargs="+", default=[str(paths.suites_dir())], help="what pytest runs (default: every suite)"
+    )
+    parser.add_argument(
+        "--profile-phases",
+        action="store_true",
+        help="record where each test's time went (the first run on each cluster) and print the waits of the tests "
+        "that grew most",
     )
     bench_record.add_option(parser)
     args = parser.parse_args()

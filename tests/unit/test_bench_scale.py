@@ -129,3 +129,11 @@ def test_lists_in_namespaces_that_outlived_the_run_are_replayed_and_the_runs_own
         "/api/v1/nodes",
         "/apis/resource.k8s.io/v1/namespaces/kube-system/resourceclaims",
     ], replayed
+
+
+def test_pytest_node_ids_are_named_as_junit_names_them() -> None:
+    assert (
+        bench_scale.junit_key("suites/rollback/test_metrics_rollback.py::test_before@metrics")
+        == "suites.rollback.test_metrics_rollback::test_before@metrics"
+    )
+    assert bench_scale.junit_key("suites/a/test_b.py::TestC::test_d[x/y]") == "suites.a.test_b.TestC::test_d[x/y]"
