@@ -175,12 +175,13 @@ def read_in_one_tick(
 ) -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
     """Both versions' samples in `scope`, read within one collection tick and over the same objects where possible.
 
-    A tick can fall between the two reads, and pods can come and go between them; a real disagreement persists
-    past the deadline and is then compared as read.
+    Each object is read from both versions back to back; still, a tick can fall between two reads, and a pod can
+    go between them; a real disagreement persists past the deadline and is then compared as read.
     """
 
     def pair() -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
-        return metrics_api.samples(metrics_client, first, scope), metrics_api.samples(metrics_client, second, scope)
+        read = metrics_api.samples_of_versions(metrics_client, (first, second), scope)
+        return read[first], read[second]
 
     def same_tick(read: tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]) -> bool:
         # Same objects too: pods other tests create or delete between the two reads are churn, not disagreement.

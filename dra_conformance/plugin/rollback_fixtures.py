@@ -21,6 +21,7 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import UsageError
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.metrics import api as metrics_api
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.options import option_or
 from dra_conformance.rollback import metrics_rehearsal as metrics_rehearsal_mode
@@ -160,8 +161,9 @@ def set_up(
     resource: str,
     run_id: str,
     timeouts: Timeouts,
+    cluster: ClusterInfo,
 ) -> ExtendedResourceRehearsal:
-    """Start a rehearsal: choose its nodes, make its namespace, advertise the resource where the suite must."""
+    """Start a rehearsal: choose its nodes (among `cluster`'s), make its namespace, advertise where it must."""
     if rehearsal.state.records and Phase.AFTER_ROLLBACK not in rehearsal.state.records:
         refuse(
             UsageError(
@@ -170,7 +172,7 @@ def set_up(
             )
         )
     rehearsal.state.records.clear()
-    chosen = choose_nodes(api_client, driver.name, resource)
+    chosen = choose_nodes(api_client, driver.name, resource, (*cluster.nodes, *cluster.real_nodes))
     if isinstance(chosen, str):
         pytest.skip(f"not applicable: the rollback rehearsal {chosen}")
     plugin_node, dra_node, advertise = chosen

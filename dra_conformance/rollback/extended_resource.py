@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,7 @@ from kubernetes.client.exceptions import ApiException
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE, RESOURCE_API, Manifest, pin_to_node
+from dra_conformance.kube.nodes import named_nodes
 from dra_conformance.kube.pods import describe_pod, pod_ready, scheduled_condition
 from dra_conformance.model.stats import percentile
 from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
@@ -554,13 +556,16 @@ def _kwok(node: client.V1Node) -> bool:
     return bool((node.metadata.annotations or {}).get(KWOK_NODE_ANNOTATION))
 
 
-def choose_nodes(api_client: client.ApiClient, driver: str, resource: str) -> tuple[str, str, bool] | str:
+def choose_nodes(
+    api_client: client.ApiClient, driver: str, resource: str, known: Sequence[str]
+) -> tuple[str, str, bool] | str:
     """(device-plugin node, DRA node, whether to advertise on the former), or why the rehearsal cannot run.
 
     The device-plugin node is, in this order: a node whose kubelet advertises the resource (a real device plugin;
     its own taints are tolerated, condition taints rule it out), an untainted node that advertises it, else a
     fake (kwok) node on which the suite advertises it. The DRA node is another untainted node with ResourceSlices
-    of the driver under test that does not advertise the resource.
+    of the driver under test that does not advertise the resource. Candidates are the `known` nodes (the ones the
+    backend describes) and the driver's: the cluster's node list is not read, its cost grows with the cluster.
     """
     core = client.CoreV1Api(api_client)
     objects = client.CustomObjectsApi(api_client)
@@ -569,7 +574,7 @@ def choose_nodes(api_client: client.ApiClient, driver: str, resource: str) -> tu
         group, version, "resourceslices", field_selector=f"spec.driver={driver}"
     )
     driver_nodes = {s["spec"].get("nodeName") for s in slices["items"]} - {None}
-    listed = core.list_node().items
+    listed = named_nodes(core, {*known, *driver_nodes})
     schedulable = [n for n in listed if not n.spec.unschedulable]
     usable = [n for n in schedulable if not n.spec.taints]
     kubelets = sorted(

@@ -22,6 +22,7 @@ from kubernetes import client
 
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.namespaces import NamespaceReaper
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish, resume, set_up
 from dra_conformance.rollback.extended_resource import run_after_change, run_after_rollback, run_before
@@ -78,8 +79,9 @@ def test_before_the_change_the_device_plugin_serves_the_extended_resource(
     timeouts: Timeouts,
     namespace_reaper: NamespaceReaper,
     obligations: Obligations,
+    cluster: ClusterInfo,
 ) -> None:
-    engine = set_up(rehearsal, api_client, driver_under_test, rehearsal.resource, run_id, timeouts)
+    engine = set_up(rehearsal, api_client, driver_under_test, rehearsal.resource, run_id, timeouts, cluster)
     record = run_before(engine)
     rehearsal.record(record)
     if not record.passed and rehearsal.single_phase:

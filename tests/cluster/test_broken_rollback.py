@@ -9,6 +9,7 @@ from kubernetes import client
 
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.namespaces import NamespaceReaper
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish, set_up
 from dra_conformance.rollback.extended_resource import run_after_change, run_after_rollback, run_before
 from dra_conformance.rollback.report import REPORT_MARKDOWN
@@ -27,9 +28,10 @@ def test_a_device_class_removed_while_a_pod_holds_its_claim_is_reported_left_beh
     timeouts: Timeouts,
     namespace_reaper: NamespaceReaper,
     tmp_path: Path,
+    cluster: ClusterInfo,
 ) -> None:
     rehearsal = Rehearsal(RehearsalState(tmp_path / "state.json"), tmp_path, drive=True, single_phase=False)
-    engine = set_up(rehearsal, api_client, driver_under_test, RESOURCE, run_id, timeouts)
+    engine = set_up(rehearsal, api_client, driver_under_test, RESOURCE, run_id, timeouts, cluster)
     try:
         rehearsal.record(run_before(engine))
         rehearsal.record(run_after_change(engine, rehearsal.state, drive=True))
