@@ -1,8 +1,9 @@
 """Where the data the engine ships lives: the scenario catalog, the RBAC matrix, the cluster assets and the suites.
 
 An installed wheel carries them inside the package (`dra_conformance/fixtures`, `clusters`, `suites`,
-`reference_driver_deploy`); a checkout (editable install) keeps them at the top of the repository. Nothing else in
-the engine climbs the directory tree. Every default here has an override on the command line:
+`reference_driver_deploy`, `reference_driver_go`); a checkout (editable install) keeps them at the top of the
+repository (the last two under `drivers/`). Nothing else in the engine climbs the directory tree. Every default here
+has an override on the command line:
 
 - scenario catalog: `--dra-catalog DIR` (pytest);
 - authorization matrix: `--dra-rbac-matrix FILE` (pytest);
@@ -72,6 +73,11 @@ def reference_driver_profile() -> Path:
 def cluster_assets() -> Path:
     """`clusters/local/`: the Go wrapper modules of the pinned binaries and kwok's stages."""
     return _data("clusters", "clusters") / "local"
+
+
+def reference_driver_go_module() -> Path:
+    """`drivers/fake-dra-go/`: the Go module of the reference driver's Go build, built like the pinned binaries."""
+    return _data("reference_driver_go", "drivers/fake-dra-go")
 
 
 def reference_driver_rbac() -> Path:

@@ -1,6 +1,7 @@
 """The certification runs CI makes besides the suites with the reference driver, each as `dra-conformance run` would.
 
 - Kubernetes' own DRA test driver, a driver we did not write, certified from its profile on kwok nodes;
+- the reference driver's Go build (drivers/fake-dra-go), certified from its profile on kwok nodes;
 - the real node's tier, one driver at a time: the device-plugin rollback rehearsal; the reference driver as a vendor
   ships it (its image archive, built by our own code, and manifests: fixed kubelet paths, real nodes only); and the
   upstream test driver's kubelet-mode checks.
@@ -49,6 +50,11 @@ RUNS = (
     CertificationRun(
         "upstream-test-driver-on-kwok",
         ("--profile", "fixtures/profiles/upstream-test-driver.yaml"),
+        ("certified", "certified with advisories"),
+    ),
+    CertificationRun(
+        "reference-driver-go-on-kwok",
+        ("--profile", "fixtures/profiles/reference-driver-go.yaml"),
         ("certified", "certified with advisories"),
     ),
     CertificationRun(

@@ -133,12 +133,14 @@ def test_engine_wheel_carries_suites_data_and_cluster_modules(installed: Install
         "dra_conformance/fixtures/profiles/reference-driver.yaml",
         "dra_conformance/fixtures/profiles/reference-driver-rbac.yaml",
         "dra_conformance/fixtures/profiles/upstream-test-driver.yaml",
+        "dra_conformance/fixtures/profiles/reference-driver-go.yaml",
         "dra_conformance/driver/profile.schema.json",
         "dra_conformance/clusters/local/kube/go.mod",
         "dra_conformance/clusters/local/kube/go.sum",
         "dra_conformance/clusters/local/etcd/main.go",
         "dra_conformance/clusters/local/kwok-stages.yaml",
         "dra_conformance/reference_driver_deploy/rbac.yaml",
+        "dra_conformance/reference_driver_go/go.mod",
         "dra_conformance/report/allure_npm/package.json",
         "dra_conformance/report/allure_npm/package-lock.json",
     }
@@ -187,7 +189,7 @@ def test_installed_cli_finds_the_cached_binaries_from_the_modules_it_ships(
     result = _run([str(installed.bin / "dra-conformance"), "build"], tmp_path, RUN_DEADLINE)
     assert result.returncode == 0, _tail(result)
     for name, path in build_local_binaries(SuiteConfig()).items():
-        # The cache key hashes go.mod, go.sum and main.go: the same path means the same module files.
+        # The cache key hashes go.mod, go.sum and every .go file: the same path means the same module files.
         assert f"{name}: {path}" in result.stdout, f"{name} resolved elsewhere (rebuilt?): {_tail(result)}"
 
 

@@ -38,7 +38,7 @@ from dra_conformance.model.cluster import ClusterInfo
 from fake_dra.__main__ import parse_args
 
 PROFILES = paths.fixtures_dir() / "profiles"
-SHIPPED = ("reference-driver", "upstream-test-driver")
+SHIPPED = ("reference-driver", "reference-driver-go", "upstream-test-driver")
 MINOR = versions.minor(versions.KUBERNETES)
 CLUSTER = "dra-conformance"
 # Node directories a kubelet plugin needs: registration sockets, plugin sockets, CDI specs.

@@ -30,7 +30,10 @@ PORTS = Ports(
     etcd_client=21001, etcd_peer=21002, apiserver=21003, controller_manager=21004, scheduler=21005, kwok=21006
 )
 BINARIES = Binaries(
-    *(Path(f"/opt/bin/{name}") for name in ("etcd", "kwok", "kube", "metrics-server", "dra-test-driver"))
+    *(
+        Path(f"/opt/bin/{name}")
+        for name in ("etcd", "kwok", "kube", "metrics-server", "dra-test-driver", "reference-driver-go")
+    )
 )
 READYZ = "https://127.0.0.1:21003/readyz"
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from dra_conformance import paths
+from dra_conformance.backends.local import drivers
 from dra_conformance.driver.profile import (
     PLACEHOLDERS,
     AttributeType,
@@ -31,7 +32,7 @@ from fake_dra import devices
 from fake_dra.__main__ import parse_args
 
 PROFILES = paths.fixtures_dir() / "profiles"
-SHIPPED = ("reference-driver", "upstream-test-driver")
+SHIPPED = ("reference-driver", "reference-driver-go", "upstream-test-driver")
 
 # Line numbers below refer to this text (line 1 is `apiVersion`).
 VALID = """\
@@ -94,6 +95,7 @@ def _values(root: Path) -> dict[str, str]:
         "devices": "8",
         "bin:kube": "/cache/bin/kube",
         "bin:dra_test_driver": "/cache/bin/dra-test-driver",
+        "bin:reference_driver_go": "/cache/bin/reference-driver-go",
     }
 
 
@@ -142,6 +144,29 @@ def test_reference_profile_runs_the_fake_driver_with_its_real_flags_devices_and_
         Capability.STATUS_DEVICES,
         Capability.HEALTH_STREAM,
         Capability.REFERENCE_FAULTS,
+    }
+
+
+def test_reference_go_profile_runs_the_go_build_with_the_python_builds_command_line(tmp_path: Path) -> None:
+    python, go = _shipped("reference-driver"), _shipped("reference-driver-go")
+    assert python.run is not None and go.run is not None
+    assert go.run.process.command == ("{bin:reference_driver_go}",)
+    assert go.run.process.args == python.run.process.args, "one command line for both builds"
+    assert go.run.versions["previous"].args == python.run.versions["previous"].args, "and one for the release before"
+    assert not drivers.runs_reference_driver(go), "the Python build's launcher must not start the Go build"
+    assert drivers.runs_reference_driver(python)
+    argv = go.run.process.argv(_values(tmp_path) | {"driver": go.driver})
+    assert argv[0] == "/cache/bin/reference-driver-go", argv
+    config = parse_args(argv[1:])
+    assert (config.driver_name, config.devices, config.profile) == (go.driver, go.devices.per_node, "gpu")
+    assert (go.driver, go.devices, go.device_classes) == (python.driver, python.devices, python.device_classes)
+    assert go.identity.rbac == python.identity.rbac and go.identity.controller is None
+    assert go.strictness == python.strictness == Strictness.STRICT
+    assert set(go.capabilities) == {
+        Capability.STATUS_DEVICES,
+        Capability.HEALTH_STREAM,
+        Capability.ADMIN_ACCESS,
+        Capability.EXTENDED_RESOURCE_MAPPING,
     }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from dra_conformance import versions
+from dra_conformance import paths, versions
 from dra_conformance.errors import BuildError, UsageError
 
 # A cold build is silent for minutes; one progress line per interval shows it is alive without flooding CI logs.
@@ -24,20 +24,28 @@ LOG_TAIL_LINES = 30
 
 @dataclass(frozen=True)
 class Component:
-    """One binary built from a wrapper module under `clusters/local/`."""
+    """One binary built from a Go module: a wrapper module under `clusters/local/`, or one under `source_root`."""
 
     name: str
-    module: str  # directory under clusters/local/
+    module: str  # directory under clusters/local/ (or under source_root)
     package: str  # package path to build inside that module
     version: str
     ldflags: str = ""
     tags: str = ""  # build tags, passed as `-tags`
     env: tuple[tuple[str, str], ...] = ()  # extra environment of the go command, e.g. CGO_ENABLED
+    # Where `module` lies when not under the cluster assets: our own Go programs elsewhere in the checkout (the
+    # wheel carries them too). A function, so a missing directory is an error of the build, not of this import.
+    source_root: Callable[[], Path] | None = None
+
+    def directory(self, assets: Path) -> Path:
+        """The module's directory: under `source_root` where it has one, else under the cluster assets `assets`."""
+        root = self.source_root() if self.source_root is not None else assets
+        return root / self.module
 
     def cache_key(self, assets: Path) -> str:
         """Hash of everything that decides the binary: module files, package, flags, tags, env and Go version."""
         digest = hashlib.sha256()
-        for name, path in module_files(assets / self.module):
+        for name, path in module_files(self.directory(assets)):
             digest.update(name.encode() + b"\0" + path.read_bytes())
         digest.update(f"{self.package}\0{self.ldflags}\0{go_version()}".encode())
         # Only when set, so the keys (and cached binaries) of components without tags or env stay what they were.
@@ -82,6 +90,16 @@ COMPONENTS: tuple[Component, ...] = (
     ),
     # Upstream's DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), from the pinned Kubernetes release.
     Component("dra_test_driver", "dra-test-driver", ".", versions.KUBERNETES, _kube_ldflags()),
+    # The reference driver's Go build (drivers/fake-dra-go, our own code), which its own profile runs.
+    Component(
+        "reference_driver_go",
+        ".",
+        ".",
+        "v1",
+        "-s -w",
+        env=(("CGO_ENABLED", "0"),),
+        source_root=paths.reference_driver_go_module,
+    ),
 )
 
 
@@ -171,6 +189,7 @@ class Binaries:
     kube: Path
     metrics_server: Path
     dra_test_driver: Path
+    reference_driver_go: Path
 
 
 @dataclass(frozen=True)
@@ -251,6 +270,7 @@ class Builder:
             component.package,
         ]
         env_prefix = "".join(f"{key}={value} " for key, value in component.env)
+        directory = component.directory(self.assets)
         self.echo(f"building {component.name} {component.version} (log: {log_path})")
         started = time.monotonic()
         done = threading.Event()
@@ -263,11 +283,11 @@ class Builder:
         ticker.start()
         try:
             with log_path.open("w") as log:
-                log.write(f"$ (cd {self.assets / component.module} && {env_prefix}{' '.join(command)})\n")
+                log.write(f"$ (cd {directory} && {env_prefix}{' '.join(command)})\n")
                 log.flush()
                 result = subprocess.run(
                     command,
-                    cwd=self.assets / component.module,
+                    cwd=directory,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+const (
+	// devicesEnv: the device count may come from the environment instead of --devices, as many drivers'
+	// DaemonSets set it.
+	devicesEnv = "FAKE_DRA_DEVICES"
+	// standardKubeletRoot: the kubelet root many vendor drivers hard-code (--standard-paths).
+	standardKubeletRoot = "/var/lib/kubelet"
+	gpuProfile          = "gpu"
+	referenceIDs        = "reference"
+	wordsIDs            = "words"
+)
+
+// The Python build's device profiles; this build serves gpu only so far.
+var pythonOnlyProfiles = []string{"nic", "gpu-partitions", "gpu-shared", "gpu-fabric"}
+
+// healthServices: --health-service values and the DRAResourceHealth versions each serves and lists in GetInfo.
+var healthServices = map[string][]string{
+	"v1+v1alpha1": {"v1", "v1alpha1"},
+	"v1":          {"v1"},
+	"v1alpha1":    {"v1alpha1"},
+	"none":        {},
+}
+
+var driverVersionPattern = regexp.MustCompile(`^[12]\.\d+\.\d+$`)
+
+// Config is everything one driver process needs, from its command line (see ../fake-dra/fake_dra/config.py).
+type Config struct {
+	DriverName, NodeName     string
+	KubeletRoot, CDIDir      string
+	StateDir, Kubeconfig     string
+	Profile                  string
+	Devices                  int
+	DeleteSlicesOnExit       bool
+	DriverVersion            string
+	HealthServices           []string
+	ReadyCondition           bool
+	KeepStatusAfterUnprepare bool
+	WholeCallRefusal         bool
+	IDFormat                 string
+	APIQPS                   float64
+	APIBurst                 int
+}
+
+// Major is the major number of the driver release this process plays.
+func (c Config) Major() int {
+	major, _ := strconv.Atoi(strings.SplitN(c.DriverVersion, ".", 2)[0])
+	return major
+}
+
+// PluginDir holds the DRA service socket and the control socket.
+func (c Config) PluginDir() string { return filepath.Join(c.KubeletRoot, "plugins", c.DriverName) }
+
+// RegistrationSocket is where the kubelet's plugin watcher looks for this driver.
+func (c Config) RegistrationSocket() string {
+	return filepath.Join(c.KubeletRoot, "plugins_registry", c.DriverName+"-reg.sock")
+}
+
+// DRASocket serves DRAPlugin and DRAResourceHealth.
+func (c Config) DRASocket() string { return filepath.Join(c.PluginDir(), "dra.sock") }
+
+// ControlSocket serves the HTTP control endpoint (control.go).
+func (c Config) ControlSocket() string { return filepath.Join(c.PluginDir(), "control.sock") }
+
+// errUsage marks a command line that cannot run; its message is the one line to print.
+var errUsage = errors.New("usage")
+
+func usageError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+}
+
+// parseArgs reads the command line (and FAKE_DRA_DEVICES) the way the Python build does; flags of features this
+// build does not have yet are refused with one line that says so.
+func parseArgs(args []string, getenv func(string) string) (Config, error) {
+	flags := flag.NewFlagSet("fake-dra", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	c := Config{}
+	flags.StringVar(&c.DriverName, "driver-name", "", "DRA driver name (required)")
+	flags.StringVar(&c.NodeName, "node-name", "", "the node this process serves (required)")
+	kubeletRoot := flags.String("kubelet-root", "", "kubelet root directory (default "+standardKubeletRoot+")")
+	standardPaths := flags.Bool("standard-paths", false, "hard-code the sockets under "+standardKubeletRoot)
+	rollingUID := flags.String("rolling-update-uid", "", "not in the Go build yet")
+	flags.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "where CDI specs are written")
+	flags.StringVar(&c.StateDir, "state-dir", "/var/lib/fake-dra", "prepared claims and the pool generation")
+	flags.StringVar(&c.Profile, "profile", gpuProfile, "device profile")
+	devices := flags.String("devices", "", "devices in the node's pool (default $"+devicesEnv+", else 4)")
+	flags.StringVar(&c.Kubeconfig, "kubeconfig", "", "default: in-cluster configuration")
+	flags.BoolVar(&c.DeleteSlicesOnExit, "delete-slices-on-exit", false, "delete this node's slices on a clean exit")
+	flags.StringVar(&c.DriverVersion, "driver-version", "1.0.0", "release to play: 1.x.y or 2.x.y")
+	var broken []string
+	flags.Func("broken-mode", "not in the Go build yet", func(mode string) error {
+		broken = append(broken, mode)
+		return nil
+	})
+	health := flags.String("health-service", "v1+v1alpha1", "DRAResourceHealth versions served")
+	conditions := flags.String("status-conditions", "ready", "ready or none")
+	flags.BoolVar(&c.KeepStatusAfterUnprepare, "keep-status-after-unprepare", false, "leave status.devices entries")
+	unknown := flags.String("unknown-claim-answer", "per-claim", "per-claim or whole-call")
+	flags.StringVar(&c.IDFormat, "device-id-format", referenceIDs, "reference or words")
+	flags.Float64Var(&c.APIQPS, "api-qps", 0, "client-side API rate limit (0: none)")
+	flags.IntVar(&c.APIBurst, "api-burst", 10, "requests allowed at once under --api-qps")
+	controllerKubeconfig := flags.String("controller-kubeconfig", "", "gpu-fabric only")
+	attachDelay := flags.Float64("attach-delay", 1.0, "gpu-fabric only")
+	if err := flags.Parse(args); err != nil {
+		return c, usageError("%v", err)
+	}
+	if flags.NArg() > 0 {
+		return c, usageError("unexpected arguments: %s", strings.Join(flags.Args(), " "))
+	}
+	switch {
+	case c.DriverName == "" || c.NodeName == "":
+		return c, usageError("--driver-name and --node-name are required")
+	case *standardPaths && *kubeletRoot != "":
+		return c, usageError("--standard-paths fixes the kubelet root at %s: drop --kubelet-root", standardKubeletRoot)
+	case len(broken) > 0:
+		return c, usageError("--broken-mode is not in the Go build yet: run the Python build (python -m fake_dra)")
+	case *rollingUID != "":
+		return c, usageError("--rolling-update-uid is not in the Go build yet: run the Python build (python -m fake_dra)")
+	case *controllerKubeconfig != "" || *attachDelay != 1.0:
+		return c, usageError("--controller-kubeconfig and --attach-delay belong to the gpu-fabric profile, which is not in the Go build yet")
+	case c.APIQPS < 0 || c.APIBurst < 1:
+		return c, usageError("--api-qps must be 0 or more and --api-burst at least 1, got %g and %d", c.APIQPS, c.APIBurst)
+	case !driverVersionPattern.MatchString(c.DriverVersion):
+		return c, usageError("--driver-version must be 1.x.y or 2.x.y, got %s", c.DriverVersion)
+	case c.IDFormat != referenceIDs && c.IDFormat != wordsIDs:
+		return c, usageError("--device-id-format must be %s or %s, got %s", referenceIDs, wordsIDs, c.IDFormat)
+	case *conditions != "ready" && *conditions != "none":
+		return c, usageError("--status-conditions must be ready or none, got %s", *conditions)
+	case *unknown != "per-claim" && *unknown != "whole-call":
+		return c, usageError("--unknown-claim-answer must be per-claim or whole-call, got %s", *unknown)
+	}
+	if c.Profile != gpuProfile {
+		for _, known := range pythonOnlyProfiles {
+			if c.Profile == known {
+				return c, usageError("--profile=%s is not in the Go build yet: run the Python build (python -m fake_dra)", c.Profile)
+			}
+		}
+		return c, usageError("--profile must be one of gpu, %s; got %s", strings.Join(pythonOnlyProfiles, ", "), c.Profile)
+	}
+	services, ok := healthServices[*health]
+	if !ok {
+		return c, usageError("--health-service must be v1+v1alpha1, v1, v1alpha1 or none, got %s", *health)
+	}
+	c.HealthServices = services
+	c.ReadyCondition = *conditions == "ready"
+	c.WholeCallRefusal = *unknown == "whole-call"
+	c.KubeletRoot = *kubeletRoot
+	if c.KubeletRoot == "" {
+		c.KubeletRoot = standardKubeletRoot
+	}
+	count := *devices
+	name := "--devices"
+	if count == "" {
+		count, name = getenv(devicesEnv), devicesEnv
+		if count == "" {
+			count = "4"
+		}
+	}
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 {
+		return c, usageError("%s must be a whole number of at least 1, got %q", name, count)
+	}
+	c.Devices = n
+	return c, nil
+}
+
+func mustParse() Config {
+	c, err := parseArgs(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fake-dra: error: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
+		os.Exit(2)
+	}
+	return c
+}

@@ -1,0 +1,460 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+const (
+	// A kubelet deletes every ResourceSlice of its node when it starts (k8s.io/kubernetes v1.37.2
+	// pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices). After each registration but the first,
+	// the driver checks its pool for this long and publishes it again if it went missing, as upstream's
+	// kubeletplugin helper does.
+	poolKeepWindow   = 30 * time.Second
+	poolKeepInterval = time.Second
+)
+
+// ClaimRef is a claim as the kubelet names it in a request.
+type ClaimRef struct{ Namespace, UID, Name string }
+
+// PrepareResult is the answer for one claim: its devices, or an error.
+type PrepareResult struct {
+	Devices []PreparedDevice
+	Error   string
+}
+
+// errClaimRefused: the whole NodePrepareResources call is refused (--unknown-claim-answer=whole-call).
+var errClaimRefused = errors.New("prepare refused")
+
+// lookup is a claim read for prepare: why this node cannot prepare it ("" if it can), the claim, this driver's
+// results in it.
+type lookup struct {
+	problem string
+	claim   *resourceapi.ResourceClaim
+	mine    []resourceapi.DeviceRequestAllocationResult
+}
+
+// DriverCore is what the driver does for one node, independent of gRPC.
+type DriverCore struct {
+	config   Config
+	api      *DriverAPI
+	calls    *CallLog
+	prepared *PreparedClaims
+	faults   *FaultSet
+
+	// poolMu guards the generation and serializes republishing.
+	poolMu     sync.Mutex
+	generation int64
+	// healthChanged is closed (and replaced) whenever the health of a device may have changed.
+	healthMu      sync.Mutex
+	healthChanged chan struct{}
+
+	locksGuard sync.Mutex
+	claimLocks map[string]*sync.Mutex
+
+	registrations int
+	keeperStop    chan struct{}
+	keeperOnce    sync.Once
+}
+
+func newDriverCore(c Config, api *DriverAPI, calls *CallLog, prepared *PreparedClaims) (*DriverCore, error) {
+	core := &DriverCore{
+		config: c, api: api, calls: calls, prepared: prepared, faults: newFaultSet(),
+		claimLocks: map[string]*sync.Mutex{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
+	}
+	generation, err := core.nextGeneration()
+	core.generation = generation
+	return core, err
+}
+
+// nextGeneration: a restart publishes a newer pool generation than any earlier run, even if its slices were
+// deleted: newer than every slice of the pool still published and than the one stored on disk.
+func (d *DriverCore) nextGeneration() (int64, error) {
+	path := filepath.Join(d.config.StateDir, "generation")
+	var stored int64
+	if raw, err := os.ReadFile(path); err == nil {
+		stored, _ = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	}
+	existing, err := d.api.ListSlices(d.config.NodeName)
+	if err != nil {
+		return 0, err
+	}
+	generation := stored
+	for _, item := range existing {
+		generation = max(generation, item.Spec.Pool.Generation)
+	}
+	generation++
+	return generation, d.storeGeneration(generation)
+}
+
+func (d *DriverCore) storeGeneration(generation int64) error {
+	path := filepath.Join(d.config.StateDir, "generation")
+	return os.WriteFile(path, []byte(strconv.FormatInt(generation, 10)), 0o644)
+}
+
+// Generation is the pool generation currently published.
+func (d *DriverCore) Generation() int64 {
+	d.poolMu.Lock()
+	defer d.poolMu.Unlock()
+	return d.generation
+}
+
+// Publish writes the node's pool as the active faults say it should look, at the current generation.
+func (d *DriverCore) Publish() error {
+	d.poolMu.Lock()
+	defer d.poolMu.Unlock()
+	return d.api.PublishPool(d.config.NodeName, d.pool())
+}
+
+func (d *DriverCore) pool() []resourceapi.ResourceSlice {
+	names := deviceNames(d.config)
+	return resourceSlices(d.config, d.generation, poolShape{
+		published:     d.faults.PublishedDevices(d.config.Devices),
+		unavailable:   d.faults.UnavailableDevices(names),
+		informational: d.faults.InformationalDevices(names),
+	})
+}
+
+// SetFaults replaces the active faults. When they change what the slice or the health stream says, the pool is
+// republished at a new generation, and health streams send again, before SetFaults returns.
+func (d *DriverCore) SetFaults(faults []Fault) error {
+	before := sliceFaults(d.faults.Active())
+	d.faults.Replace(faults)
+	if sliceFaults(faults) == before {
+		return nil
+	}
+	d.poolMu.Lock()
+	d.generation++
+	err := d.storeGeneration(d.generation)
+	if err == nil {
+		err = d.api.PublishPool(d.config.NodeName, d.pool())
+	}
+	d.poolMu.Unlock()
+	d.healthMu.Lock()
+	close(d.healthChanged)
+	d.healthChanged = make(chan struct{})
+	d.healthMu.Unlock()
+	return err
+}
+
+// HealthChanged is closed when the health of a device may have changed.
+func (d *DriverCore) HealthChanged() <-chan struct{} {
+	d.healthMu.Lock()
+	defer d.healthMu.Unlock()
+	return d.healthChanged
+}
+
+// Registered is called when a kubelet registered the driver: from the second time on (a kubelet restart), keep
+// the pool published for a while.
+func (d *DriverCore) Registered() {
+	d.locksGuard.Lock()
+	d.registrations++
+	again := d.registrations > 1
+	d.locksGuard.Unlock()
+	if again {
+		go d.keepPool()
+	}
+}
+
+func (d *DriverCore) keepPool() {
+	deadline := time.Now().Add(poolKeepWindow)
+	for time.Now().Before(deadline) {
+		d.poolMu.Lock()
+		want := len(d.pool())
+		d.poolMu.Unlock()
+		if listed, err := d.api.ListSlices(d.config.NodeName); err == nil && len(listed) < want {
+			_ = d.Publish() // the next round tries again; the kubelet may be restarting its node's credentials
+		}
+		select {
+		case <-d.keeperStop:
+			return
+		case <-time.After(poolKeepInterval):
+		}
+	}
+}
+
+// StopKeepingPool ends the pool keeper (at shutdown, before the pool is deleted on exit).
+func (d *DriverCore) StopKeepingPool() { d.keeperOnce.Do(func() { close(d.keeperStop) }) }
+
+// Health is (device, healthy, message) for every device: an `unavailable` fault makes a device unhealthy.
+func (d *DriverCore) Health() []deviceHealth {
+	names := deviceNames(d.config)
+	unavailable := d.faults.UnavailableDevices(names)
+	var health []deviceHealth
+	for _, name := range names {
+		if unavailable[name] {
+			health = append(health, deviceHealth{device: name, healthy: false, message: "unavailable (injected)"})
+		} else {
+			health = append(health, deviceHealth{device: name, healthy: true, message: "ok"})
+		}
+	}
+	return health
+}
+
+// faultDelay applies the slow and hang faults of `phase` (prepare, unprepare) to one claim; the error text when a
+// hang reached its limit.
+func (d *DriverCore) faultDelay(phase, uid string) string {
+	if slow, ok := d.faults.Find("slow-"+phase, uid, nil); ok {
+		time.Sleep(time.Duration(slow.Delay * float64(time.Second))) // the injected slowness itself
+	}
+	if _, ok := d.faults.Find("hang-"+phase, uid, nil); ok {
+		if !d.faults.WaitCleared("hang-"+phase, uid, hangLimit) {
+			return fmt.Sprintf("%s hung (injected) for %gs", phase, hangLimit.Seconds())
+		}
+	}
+	return ""
+}
+
+type deviceHealth struct {
+	device  string
+	healthy bool
+	message string
+}
+
+func (d *DriverCore) lock(uid string) *sync.Mutex {
+	d.locksGuard.Lock()
+	defer d.locksGuard.Unlock()
+	if d.claimLocks[uid] == nil {
+		d.claimLocks[uid] = &sync.Mutex{}
+	}
+	return d.claimLocks[uid]
+}
+
+func claimUIDs(claims []ClaimRef) []string {
+	uids := make([]string, len(claims))
+	for i, claim := range claims {
+		uids[i] = claim.UID
+	}
+	return uids
+}
+
+// Prepare is NodePrepareResources: each claim prepared, failures reported per claim. With whole-call refusals,
+// every claim is looked up first, and one this node cannot prepare fails the call before any claim is prepared
+// (the upstream helper reads all claims before preparing any).
+func (d *DriverCore) Prepare(claims []ClaimRef) (map[string]PrepareResult, error) {
+	started := time.Now()
+	lookups := map[string]*lookup{}
+	if d.config.WholeCallRefusal {
+		refused := map[string]string{}
+		var reasons []string
+		for _, claim := range claims {
+			found := d.lookup(claim)
+			lookups[claim.UID] = &found
+			if found.problem != "" {
+				refused[claim.UID] = found.problem
+				reasons = append(reasons, found.problem)
+			}
+		}
+		if len(refused) > 0 {
+			outcome := fmt.Sprintf("refused whole call (%d of %d claims)", len(refused), len(claims))
+			d.calls.Record("NodePrepareResources", started, claimUIDs(claims), outcome, refused)
+			return nil, fmt.Errorf("%w: %s", errClaimRefused, strings.Join(reasons, "; "))
+		}
+	}
+	results := map[string]PrepareResult{}
+	errs := map[string]string{}
+	for _, claim := range claims {
+		result := d.prepareOne(claim, lookups[claim.UID])
+		results[claim.UID] = result
+		if result.Error != "" {
+			errs[claim.UID] = result.Error
+		}
+	}
+	d.calls.Record("NodePrepareResources", started, claimUIDs(claims), outcome(errs, len(claims)), errs)
+	return results, nil
+}
+
+func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
+	lock := d.lock(ref.UID)
+	lock.Lock()
+	defer lock.Unlock()
+	if delayed := d.faultDelay("prepare", ref.UID); delayed != "" {
+		return PrepareResult{Error: delayed}
+	}
+	if injected, ok := d.faults.Find("prepare-error", ref.UID, nil); ok {
+		return PrepareResult{Error: "prepare failed (injected): " + injected.Message}
+	}
+	if known, ok := d.prepared.Get(ref.UID); ok {
+		return PrepareResult{Devices: known.Devices} // idempotent per claim UID
+	}
+	if found == nil {
+		looked := d.lookup(ref)
+		found = &looked
+	}
+	if found.problem != "" {
+		return PrepareResult{Error: found.problem}
+	}
+	names := make([]string, len(found.mine))
+	for i, result := range found.mine {
+		names[i] = result.Device
+	}
+	_, withoutEdits := d.faults.Find("cdi-without-edits", ref.UID, names)
+	cdiIDs, err := writeCDISpec(d.config, ref.UID, names, !withoutEdits)
+	if err != nil {
+		return PrepareResult{Error: "write CDI spec: " + err.Error()}
+	}
+	prepared := make([]PreparedDevice, len(found.mine))
+	entries := make([]map[string]any, len(found.mine))
+	for i, result := range found.mine {
+		prepared[i] = PreparedDevice{
+			RequestNames: []string{result.Request}, PoolName: result.Pool, DeviceName: names[i],
+			CDIDeviceIDs: []string{cdiIDs[i]},
+		}
+		entries[i] = d.statusEntry(result, cdiIDs)
+	}
+	if _, ok := d.faults.Find("status-write-failure", ref.UID, names); ok {
+		_ = removeCDISpec(d.config, ref.UID)
+		return PrepareResult{Error: "write status.devices: failed (injected status-write failure)"}
+	}
+	if err := d.api.ApplyDeviceStatus(found.claim, entries); err != nil {
+		_ = removeCDISpec(d.config, ref.UID)
+		return PrepareResult{Error: "write status.devices: " + denial(err)}
+	}
+	if err := d.prepared.Put(ref.UID, ClaimRecord{Namespace: ref.Namespace, Name: ref.Name, Devices: prepared}); err != nil {
+		return PrepareResult{Error: "record prepared claim: " + err.Error()}
+	}
+	return PrepareResult{Devices: prepared}
+}
+
+// lookup reads the claim and finds this driver's results in it, or why this node cannot prepare it.
+func (d *DriverCore) lookup(ref ClaimRef) lookup {
+	claim, err := d.api.GetClaim(ref.Namespace, ref.Name)
+	if err != nil {
+		return lookup{problem: fmt.Sprintf("get claim %s/%s: %s", ref.Namespace, ref.Name, denial(err))}
+	}
+	where := fmt.Sprintf("claim %s/%s", ref.Namespace, ref.Name)
+	if string(claim.UID) != ref.UID {
+		return lookup{problem: fmt.Sprintf("%s has UID %s, the request names %s", where, claim.UID, ref.UID), claim: claim}
+	}
+	allocation := claim.Status.Allocation
+	if allocation == nil {
+		return lookup{problem: where + " is not allocated", claim: claim}
+	}
+	var mine []resourceapi.DeviceRequestAllocationResult
+	for _, result := range allocation.Devices.Results {
+		if result.Driver == d.config.DriverName {
+			mine = append(mine, result)
+		}
+	}
+	if len(mine) == 0 {
+		return lookup{problem: fmt.Sprintf("%s has no devices of driver %s", where, d.config.DriverName), claim: claim}
+	}
+	if node := allocatedNode(allocation); node != d.config.NodeName {
+		if node == "" {
+			node = "(not a single node)"
+		}
+		return lookup{problem: fmt.Sprintf("%s is allocated to node %s, not %s", where, node, d.config.NodeName), claim: claim}
+	}
+	return lookup{claim: claim, mine: mine}
+}
+
+// allocatedNode is the single node an allocation is limited to (metadata.name In [node]), or "".
+func allocatedNode(allocation *resourceapi.AllocationResult) string {
+	if allocation.NodeSelector == nil || len(allocation.NodeSelector.NodeSelectorTerms) != 1 {
+		return ""
+	}
+	term := allocation.NodeSelector.NodeSelectorTerms[0]
+	if len(term.MatchExpressions) > 0 || len(term.MatchFields) != 1 {
+		return ""
+	}
+	field := term.MatchFields[0]
+	if field.Key != "metadata.name" || field.Operator != "In" || len(field.Values) != 1 {
+		return ""
+	}
+	return field.Values[0]
+}
+
+// statusEntry is the status.devices entry of one device: Ready=True (unless conditions are off) and data.
+func (d *DriverCore) statusEntry(result resourceapi.DeviceRequestAllocationResult, cdiIDs []string) map[string]any {
+	data := map[string]any{"profile": d.config.Profile, "node": d.config.NodeName, "cdiDeviceIDs": cdiIDs}
+	for key, value := range deviceData(d.config, result.Device) {
+		data[key] = value
+	}
+	entry := map[string]any{"driver": d.config.DriverName, "pool": result.Pool, "device": result.Device, "data": data}
+	if result.ShareID != nil && *result.ShareID != "" {
+		entry["shareID"] = string(*result.ShareID)
+	}
+	if d.config.ReadyCondition {
+		entry["conditions"] = []map[string]string{{
+			"type": "Ready", "status": "True", "reason": "Prepared", "message": "prepared by fake-dra",
+			"lastTransitionTime": time.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		}}
+	}
+	return entry
+}
+
+// Unprepare is NodeUnprepareResources: the error text per claim ("" for success); unknown claims succeed.
+func (d *DriverCore) Unprepare(claims []ClaimRef) map[string]string {
+	started := time.Now()
+	results := map[string]string{}
+	errs := map[string]string{}
+	for _, claim := range claims {
+		results[claim.UID] = d.unprepareOne(claim)
+		if results[claim.UID] != "" {
+			errs[claim.UID] = results[claim.UID]
+		}
+	}
+	d.calls.Record("NodeUnprepareResources", started, claimUIDs(claims), outcome(errs, len(claims)), errs)
+	return results
+}
+
+func (d *DriverCore) unprepareOne(ref ClaimRef) string {
+	lock := d.lock(ref.UID)
+	lock.Lock()
+	defer lock.Unlock()
+	if delayed := d.faultDelay("unprepare", ref.UID); delayed != "" {
+		return delayed
+	}
+	if injected, ok := d.faults.Find("unprepare-error", ref.UID, nil); ok {
+		return "unprepare failed (injected): " + injected.Message
+	}
+	if _, ok := d.prepared.Get(ref.UID); !ok {
+		return "" // never prepared here, or already unprepared: idempotent
+	}
+	if !d.config.KeepStatusAfterUnprepare {
+		if problem := d.removeStatus(ref); problem != "" {
+			return problem
+		}
+	}
+	if err := removeCDISpec(d.config, ref.UID); err != nil {
+		return "remove CDI spec: " + err.Error()
+	}
+	if err := d.prepared.Remove(ref.UID); err != nil {
+		return "forget prepared claim: " + err.Error()
+	}
+	return ""
+}
+
+// removeStatus removes this driver's status.devices entries from the claim; a deleted claim has none left.
+func (d *DriverCore) removeStatus(ref ClaimRef) string {
+	claim, err := d.api.GetClaim(ref.Namespace, ref.Name)
+	if err == nil && string(claim.UID) == ref.UID {
+		err = d.api.ApplyDeviceStatus(claim, nil)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return "remove status.devices: " + denial(err)
+	}
+	return ""
+}
+
+func outcome(errs map[string]string, total int) string {
+	if len(errs) == 0 {
+		return "ok"
+	}
+	failed := make([]string, 0, len(errs))
+	for uid := range errs {
+		failed = append(failed, uid)
+	}
+	sort.Strings(failed)
+	return fmt.Sprintf("error (%d of %d claims)", len(failed), total)
+}

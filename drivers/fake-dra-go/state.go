@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// envelopeFormat: release 2 writes the prepared claims inside an envelope that names its format and writer;
+// release 1 wrote the bare map. Both read both, so a downgrade keeps what the newer release prepared.
+const envelopeFormat = 2
+
+// PreparedDevice is one device of a prepared claim, as NodePrepareResources answers it.
+type PreparedDevice struct {
+	RequestNames []string `json:"requestNames"`
+	PoolName     string   `json:"poolName"`
+	DeviceName   string   `json:"deviceName"`
+	CDIDeviceIDs []string `json:"cdiDeviceIDs"`
+	ShareID      string   `json:"shareID,omitempty"`
+}
+
+// ClaimRecord is what was prepared for one claim.
+type ClaimRecord struct {
+	Namespace string           `json:"namespace"`
+	Name      string           `json:"name"`
+	Devices   []PreparedDevice `json:"devices"`
+}
+
+type envelope struct {
+	Format    int                    `json:"format"`
+	WrittenBy string                 `json:"writtenBy"`
+	Claims    map[string]ClaimRecord `json:"claims"`
+}
+
+// PreparedClaims maps claim UID to its record, written to a file on every change (atomically), so prepare is
+// idempotent and unprepare works after a restart, also across releases of the driver.
+type PreparedClaims struct {
+	path          string
+	driverVersion string
+	// WrittenByMajor is the major release that wrote the file (1 for the bare map, or no file).
+	WrittenByMajor int
+	mu             sync.Mutex // guards claims and version
+	claims         map[string]ClaimRecord
+	version        int64 // changes made in memory
+	// writeMu serializes file writes (taken before mu, never while holding it); written is the last version on disk.
+	writeMu sync.Mutex
+	written int64
+}
+
+func loadPreparedClaims(path, driverVersion string) (*PreparedClaims, error) {
+	p := &PreparedClaims{path: path, driverVersion: driverVersion, WrittenByMajor: 1, claims: map[string]ClaimRecord{}}
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, err
+	}
+	var format int
+	if json.Unmarshal(probe["format"], &format) == nil && probe["format"] != nil {
+		var e envelope
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, err
+		}
+		if e.Claims != nil {
+			p.claims = e.Claims
+		}
+		p.WrittenByMajor, _ = strconv.Atoi(strings.SplitN(e.WrittenBy, ".", 2)[0])
+		return p, nil
+	}
+	if err := json.Unmarshal(raw, &p.claims); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Get returns the record of a prepared claim.
+func (p *PreparedClaims) Get(uid string) (ClaimRecord, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	record, ok := p.claims[uid]
+	return record, ok
+}
+
+// All returns every record by UID.
+func (p *PreparedClaims) All() map[string]ClaimRecord {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	copied := make(map[string]ClaimRecord, len(p.claims))
+	for uid, record := range p.claims {
+		copied[uid] = record
+	}
+	return copied
+}
+
+// Put remembers a prepared claim; it is on disk when Put returns.
+func (p *PreparedClaims) Put(uid string, record ClaimRecord) error {
+	return p.change(func() { p.claims[uid] = record })
+}
+
+// Remove forgets a claim (unprepared); on disk when Remove returns.
+func (p *PreparedClaims) Remove(uid string) error {
+	return p.change(func() { delete(p.claims, uid) })
+}
+
+// change applies one change in memory and returns once a file that holds it is written. Changes made while a
+// write is in progress are committed together by the next writer, which encodes the map once for all of them:
+// under 100 concurrent prepares, one write per change queued them all behind each other's file renames.
+func (p *PreparedClaims) change(apply func()) error {
+	p.mu.Lock()
+	apply()
+	p.version++
+	version := p.version
+	p.mu.Unlock()
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	if version <= p.written {
+		return nil // a writer that came first wrote this change with its own
+	}
+	p.mu.Lock()
+	latest := p.version
+	var body any = p.claims
+	if major, _ := strconv.Atoi(strings.SplitN(p.driverVersion, ".", 2)[0]); major >= envelopeFormat {
+		body = envelope{Format: envelopeFormat, WrittenBy: p.driverVersion, Claims: p.claims}
+	}
+	encoded, err := json.Marshal(body)
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := replaceFile(p.path, encoded); err != nil {
+		return err
+	}
+	p.written = latest
+	return nil
+}
+
+// replaceFile writes `body` to a partial file and renames it into place, creating the directory if it is missing.
+func replaceFile(path string, body []byte) error {
+	partial := strings.TrimSuffix(path, filepath.Ext(path)) + ".partial"
+	if err := os.WriteFile(partial, body, 0o644); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(partial, body, 0o644); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return err
+	}
+	return os.Rename(partial, path)
+}
+
+// sortedUIDs lists the keys of `records` in order (for stable output).
+func sortedUIDs(records map[string]ClaimRecord) []string {
+	uids := make([]string, 0, len(records))
+	for uid := range records {
+		uids = append(uids, uid)
+	}
+	sort.Strings(uids)
+	return uids
+}
