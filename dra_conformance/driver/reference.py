@@ -85,6 +85,18 @@ class FakeDriverControl:
         return list(self._request("GET", "/attachments")["attachments"])
 
 
+# The reference driver's Python build, in this interpreter; its Go build is a binary the backend built and names in
+# `ClusterInfo.details` (GO_BUILD_DETAIL). Both take the same command line.
+PYTHON_BUILD = (sys.executable, "-m", "fake_dra")
+GO_BUILD_DETAIL = "reference_driver.go_binary"
+
+
+def reference_program(details: dict[str, str]) -> tuple[str, ...]:
+    """What private reference driver instances run: the build of the driver under test (Go where the backend ran it)."""
+    go_binary = details.get(GO_BUILD_DETAIL)
+    return (go_binary,) if go_binary else PYTHON_BUILD
+
+
 def driver_argv(
     endpoint: DriverEndpoint,
     *,
@@ -95,12 +107,14 @@ def driver_argv(
     profile: str = "gpu",
     delete_slices_on_exit: bool = False,
     behaviour: tuple[str, ...] = (),
+    program: tuple[str, ...] = PYTHON_BUILD,
 ) -> list[str]:
-    """The command line of one fake driver process; `behaviour` adds the profile's behaviour options."""
+    """The command line of one fake driver process: `program` (a build of it) and its options.
+
+    `behaviour` adds the profile's behaviour options.
+    """
     argv = [
-        sys.executable,
-        "-m",
-        "fake_dra",
+        *program,
         f"--driver-name={endpoint.driver}",
         f"--node-name={endpoint.node}",
         f"--kubelet-root={endpoint.kubelet_root}",
@@ -246,14 +260,16 @@ class PrivateDrivers:
         timeouts: Timeouts,
         behaviour: tuple[str, ...] = (),
         launcher: DriverLauncher | None = None,
+        program: tuple[str, ...] = PYTHON_BUILD,
     ) -> None:
         """Create identities through `tracker` in `namespace`; start on `default_nodes` unless told otherwise.
 
         `behaviour`: the driver under test's behaviour options (`behaviour_args`), which every instance gets, so
         the checks that run on private instances judge the driver as its profile runs it. `launcher`: where
-        instances are forked from (else each is a new interpreter).
+        instances of the Python build are forked from (else each is a new interpreter). `program`: the build the
+        instances run (`reference_program`), the driver under test's.
         """
-        self.behaviour, self.launcher = behaviour, launcher
+        self.behaviour, self.launcher, self.program = behaviour, launcher, program
         self.dynamic_client, self.api_client, self.tracker = dynamic_client, api_client, tracker
         self.namespace, self.default_nodes, self.timeouts = namespace, default_nodes, timeouts
         # Socket paths are limited to 107 bytes, so the kubelet roots live in a short temp directory.
@@ -286,6 +302,7 @@ class PrivateDrivers:
                 cdi_dir=self.scratch / node / "cdi",
                 delete_slices_on_exit=True,
                 behaviour=(*self.behaviour, *args),
+                program=self.program,
             )
             process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log", self.launcher)
             self.started.append(process)

@@ -36,7 +36,13 @@ from dra_conformance.driver.real_node import (
     endpoint_from,
     tolerations_of,
 )
-from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers, behaviour_args
+from dra_conformance.driver.reference import (
+    PYTHON_BUILD,
+    PrivateDriver,
+    PrivateDrivers,
+    behaviour_args,
+    reference_program,
+)
 from dra_conformance.driver.under_test import REAL_NODES_ONLY, DriverUnderTest
 from dra_conformance.errors import BackendError, UsageError
 from dra_conformance.kube.builders import Builder
@@ -398,6 +404,9 @@ def driver_launcher(cluster: ClusterInfo, driver_profile: DriverProfile) -> Iter
     if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
         yield None
         return
+    if reference_program(cluster.details) != PYTHON_BUILD:
+        yield None  # the Go build starts in milliseconds as its own process
+        return
     launcher = DriverLauncher()
     launcher.start()
     yield launcher
@@ -424,7 +433,15 @@ def private_driver(
     """
     behaviour = behaviour_args(driver_profile.run.process.args) if driver_profile.run else ()
     drivers = PrivateDrivers(
-        dynamic_client, api_client, tracker, namespace, cluster.nodes[:1], timeouts, behaviour, driver_launcher
+        dynamic_client,
+        api_client,
+        tracker,
+        namespace,
+        cluster.nodes[:1],
+        timeouts,
+        behaviour,
+        driver_launcher,
+        reference_program(cluster.details),
     )
 
     def start(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ from dra_conformance.driver.profile import (
     render,
     schema,
 )
+from dra_conformance.driver.reference import GO_BUILD_DETAIL, driver_argv, reference_program
 from dra_conformance.errors import ProfileError, UsageError
+from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.timeouts import Timeouts
 from fake_dra import devices
 from fake_dra.__main__ import parse_args
@@ -154,7 +157,8 @@ def test_reference_go_profile_runs_the_go_build_with_the_python_builds_command_l
     assert go.run.process.args == python.run.process.args, "one command line for both builds"
     assert go.run.versions["previous"].args == python.run.versions["previous"].args, "and one for the release before"
     assert not drivers.runs_reference_driver(go), "the Python build's launcher must not start the Go build"
-    assert drivers.runs_reference_driver(python)
+    assert drivers.runs_reference_driver(python) and not drivers.runs_reference_driver_go(python)
+    assert drivers.runs_reference_driver_go(go)
     argv = go.run.process.argv(_values(tmp_path) | {"driver": go.driver})
     assert argv[0] == "/cache/bin/reference-driver-go", argv
     config = parse_args(argv[1:])
@@ -167,7 +171,18 @@ def test_reference_go_profile_runs_the_go_build_with_the_python_builds_command_l
         Capability.HEALTH_STREAM,
         Capability.ADMIN_ACCESS,
         Capability.EXTENDED_RESOURCE_MAPPING,
+        Capability.REFERENCE_FAULTS,
     }
+
+
+def test_private_reference_driver_instances_run_the_build_of_the_driver_under_test(tmp_path: Path) -> None:
+    endpoint = DriverEndpoint("gpu-x.fake-dra.example.com", "kwok-node-0", tmp_path / "kubelet", tmp_path / "cdi")
+    where = {"kubeconfig": tmp_path / "k", "state_dir": tmp_path / "s", "cdi_dir": tmp_path / "cdi"}
+    python = driver_argv(endpoint, **where, program=reference_program({}))
+    assert python[:3] == [sys.executable, "-m", "fake_dra"], python
+    go = driver_argv(endpoint, **where, program=reference_program({GO_BUILD_DETAIL: "/cache/bin/reference_driver_go"}))
+    assert go[0] == "/cache/bin/reference_driver_go" and go[1:] == python[3:], "one command line for both builds"
+    assert parse_args(go[1:]).driver_name == endpoint.driver
 
 
 def test_upstream_test_driver_profile_runs_the_pinned_binary_and_declares_only_what_it_does(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from dra_conformance.backends.local.ports import PortReservation, reserved
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
 from dra_conformance.driver.profile import DriverProfile, load_profile, profile_hash
+from dra_conformance.driver.reference import GO_BUILD_DETAIL
 from dra_conformance.errors import BackendError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import status_message
@@ -189,6 +190,7 @@ class LocalBackend:
                 "profile.digest": str(recorded.get("profile_digest", "")),
                 "state_dir": str(self.layout.root),
                 **({"workload_image": images.BUSYBOX_IMAGE} if recorded.get("real_nodes") else {}),
+                **({GO_BUILD_DETAIL: recorded["reference_driver_go"]} if recorded.get("reference_driver_go") else {}),
                 **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
                 **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
                 **{f"timeline.{event}": f"{at:.3f}" for event, at in state.get("timeline", {}).items()},
@@ -239,7 +241,7 @@ class LocalBackend:
             except BaseException:
                 self._stop_locked()
                 raise
-            self._record(timings, endpoints, real_binaries is not None)
+            self._record(timings, endpoints, binaries, real_binaries is not None)
             info = self.info()
             if info is None:
                 reason = self.supervised.reason()
@@ -342,7 +344,9 @@ class LocalBackend:
                     "driver's: dra-conformance image build --image reference-driver --output <that path>)"
                 )
 
-    def _record(self, timings: Stopwatch, endpoints: list[DriverEndpoint], with_real_node: bool) -> None:
+    def _record(
+        self, timings: Stopwatch, endpoints: list[DriverEndpoint], binaries: Binaries, with_real_node: bool
+    ) -> None:
         """Write what `info` reports beyond the supervisor's state: nodes, drivers, start-up times."""
         recorded = {
             "nodes": list(self.node_names()),
@@ -350,12 +354,18 @@ class LocalBackend:
             "startup": timings.laps,
             "metrics": self.config.metrics if self.config.metrics != "none" else None,
         }
-        self._write_record(recorded, endpoints)
+        self._write_record(recorded, endpoints, binaries)
 
-    def _write_record(self, recorded: dict[str, Any], endpoints: list[DriverEndpoint]) -> None:
-        """cluster.json: `recorded` with this config's profile and the driver's `endpoints`."""
+    def _write_record(self, recorded: dict[str, Any], endpoints: list[DriverEndpoint], binaries: Binaries) -> None:
+        """cluster.json: `recorded` with this config's profile, the driver's `endpoints` and the Go build's binary.
+
+        The binary is recorded where the profile runs the reference driver's Go build: private reference driver
+        instances then run the same build.
+        """
+        go_build = drivers.runs_reference_driver_go(load_profile(self.config.profile))
         recorded = {
             **recorded,
+            "reference_driver_go": str(binaries.reference_driver_go) if go_build else None,
             "profile": str(self.config.profile),
             "profile_digest": profile_hash(self.config.profile),
             "drivers": [
@@ -388,7 +398,7 @@ class LocalBackend:
         ).ensure_all()
         nodes = fake_nodes.FakeNodes(tuple(recorded["nodes"])).all
         endpoints = driver_component.DriverUnderTest(profile, vars(binaries), nodes).start(self.supervised)
-        self._write_record(recorded, endpoints)
+        self._write_record(recorded, endpoints, binaries)
         self.echo(
             f"driver {old} replaced by {profile.driver} of {profile.source} in {time.monotonic() - began:.1f} s "
             "(control plane, nodes and metrics adapter kept)"

@@ -145,6 +145,13 @@ def runs_reference_driver(profile: DriverProfile) -> bool:
     return profile.run is not None and list(profile.run.process.command) == ["{python}", "-m", DRIVER_MODULE]
 
 
+def runs_reference_driver_go(profile: DriverProfile) -> bool:
+    """Whether the profile runs the reference driver's Go build (`{bin:reference_driver_go}`), the binary we build."""
+    return profile.run is not None and list(profile.run.process.command) == [
+        f"{{{BINARY_PLACEHOLDER}:reference_driver_go}}"
+    ]
+
+
 def placeholder_values(
     profile: DriverProfile, endpoint: DriverEndpoint, layout: ClusterLayout, kubeconfig_path: Path
 ) -> dict[str, str]:
