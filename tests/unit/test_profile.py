@@ -177,10 +177,19 @@ def test_reference_go_profile_runs_the_go_build_with_the_python_builds_command_l
 
 def test_private_reference_driver_instances_run_the_build_of_the_driver_under_test(tmp_path: Path) -> None:
     endpoint = DriverEndpoint("gpu-x.fake-dra.example.com", "kwok-node-0", tmp_path / "kubelet", tmp_path / "cdi")
-    where = {"kubeconfig": tmp_path / "k", "state_dir": tmp_path / "s", "cdi_dir": tmp_path / "cdi"}
-    python = driver_argv(endpoint, **where, program=reference_program({}))
+
+    def argv(details: dict[str, str]) -> list[str]:
+        return driver_argv(
+            endpoint,
+            kubeconfig=tmp_path / "k",
+            state_dir=tmp_path / "s",
+            cdi_dir=tmp_path / "cdi",
+            program=reference_program(details),
+        )
+
+    python = argv({})
     assert python[:3] == [sys.executable, "-m", "fake_dra"], python
-    go = driver_argv(endpoint, **where, program=reference_program({GO_BUILD_DETAIL: "/cache/bin/reference_driver_go"}))
+    go = argv({GO_BUILD_DETAIL: "/cache/bin/reference_driver_go"})
     assert go[0] == "/cache/bin/reference_driver_go" and go[1:] == python[3:], "one command line for both builds"
     assert parse_args(go[1:]).driver_name == endpoint.driver
 
