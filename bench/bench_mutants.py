@@ -73,14 +73,14 @@ def named_figures(runs: list[MutantRun]) -> list[Figure]:
     ]
 
 
-def named_checks(chosen: list[Mutant], record: str | None) -> int:
-    """The default mode: each mutant against its named check only."""
+def named_checks(chosen: list[Mutant], record: str | None, base: Path | None = None) -> int:
+    """The default mode: each mutant against its named check only (`base`: the reference driver build's profile)."""
     runs = []
     with tempfile.TemporaryDirectory(prefix="dra-bench-mutants-") as scratch:
         shared = Path(scratch) / "shared-cluster"  # one cluster, each mutant's driver swapped in
         try:
             for index, each in enumerate(chosen, 1):
-                run = run_mutant(each, Path(scratch) / each.name, cluster=shared)
+                run = run_mutant(each, Path(scratch) / each.name, cluster=shared, base=base)
                 runs.append(run)
                 print(f"[{index}/{len(chosen)}] {each.name}: {verdict(run)} in {run.seconds:.0f} s", flush=True)
                 if verdict(run).startswith("no verdict"):
@@ -216,15 +216,25 @@ def main() -> int:
         help="with --all-checks: keep each run's profile, cluster state and reports under DIR/<mutant> "
         "(default: a temporary directory, removed)",
     )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="the reference driver build to break: its profile (default fixtures/profiles/reference-driver.yaml, the "
+        "Python build; fixtures/profiles/reference-driver-go.yaml is the Go build); named checks only",
+    )
     bench_record.add_option(parser)
     args = parser.parse_args()
+    if args.profile is not None and args.all_checks:
+        parser.error("--profile: named checks only (not with --all-checks)")
     chosen = [mutant(name) for name in args.mutant] if args.mutant else list(MUTANTS)
     reused = [
         str(args.workdir / m.name) for m in chosen if args.workdir and (args.workdir / m.name / "reports").exists()
     ]
     if reused:
         parser.error(f"--workdir: earlier runs' reports in {', '.join(reused)} (one run per directory)")
-    return whole_suite(chosen, args.workdir, args.json) if args.all_checks else named_checks(chosen, args.json)
+    if args.all_checks:
+        return whole_suite(chosen, args.workdir, args.json)
+    return named_checks(chosen, args.json, args.profile.resolve() if args.profile else None)
 
 
 if __name__ == "__main__":

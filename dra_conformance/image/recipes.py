@@ -88,6 +88,7 @@ SUITE = Recipe(
         "clusters",
         "drivers/dra-wire",
         "drivers/fake-dra",
+        "drivers/fake-dra-go",  # the suite's wheel carries the Go build's module (pyproject.toml)
         "drivers/fake-metrics",
     ),
     relay_architectures=("amd64", "arm64"),

@@ -35,11 +35,13 @@ type cdiSpec struct {
 // writeCDISpec writes the claim's spec (atomically), one CDI device per allocated device, and returns its IDs.
 // Without `edits` (the cdi-without-edits fault) the spec leaves out what identifies the device; it stays valid, as a
 // CDI device needs some edit.
-func writeCDISpec(c Config, claimUID string, devices []string, edits bool) ([]string, error) {
+//
+// `setUp` names the device each CDI device's edits set up (the device itself, but for cdi-edits-name-other-device).
+func writeCDISpec(c Config, claimUID string, devices, setUp []string, edits bool) ([]string, error) {
 	spec := cdiSpec{CDIVersion: cdiVersion, Kind: cdiKind(c), ContainerEdits: map[string]any{}}
 	ids := make([]string, len(devices))
 	for i, device := range devices {
-		env := []string{"FAKE_DRA_DEVICE=" + device, "FAKE_DRA_CLAIM=" + claimUID}
+		env := []string{"FAKE_DRA_DEVICE=" + setUp[i], "FAKE_DRA_CLAIM=" + claimUID}
 		if !edits {
 			env = env[1:]
 		}
@@ -59,4 +61,13 @@ func removeCDISpec(c Config, claimUID string) error {
 		return err
 	}
 	return nil
+}
+
+// removeDriverSpecs deletes every spec of the driver (by its file prefix): what unprepare-removes-other-claims-cdi
+// does.
+func removeDriverSpecs(c Config) {
+	specs, _ := filepath.Glob(filepath.Join(c.CDIDir, c.DriverName+"-*.json"))
+	for _, path := range specs {
+		_ = os.Remove(path)
+	}
 }

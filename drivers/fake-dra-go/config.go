@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 const (
@@ -19,12 +21,16 @@ const (
 	// standardKubeletRoot: the kubelet root many vendor drivers hard-code (--standard-paths).
 	standardKubeletRoot = "/var/lib/kubelet"
 	gpuProfile          = "gpu"
+	nicProfile          = "nic"
+	partitionsProfile   = "gpu-partitions"
+	sharedProfile       = "gpu-shared"
+	fabricProfile       = "gpu-fabric"
 	referenceIDs        = "reference"
 	wordsIDs            = "words"
 )
 
-// The Python build's device profiles; this build serves gpu only so far.
-var pythonOnlyProfiles = []string{"nic", "gpu-partitions", "gpu-shared", "gpu-fabric"}
+// profiles are the device profiles, as the Python build has them (../fake-dra/fake_dra/config.py).
+var profiles = []string{gpuProfile, nicProfile, partitionsProfile, sharedProfile, fabricProfile}
 
 // healthServices: --health-service values and the DRAResourceHealth versions each serves and lists in GetInfo.
 var healthServices = map[string][]string{
@@ -52,7 +58,18 @@ type Config struct {
 	IDFormat                 string
 	APIQPS                   float64
 	APIBurst                 int
+	// gpu-fabric: the attach controller's own kubeconfig ("": no controller runs), and how long one attach takes.
+	ControllerKubeconfig string
+	AttachDelay          time.Duration
+	// RollingUpdateUID is its pod's UID: every socket's name carries it, so an old and a new instance can both be
+	// registered with the kubelet, and the prepared claims are shared between them through a file lock.
+	RollingUpdateUID string
+	// Broken is the set of broken modes (bugs) it runs with: empty for the correct driver.
+	Broken map[string]bool
 }
+
+// IsBroken says whether the driver was started with the bug `mode`.
+func (c Config) IsBroken(mode string) bool { return c.Broken[mode] }
 
 // Major is the major number of the driver release this process plays.
 func (c Config) Major() int {
@@ -63,16 +80,28 @@ func (c Config) Major() int {
 // PluginDir holds the DRA service socket and the control socket.
 func (c Config) PluginDir() string { return filepath.Join(c.KubeletRoot, "plugins", c.DriverName) }
 
+// instanceSuffix names this instance's sockets during a rolling update (the upstream kubeletplugin helper's naming).
+func (c Config) instanceSuffix() string {
+	if c.RollingUpdateUID == "" {
+		return ""
+	}
+	return "-" + c.RollingUpdateUID
+}
+
 // RegistrationSocket is where the kubelet's plugin watcher looks for this driver.
 func (c Config) RegistrationSocket() string {
-	return filepath.Join(c.KubeletRoot, "plugins_registry", c.DriverName+"-reg.sock")
+	return filepath.Join(c.KubeletRoot, "plugins_registry", c.DriverName+c.instanceSuffix()+"-reg.sock")
 }
 
 // DRASocket serves DRAPlugin and DRAResourceHealth.
-func (c Config) DRASocket() string { return filepath.Join(c.PluginDir(), "dra.sock") }
+func (c Config) DRASocket() string {
+	return filepath.Join(c.PluginDir(), "dra"+c.instanceSuffix()+".sock")
+}
 
 // ControlSocket serves the HTTP control endpoint (control.go).
-func (c Config) ControlSocket() string { return filepath.Join(c.PluginDir(), "control.sock") }
+func (c Config) ControlSocket() string {
+	return filepath.Join(c.PluginDir(), "control"+c.instanceSuffix()+".sock")
+}
 
 // errUsage marks a command line that cannot run; its message is the one line to print.
 var errUsage = errors.New("usage")
@@ -91,7 +120,7 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	flags.StringVar(&c.NodeName, "node-name", "", "the node this process serves (required)")
 	kubeletRoot := flags.String("kubelet-root", "", "kubelet root directory (default "+standardKubeletRoot+")")
 	standardPaths := flags.Bool("standard-paths", false, "hard-code the sockets under "+standardKubeletRoot)
-	rollingUID := flags.String("rolling-update-uid", "", "not in the Go build yet")
+	flags.StringVar(&c.RollingUpdateUID, "rolling-update-uid", "", "its pod's UID, for seamless rolling updates")
 	flags.StringVar(&c.CDIDir, "cdi-dir", "/var/run/cdi", "where CDI specs are written")
 	flags.StringVar(&c.StateDir, "state-dir", "/var/lib/fake-dra", "prepared claims and the pool generation")
 	flags.StringVar(&c.Profile, "profile", gpuProfile, "device profile")
@@ -111,8 +140,8 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	flags.StringVar(&c.IDFormat, "device-id-format", referenceIDs, "reference or words")
 	flags.Float64Var(&c.APIQPS, "api-qps", 0, "client-side API rate limit (0: none)")
 	flags.IntVar(&c.APIBurst, "api-burst", 10, "requests allowed at once under --api-qps")
-	controllerKubeconfig := flags.String("controller-kubeconfig", "", "gpu-fabric only")
-	attachDelay := flags.Float64("attach-delay", 1.0, "gpu-fabric only")
+	flags.StringVar(&c.ControllerKubeconfig, "controller-kubeconfig", "", "gpu-fabric: the attach controller's identity")
+	attachDelay := flags.Float64("attach-delay", 1.0, "gpu-fabric: seconds one attach takes")
 	if err := flags.Parse(args); err != nil {
 		return c, usageError("%v", err)
 	}
@@ -124,12 +153,8 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 		return c, usageError("--driver-name and --node-name are required")
 	case *standardPaths && *kubeletRoot != "":
 		return c, usageError("--standard-paths fixes the kubelet root at %s: drop --kubelet-root", standardKubeletRoot)
-	case len(broken) > 0:
-		return c, usageError("--broken-mode is not in the Go build yet: run the Python build (python -m fake_dra)")
-	case *rollingUID != "":
-		return c, usageError("--rolling-update-uid is not in the Go build yet: run the Python build (python -m fake_dra)")
-	case *controllerKubeconfig != "" || *attachDelay != 1.0:
-		return c, usageError("--controller-kubeconfig and --attach-delay belong to the gpu-fabric profile, which is not in the Go build yet")
+	case *attachDelay < 0:
+		return c, usageError("--attach-delay must not be negative, got %g", *attachDelay)
 	case c.APIQPS < 0 || c.APIBurst < 1:
 		return c, usageError("--api-qps must be 0 or more and --api-burst at least 1, got %g and %d", c.APIQPS, c.APIBurst)
 	case !driverVersionPattern.MatchString(c.DriverVersion):
@@ -141,13 +166,16 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	case *unknown != "per-claim" && *unknown != "whole-call":
 		return c, usageError("--unknown-claim-answer must be per-claim or whole-call, got %s", *unknown)
 	}
-	if c.Profile != gpuProfile {
-		for _, known := range pythonOnlyProfiles {
-			if c.Profile == known {
-				return c, usageError("--profile=%s is not in the Go build yet: run the Python build (python -m fake_dra)", c.Profile)
-			}
+	if !slices.Contains(profiles, c.Profile) {
+		return c, usageError("--profile must be one of %s; got %s", strings.Join(profiles, ", "), c.Profile)
+	}
+	c.AttachDelay = time.Duration(*attachDelay * float64(time.Second))
+	c.Broken = map[string]bool{}
+	for _, mode := range broken {
+		if !slices.Contains(brokenModes, mode) {
+			return c, usageError("--broken-mode must be one of %s; got %s", strings.Join(brokenModes, ", "), mode)
 		}
-		return c, usageError("--profile must be one of gpu, %s; got %s", strings.Join(pythonOnlyProfiles, ", "), c.Profile)
+		c.Broken[mode] = true
 	}
 	services, ok := healthServices[*health]
 	if !ok {

@@ -42,14 +42,12 @@ func TestParseArgsReadsTheDeviceCountFromTheEnvironmentWithoutTheFlag(t *testing
 
 func TestParseArgsRefusesWhatTheGoBuildDoesNotHaveWithOneLine(t *testing.T) {
 	for args, want := range map[string]string{
-		"--broken-mode=non-idempotent-prepare": "--broken-mode is not in the Go build yet",
-		"--profile=nic":                        "--profile=nic is not in the Go build yet",
-		"--profile=tpu":                        "--profile must be one of",
-		"--rolling-update-uid=abc":             "--rolling-update-uid is not in the Go build yet",
-		"--driver-version=3.0.0":               "--driver-version must be 1.x.y or 2.x.y",
-		"--devices=0":                          "--devices must be a whole number of at least 1",
-		"--health-service=v2":                  "--health-service must be",
-		"--no-such-flag":                       "flag provided but not defined",
+		"--broken-mode=melts":    "--broken-mode must be one of",
+		"--profile=tpu":          "--profile must be one of",
+		"--driver-version=3.0.0": "--driver-version must be 1.x.y or 2.x.y",
+		"--devices=0":            "--devices must be a whole number of at least 1",
+		"--health-service=v2":    "--health-service must be",
+		"--no-such-flag":         "flag provided but not defined",
 	} {
 		_, err := parseArgs([]string{"--driver-name=d", "--node-name=n", args}, noEnv)
 		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "\n") {

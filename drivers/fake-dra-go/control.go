@@ -58,10 +58,15 @@ func controlHandler(core *DriverCore, crash func()) http.Handler {
 		reply(w, http.StatusOK, map[string]any{"calls": core.calls.Calls()})
 	})
 	mux.HandleFunc("GET /prepared", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, http.StatusOK, map[string]any{"claims": core.prepared.All()})
+		claims, err := core.prepared.All()
+		if err != nil {
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "prepared claims: " + err.Error()})
+			return
+		}
+		reply(w, http.StatusOK, map[string]any{"claims": claims})
 	})
 	mux.HandleFunc("GET /attachments", func(w http.ResponseWriter, _ *http.Request) {
-		reply(w, http.StatusOK, map[string]any{"attachments": []any{}})
+		reply(w, http.StatusOK, map[string]any{"attachments": core.attachments.JSON()})
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusNotFound, map[string]string{"error": "no such endpoint " + r.URL.Path})

@@ -51,6 +51,8 @@ type DriverCore struct {
 	calls    *CallLog
 	prepared *PreparedClaims
 	faults   *FaultSet
+	// attachments of the gpu-fabric profile's controller (fabric.go), shown on the control socket.
+	attachments *AttachLog
 
 	// poolMu guards the generation and serializes republishing.
 	poolMu     sync.Mutex
@@ -61,6 +63,8 @@ type DriverCore struct {
 
 	locksGuard sync.Mutex
 	claimLocks map[string]*sync.Mutex
+	// unprepared are the claims this process unprepared (only prepare-after-unprepare-fails looks at them).
+	unprepared map[string]bool
 
 	registrations int
 	keeperStop    chan struct{}
@@ -69,8 +73,8 @@ type DriverCore struct {
 
 func newDriverCore(c Config, api *DriverAPI, calls *CallLog, prepared *PreparedClaims) (*DriverCore, error) {
 	core := &DriverCore{
-		config: c, api: api, calls: calls, prepared: prepared, faults: newFaultSet(),
-		claimLocks: map[string]*sync.Mutex{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
+		config: c, api: api, calls: calls, prepared: prepared, faults: newFaultSet(), attachments: newAttachLog(),
+		claimLocks: map[string]*sync.Mutex{}, unprepared: map[string]bool{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
 	}
 	generation, err := core.nextGeneration()
 	core.generation = generation
@@ -113,13 +117,29 @@ func (d *DriverCore) Generation() int64 {
 func (d *DriverCore) Publish() error {
 	d.poolMu.Lock()
 	defer d.poolMu.Unlock()
-	return d.api.PublishPool(d.config.NodeName, d.pool())
+	return d.publishLocked()
 }
 
-func (d *DriverCore) pool() []resourceapi.ResourceSlice {
-	names := deviceNames(d.config)
-	return resourceSlices(d.config, d.generation, poolShape{
-		published:     d.faults.PublishedDevices(d.config.Devices),
+func (d *DriverCore) publishLocked() error {
+	pool := d.pool(d.config)
+	if d.config.IsBroken(duplicateDeviceNames) {
+		pool = splitWithRepeatedDevice(pool)
+	}
+	if err := d.api.PublishPool(d.config.NodeName, pool, d.config.IsBroken(republishLeavesIncompletePool)); err != nil {
+		return err
+	}
+	if d.config.IsBroken(publishesForWrongNode) {
+		legacy := d.config
+		legacy.NodeName = legacyNodeName(d.config.NodeName)
+		return d.api.PublishPool(legacy.NodeName, d.pool(legacy), false)
+	}
+	return nil
+}
+
+func (d *DriverCore) pool(c Config) []resourceapi.ResourceSlice {
+	names := deviceNames(c)
+	return resourceSlices(c, d.generation, poolShape{
+		published:     d.faults.PublishedDevices(c.Devices),
 		unavailable:   d.faults.UnavailableDevices(names),
 		informational: d.faults.InformationalDevices(names),
 	})
@@ -134,10 +154,13 @@ func (d *DriverCore) SetFaults(faults []Fault) error {
 		return nil
 	}
 	d.poolMu.Lock()
-	d.generation++
-	err := d.storeGeneration(d.generation)
+	var err error
+	if !d.config.IsBroken(republishesSameGeneration) {
+		d.generation++
+		err = d.storeGeneration(d.generation)
+	}
 	if err == nil {
-		err = d.api.PublishPool(d.config.NodeName, d.pool())
+		err = d.publishLocked()
 	}
 	d.poolMu.Unlock()
 	d.healthMu.Lock()
@@ -170,7 +193,7 @@ func (d *DriverCore) keepPool() {
 	deadline := time.Now().Add(poolKeepWindow)
 	for time.Now().Before(deadline) {
 		d.poolMu.Lock()
-		want := len(d.pool())
+		want := len(d.pool(d.config))
 		d.poolMu.Unlock()
 		if listed, err := d.api.ListSlices(d.config.NodeName); err == nil && len(listed) < want {
 			_ = d.Publish() // the next round tries again; the kubelet may be restarting its node's credentials
@@ -190,6 +213,9 @@ func (d *DriverCore) StopKeepingPool() { d.keeperOnce.Do(func() { close(d.keeper
 func (d *DriverCore) Health() []deviceHealth {
 	names := deviceNames(d.config)
 	unavailable := d.faults.UnavailableDevices(names)
+	if d.config.IsBroken(healthyWhileFailing) {
+		unavailable = nil // the bug: its health check never looks at the device's state
+	}
 	var health []deviceHealth
 	for _, name := range names {
 		if unavailable[name] {
@@ -213,6 +239,14 @@ func (d *DriverCore) faultDelay(phase, uid string) string {
 		}
 	}
 	return ""
+}
+
+// HealthPool is the pool health reports name: the one the driver publishes (health-wrong-pool names another).
+func (d *DriverCore) HealthPool() string {
+	if d.config.IsBroken(healthWrongPool) {
+		return d.config.DriverName // the bug: the pool named after the driver, not the node
+	}
+	return d.config.NodeName
 }
 
 type deviceHealth struct {
@@ -262,12 +296,16 @@ func (d *DriverCore) Prepare(claims []ClaimRef) (map[string]PrepareResult, error
 		}
 	}
 	results := map[string]PrepareResult{}
-	errs := map[string]string{}
 	for _, claim := range claims {
-		result := d.prepareOne(claim, lookups[claim.UID])
-		results[claim.UID] = result
+		results[claim.UID] = d.prepareOne(claim, lookups[claim.UID])
+	}
+	if d.config.IsBroken(batchAnswersSwapped) {
+		results = rotated(claimUIDs(claims), results) // the bug: answers paired with the claim UIDs in another order
+	}
+	errs := map[string]string{}
+	for uid, result := range results {
 		if result.Error != "" {
-			errs[claim.UID] = result.Error
+			errs[uid] = result.Error
 		}
 	}
 	d.calls.Record("NodePrepareResources", started, claimUIDs(claims), outcome(errs, len(claims)), errs)
@@ -278,18 +316,34 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 	lock := d.lock(ref.UID)
 	lock.Lock()
 	defer lock.Unlock()
+	known, ok, err := d.prepared.Get(ref.UID)
+	if err != nil {
+		return PrepareResult{Error: "read prepared claims: " + err.Error()}
+	}
+	if d.config.IsBroken(readyBeforePrepared) && !ok {
+		d.announceReady(ref) // the bug: Ready=True before any of the node-local work
+	}
 	if delayed := d.faultDelay("prepare", ref.UID); delayed != "" {
 		return PrepareResult{Error: delayed}
 	}
 	if injected, ok := d.faults.Find("prepare-error", ref.UID, nil); ok {
 		return PrepareResult{Error: "prepare failed (injected): " + injected.Message}
 	}
-	if known, ok := d.prepared.Get(ref.UID); ok {
+	if ok {
+		if d.config.IsBroken(nonIdempotentPrepare) {
+			return PrepareResult{Error: fmt.Sprintf("claim %s is already prepared", ref.UID)}
+		}
 		return PrepareResult{Devices: known.Devices} // idempotent per claim UID
+	}
+	if d.config.IsBroken(prepareAfterUnprepareFails) && d.wasUnprepared(ref.UID) {
+		return PrepareResult{Error: fmt.Sprintf("claim %s was unprepared; it cannot be prepared again", ref.UID)}
 	}
 	if found == nil {
 		looked := d.lookup(ref)
 		found = &looked
+	}
+	if found.problem != "" && found.claim == nil && d.config.IsBroken(reportsUnknownClaimPrepared) {
+		return PrepareResult{} // the bug: a claim it cannot read is "prepared" with nothing to set up
 	}
 	if found.problem != "" {
 		return PrepareResult{Error: found.problem}
@@ -297,33 +351,104 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 	names := make([]string, len(found.mine))
 	for i, result := range found.mine {
 		names[i] = result.Device
+		if d.config.IsBroken(preparesWrongDevice) {
+			names[i] = nextDevice(result.Device, d.config.Devices) // the bug: the next device in its pool
+		}
 	}
-	_, withoutEdits := d.faults.Find("cdi-without-edits", ref.UID, names)
-	cdiIDs, err := writeCDISpec(d.config, ref.UID, names, !withoutEdits)
+	cdiIDs, err := d.writeSpecs(ref.UID, found.mine, names)
 	if err != nil {
 		return PrepareResult{Error: "write CDI spec: " + err.Error()}
+	}
+	if d.config.IsBroken(cdiIDUnresolvable) {
+		for i, id := range cdiIDs {
+			cdiIDs[i] = productVendorID(id) // the bug: no spec defines these
+		}
 	}
 	prepared := make([]PreparedDevice, len(found.mine))
 	entries := make([]map[string]any, len(found.mine))
 	for i, result := range found.mine {
 		prepared[i] = PreparedDevice{
 			RequestNames: []string{result.Request}, PoolName: result.Pool, DeviceName: names[i],
-			CDIDeviceIDs: []string{cdiIDs[i]},
+			CDIDeviceIDs: []string{cdiIDs[i]}, ShareID: d.shareID(result),
 		}
 		entries[i] = d.statusEntry(result, cdiIDs)
 	}
 	if _, ok := d.faults.Find("status-write-failure", ref.UID, names); ok {
-		_ = removeCDISpec(d.config, ref.UID)
+		_ = d.removeSpecs(ref.UID, prepared)
 		return PrepareResult{Error: "write status.devices: failed (injected status-write failure)"}
 	}
-	if err := d.api.ApplyDeviceStatus(found.claim, entries); err != nil {
-		_ = removeCDISpec(d.config, ref.UID)
-		return PrepareResult{Error: "write status.devices: " + denial(err)}
+	if !d.config.IsBroken(omitsDeclaredStatus) { // the bug: no status write at all
+		err := d.api.ApplyDeviceStatus(found.claim, entries)
+		if err != nil && !d.config.IsBroken(ignoresStatusWriteFailure) {
+			_ = d.removeSpecs(ref.UID, prepared)
+			return PrepareResult{Error: "write status.devices: " + denial(err)}
+		}
 	}
 	if err := d.prepared.Put(ref.UID, ClaimRecord{Namespace: ref.Namespace, Name: ref.Name, Devices: prepared}); err != nil {
 		return PrepareResult{Error: "record prepared claim: " + err.Error()}
 	}
 	return PrepareResult{Devices: prepared}
+}
+
+// shareID is the answer's share ID for a result that is a share of a device (prepare-ignores-share-id leaves it
+// out).
+func (d *DriverCore) shareID(result resourceapi.DeviceRequestAllocationResult) string {
+	if result.ShareID == nil || d.config.IsBroken(prepareIgnoresShareID) {
+		return ""
+	}
+	return string(*result.ShareID)
+}
+
+// writeSpecs writes the claim's CDI specs and returns one CDI device ID per allocated device: one spec per claim,
+// or with shared devices one per share.
+func (d *DriverCore) writeSpecs(uid string, mine []resourceapi.DeviceRequestAllocationResult, names []string) ([]string, error) {
+	if d.config.Profile == sharedProfile {
+		return writeShareSpecs(d.config, uid, mine)
+	}
+	_, withoutEdits := d.faults.Find("cdi-without-edits", uid, names)
+	setUp := names
+	if d.config.IsBroken(cdiEditsNameOtherDevice) {
+		setUp = make([]string, len(names))
+		for i, name := range names {
+			setUp[i] = nextDevice(name, d.config.Devices) // the bug: the edits set up the next device
+		}
+	}
+	return writeCDISpec(d.config, uid, names, setUp, !withoutEdits)
+}
+
+// removeSpecs deletes the CDI specs of one claim: its own file, or with shared devices the files of its shares.
+func (d *DriverCore) removeSpecs(uid string, prepared []PreparedDevice) error {
+	if d.config.Profile == sharedProfile {
+		return removeShareSpecs(d.config, prepared)
+	}
+	return removeCDISpec(d.config, uid)
+}
+
+// announceReady is ready-before-prepared: Ready=True for the claim's devices before preparing anything.
+func (d *DriverCore) announceReady(ref ClaimRef) {
+	found := d.lookup(ref)
+	if found.problem != "" {
+		return // the real prepare reports what went wrong
+	}
+	ids := make([]string, len(found.mine))
+	entries := make([]map[string]any, len(found.mine))
+	for i, result := range found.mine {
+		ids[i] = cdiDeviceID(d.config, ref.UID, result.Device)
+	}
+	for i, result := range found.mine {
+		entries[i] = d.statusEntry(result, ids)
+	}
+	_ = d.api.ApplyDeviceStatus(found.claim, entries)
+}
+
+// recordRefusal is writes-status-for-foreign-claims: a refusal (Ready=False) in the claim's status.devices.
+func (d *DriverCore) recordRefusal(claim *resourceapi.ResourceClaim, mine []resourceapi.DeviceRequestAllocationResult, problem string) {
+	entries := make([]map[string]any, len(mine))
+	for i, result := range mine {
+		entries[i] = d.statusEntry(result, []string{})
+		entries[i]["conditions"] = []map[string]string{readyCondition("False", "WrongNode", problem)}
+	}
+	_ = d.api.ApplyDeviceStatus(claim, entries) // the API server refuses it; the attempt is the bug
 }
 
 // lookup reads the claim and finds this driver's results in it, or why this node cannot prepare it.
@@ -349,11 +474,15 @@ func (d *DriverCore) lookup(ref ClaimRef) lookup {
 	if len(mine) == 0 {
 		return lookup{problem: fmt.Sprintf("%s has no devices of driver %s", where, d.config.DriverName), claim: claim}
 	}
-	if node := allocatedNode(allocation); node != d.config.NodeName {
+	if node := allocatedNode(allocation); node != d.config.NodeName && !d.config.IsBroken(preparesForeignClaims) {
 		if node == "" {
 			node = "(not a single node)"
 		}
-		return lookup{problem: fmt.Sprintf("%s is allocated to node %s, not %s", where, node, d.config.NodeName), claim: claim}
+		problem := fmt.Sprintf("%s is allocated to node %s, not %s", where, node, d.config.NodeName)
+		if d.config.IsBroken(writesStatusForForeignClaims) {
+			d.recordRefusal(claim, mine, problem)
+		}
+		return lookup{problem: problem, claim: claim}
 	}
 	return lookup{claim: claim, mine: mine}
 }
@@ -381,16 +510,28 @@ func (d *DriverCore) statusEntry(result resourceapi.DeviceRequestAllocationResul
 		data[key] = value
 	}
 	entry := map[string]any{"driver": d.config.DriverName, "pool": result.Pool, "device": result.Device, "data": data}
-	if result.ShareID != nil && *result.ShareID != "" {
+	if result.ShareID != nil && *result.ShareID != "" { // status.devices is keyed by share too
 		entry["shareID"] = string(*result.ShareID)
 	}
+	if d.config.Profile == nicProfile {
+		index := deviceIndex(result.Device)
+		if d.config.IsBroken(networkDataMismatch) {
+			index++ // the bug: interfaces numbered from 1 here, from 0 in the slice
+		}
+		entry["networkData"] = networkData(d.config, index)
+	}
 	if d.config.ReadyCondition {
-		entry["conditions"] = []map[string]string{{
-			"type": "Ready", "status": "True", "reason": "Prepared", "message": "prepared by fake-dra",
-			"lastTransitionTime": time.Now().UTC().Format("2006-01-02T15:04:05Z"),
-		}}
+		entry["conditions"] = []map[string]string{readyCondition("True", "Prepared", "prepared by fake-dra")}
 	}
 	return entry
+}
+
+// readyCondition is a Ready condition of a status.devices entry, as of now.
+func readyCondition(status, reason, message string) map[string]string {
+	return map[string]string{
+		"type": "Ready", "status": status, "reason": reason, "message": message,
+		"lastTransitionTime": time.Now().UTC().Format("2006-01-02T15:04:05Z"),
+	}
 }
 
 // Unprepare is NodeUnprepareResources: the error text per claim ("" for success); unknown claims succeed.
@@ -398,7 +539,11 @@ func (d *DriverCore) Unprepare(claims []ClaimRef) map[string]string {
 	started := time.Now()
 	results := map[string]string{}
 	errs := map[string]string{}
-	for _, claim := range claims {
+	for position, claim := range claims {
+		if position > 0 && d.config.IsBroken(unprepareHandlesOnlyFirst) {
+			results[claim.UID] = "" // the bug: reported unprepared, never undone
+			continue
+		}
 		results[claim.UID] = d.unprepareOne(claim)
 		if results[claim.UID] != "" {
 			errs[claim.UID] = results[claim.UID]
@@ -418,7 +563,14 @@ func (d *DriverCore) unprepareOne(ref ClaimRef) string {
 	if injected, ok := d.faults.Find("unprepare-error", ref.UID, nil); ok {
 		return "unprepare failed (injected): " + injected.Message
 	}
-	if _, ok := d.prepared.Get(ref.UID); !ok {
+	record, ok, err := d.prepared.Get(ref.UID)
+	if err != nil {
+		return "read prepared claims: " + err.Error()
+	}
+	if !ok {
+		if d.config.IsBroken(unprepareUnknownFails) {
+			return fmt.Sprintf("claim %s is not prepared here", ref.UID)
+		}
 		return "" // never prepared here, or already unprepared: idempotent
 	}
 	if !d.config.KeepStatusAfterUnprepare {
@@ -426,13 +578,28 @@ func (d *DriverCore) unprepareOne(ref ClaimRef) string {
 			return problem
 		}
 	}
-	if err := removeCDISpec(d.config, ref.UID); err != nil {
-		return "remove CDI spec: " + err.Error()
+	switch {
+	case d.config.IsBroken(unprepareRemovesOtherClaimsCDI):
+		removeDriverSpecs(d.config) // the bug: every claim's spec
+	case !d.config.IsBroken(unprepareLeavesCDISpecs):
+		if err := d.removeSpecs(ref.UID, record.Devices); err != nil {
+			return "remove CDI spec: " + err.Error()
+		}
 	}
 	if err := d.prepared.Remove(ref.UID); err != nil {
 		return "forget prepared claim: " + err.Error()
 	}
+	d.locksGuard.Lock()
+	d.unprepared[ref.UID] = true
+	d.locksGuard.Unlock()
 	return ""
+}
+
+// wasUnprepared says whether this process unprepared the claim (prepare-after-unprepare-fails looks at it).
+func (d *DriverCore) wasUnprepared(uid string) bool {
+	d.locksGuard.Lock()
+	defer d.locksGuard.Unlock()
+	return d.unprepared[uid]
 }
 
 // removeStatus removes this driver's status.devices entries from the claim; a deleted claim has none left.
@@ -441,7 +608,7 @@ func (d *DriverCore) removeStatus(ref ClaimRef) string {
 	if err == nil && string(claim.UID) == ref.UID {
 		err = d.api.ApplyDeviceStatus(claim, nil)
 	}
-	if err != nil && !apierrors.IsNotFound(err) {
+	if err != nil && (!apierrors.IsNotFound(err) || d.config.IsBroken(unprepareNeedsClaim)) {
 		return "remove status.devices: " + denial(err)
 	}
 	return ""

@@ -11,8 +11,7 @@ import (
 )
 
 // faultModes is the fault vocabulary of the Python build (../fake-dra/fake_dra/faults.py, whose FAULT_SCHEMA the
-// scenario catalog checks faults against); attach-failure belongs to the gpu-fabric profile, which this build does
-// not have yet, so it is accepted and changes nothing here.
+// scenario catalog checks faults against); attach-failure acts in the gpu-fabric profile's attach controller.
 var faultModes = map[string]bool{
 	"unavailable": true, "informational-taint": true, "reduced-capacity": true,
 	"slow-prepare": true, "slow-unprepare": true, "prepare-error": true, "unprepare-error": true,

@@ -150,7 +150,7 @@ type healthV1 struct {
 }
 
 func (s *healthV1) NodeWatchResources(_ *healthv1.NodeWatchResourcesRequest, stream grpc.ServerStreamingServer[healthv1.NodeWatchResourcesResponse]) error {
-	pool := s.core.config.NodeName
+	pool := s.core.HealthPool()
 	return streamHealth(stream.Context(), s.core, func(devices []deviceHealth) error {
 		response := &healthv1.NodeWatchResourcesResponse{}
 		for _, d := range devices {
@@ -173,7 +173,7 @@ type healthV1alpha1 struct {
 }
 
 func (s *healthV1alpha1) NodeWatchResources(_ *healthv1alpha1.NodeWatchResourcesRequest, stream grpc.ServerStreamingServer[healthv1alpha1.NodeWatchResourcesResponse]) error {
-	pool := s.core.config.NodeName
+	pool := s.core.HealthPool()
 	return streamHealth(stream.Context(), s.core, func(devices []deviceHealth) error {
 		response := &healthv1alpha1.NodeWatchResourcesResponse{}
 		for _, d := range devices {
@@ -202,8 +202,12 @@ func (s *registrationServer) GetInfo(context.Context, *registration.InfoRequest)
 	}
 	s.core.calls.Record("GetInfo", time.Now(), nil, "ok", nil)
 	c := s.core.config
+	name := c.DriverName
+	if c.IsBroken(registersProductName) {
+		name = productCDIVendor // the bug: the product's name, not the driver name its slices use
+	}
 	return &registration.PluginInfo{
-		Type: "DRAPlugin", Name: c.DriverName, Endpoint: c.DRASocket(), SupportedVersions: supportedVersions(c),
+		Type: "DRAPlugin", Name: name, Endpoint: c.DRASocket(), SupportedVersions: supportedVersions(c),
 	}, nil
 }
 

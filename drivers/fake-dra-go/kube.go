@@ -120,7 +120,14 @@ func (a *DriverAPI) ListSlices(node string) ([]resourceapi.ResourceSlice, error)
 //
 // Deleting only after every new slice is written keeps the pool complete at its highest generation as soon as the
 // last write lands; slices left over are at a lower generation, which consumers ignore until they are gone.
-func (a *DriverAPI) PublishPool(node string, slices []resourceapi.ResourceSlice) error {
+// `deleteFirst` (republish-leaves-incomplete-pool) deletes every slice of the node before writing, so the pool is
+// gone in between.
+func (a *DriverAPI) PublishPool(node string, slices []resourceapi.ResourceSlice, deleteFirst bool) error {
+	if deleteFirst {
+		if err := a.DeletePool(node); err != nil {
+			return err
+		}
+	}
 	owner, err := a.nodeOwner(node)
 	if err != nil {
 		return err

@@ -46,16 +46,26 @@ func run(c Config) int {
 	if err != nil {
 		return fail("call log: %v", err)
 	}
-	prepared, err := loadPreparedClaims(filepath.Join(c.StateDir, preparedFile), c.DriverVersion)
+	if c.IsBroken(losesStateOnRestart) {
+		_ = os.Remove(filepath.Join(c.StateDir, preparedFile)) // as if the state had lived in memory
+	}
+	prepared, err := loadPreparedClaims(filepath.Join(c.StateDir, preparedFile), c.DriverVersion, c.RollingUpdateUID != "")
 	if err != nil {
 		return fail("prepared claims in %s: %v", c.StateDir, err)
 	}
 	core, err := newDriverCore(c, api, calls, prepared)
-	if err == nil {
+	switch {
+	case err != nil:
+	case prepared.WrittenByMajor > c.Major() && c.IsBroken(dropsPoolAfterDowngrade):
+		err = api.DeletePool(c.NodeName) // the bug: a newer release's state makes it give up its pool
+	default:
 		err = core.Publish()
 	}
 	if err != nil {
 		return fail("publish slices for %s: %s", c.NodeName, denial(err))
+	}
+	if c.IsBroken(removesOtherInstancesSockets) {
+		removeOtherInstancesSockets(c)
 	}
 	servers, err := startGRPC(core)
 	if err != nil {
@@ -68,6 +78,13 @@ func run(c Config) int {
 	crash := func() { os.Exit(crashExitCode) }
 	control := &http.Server{Handler: controlHandler(core, crash), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = control.Serve(controlListener) }()
+	controllerStop := make(chan struct{})
+	defer close(controllerStop)
+	if c.ControllerKubeconfig != "" {
+		if err := startAttachController(c, core.faults, core.attachments, controllerStop); err != nil {
+			return fail("attach controller: %v", err)
+		}
+	}
 	fmt.Printf("fake-dra %s serving node %s, pool generation %d (Go build)\n", c.DriverName, c.NodeName, core.Generation())
 	<-stop
 	began := time.Now()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // envelopeFormat: release 2 writes the prepared claims inside an envelope that names its format and writer;
@@ -40,9 +41,14 @@ type envelope struct {
 
 // PreparedClaims maps claim UID to its record, written to a file on every change (atomically), so prepare is
 // idempotent and unprepare works after a restart, also across releases of the driver.
+//
+// During a rolling update two instances serve one node, and the kubelet may prepare a claim through one and
+// unprepare it through the other. Shared, every operation reads the file under an exclusive file lock and writes it
+// before letting go, so neither instance works from a stale copy.
 type PreparedClaims struct {
 	path          string
 	driverVersion string
+	shared        bool
 	// WrittenByMajor is the major release that wrote the file (1 for the bare map, or no file).
 	WrittenByMajor int
 	mu             sync.Mutex // guards claims and version
@@ -53,54 +59,80 @@ type PreparedClaims struct {
 	written int64
 }
 
-func loadPreparedClaims(path, driverVersion string) (*PreparedClaims, error) {
-	p := &PreparedClaims{path: path, driverVersion: driverVersion, WrittenByMajor: 1, claims: map[string]ClaimRecord{}}
-	raw, err := os.ReadFile(path)
+func loadPreparedClaims(path, driverVersion string, shared bool) (*PreparedClaims, error) {
+	p := &PreparedClaims{path: path, driverVersion: driverVersion, shared: shared}
+	return p, p.load()
+}
+
+// load reads the file (no file: no claims), in either release's format.
+func (p *PreparedClaims) load() error {
+	p.claims, p.WrittenByMajor = map[string]ClaimRecord{}, 1
+	raw, err := os.ReadFile(p.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return p, nil
+		return nil
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, err
+		return err
 	}
 	var format int
-	if json.Unmarshal(probe["format"], &format) == nil && probe["format"] != nil {
+	if probe["format"] != nil && json.Unmarshal(probe["format"], &format) == nil {
 		var e envelope
 		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, err
+			return err
 		}
 		if e.Claims != nil {
 			p.claims = e.Claims
 		}
 		p.WrittenByMajor, _ = strconv.Atoi(strings.SplitN(e.WrittenBy, ".", 2)[0])
-		return p, nil
+		return nil
 	}
-	if err := json.Unmarshal(raw, &p.claims); err != nil {
-		return nil, err
+	return json.Unmarshal(raw, &p.claims)
+}
+
+// locked runs `operation` holding the in-memory lock and, shared, the file lock on a file it has just re-read.
+func (p *PreparedClaims) locked(operation func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.shared {
+		return operation()
 	}
-	return p, nil
+	lock, err := os.OpenFile(strings.TrimSuffix(p.path, filepath.Ext(p.path))+".lock", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close() // releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	if err := p.load(); err != nil {
+		return err
+	}
+	return operation()
 }
 
 // Get returns the record of a prepared claim.
-func (p *PreparedClaims) Get(uid string) (ClaimRecord, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	record, ok := p.claims[uid]
-	return record, ok
+func (p *PreparedClaims) Get(uid string) (record ClaimRecord, found bool, err error) {
+	err = p.locked(func() error {
+		record, found = p.claims[uid]
+		return nil
+	})
+	return record, found, err
 }
 
 // All returns every record by UID.
-func (p *PreparedClaims) All() map[string]ClaimRecord {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	copied := make(map[string]ClaimRecord, len(p.claims))
-	for uid, record := range p.claims {
-		copied[uid] = record
-	}
-	return copied
+func (p *PreparedClaims) All() (map[string]ClaimRecord, error) {
+	copied := map[string]ClaimRecord{}
+	err := p.locked(func() error {
+		for uid, record := range p.claims {
+			copied[uid] = record
+		}
+		return nil
+	})
+	return copied, err
 }
 
 // Put remembers a prepared claim; it is on disk when Put returns.
@@ -113,10 +145,16 @@ func (p *PreparedClaims) Remove(uid string) error {
 	return p.change(func() { delete(p.claims, uid) })
 }
 
-// change applies one change in memory and returns once a file that holds it is written. Changes made while a
-// write is in progress are committed together by the next writer, which encodes the map once for all of them:
-// under 100 concurrent prepares, one write per change queued them all behind each other's file renames.
+// change applies one change in memory and returns once a file that holds it is written. Not shared, changes made
+// while a write is in progress are committed together by the next writer, which encodes the map once for all of
+// them: under 100 concurrent prepares, one write per change queued them all behind each other's file renames.
 func (p *PreparedClaims) change(apply func()) error {
+	if p.shared { // other instances read the file under the file lock held here
+		return p.locked(func() error {
+			apply()
+			return p.write()
+		})
+	}
 	p.mu.Lock()
 	apply()
 	p.version++
@@ -129,11 +167,7 @@ func (p *PreparedClaims) change(apply func()) error {
 	}
 	p.mu.Lock()
 	latest := p.version
-	var body any = p.claims
-	if major, _ := strconv.Atoi(strings.SplitN(p.driverVersion, ".", 2)[0]); major >= envelopeFormat {
-		body = envelope{Format: envelopeFormat, WrittenBy: p.driverVersion, Claims: p.claims}
-	}
-	encoded, err := json.Marshal(body)
+	encoded, err := p.encoded()
 	p.mu.Unlock()
 	if err != nil {
 		return err
@@ -143,6 +177,23 @@ func (p *PreparedClaims) change(apply func()) error {
 	}
 	p.written = latest
 	return nil
+}
+
+func (p *PreparedClaims) write() error {
+	encoded, err := p.encoded()
+	if err != nil {
+		return err
+	}
+	return replaceFile(p.path, encoded)
+}
+
+// encoded is the file's content: release 2 and later write the envelope, release 1 the bare map.
+func (p *PreparedClaims) encoded() ([]byte, error) {
+	var body any = p.claims
+	if major, _ := strconv.Atoi(strings.SplitN(p.driverVersion, ".", 2)[0]); major >= envelopeFormat {
+		body = envelope{Format: envelopeFormat, WrittenBy: p.driverVersion, Claims: p.claims}
+	}
+	return json.Marshal(body)
 }
 
 // replaceFile writes `body` to a partial file and renames it into place, creating the directory if it is missing.

@@ -11,7 +11,7 @@ import (
 
 func TestRelease2WritesTheEnvelopeAndRelease1TheBareMapAndEachReadsBoth(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "prepared.json")
-	newer, _ := loadPreparedClaims(path, "2.0.0")
+	newer, _ := loadPreparedClaims(path, "2.0.0", false)
 	if err := newer.Put("uid-1", ClaimRecord{Namespace: "ns", Name: "c"}); err != nil {
 		t.Fatal(err)
 	}
@@ -21,11 +21,11 @@ func TestRelease2WritesTheEnvelopeAndRelease1TheBareMapAndEachReadsBoth(t *testi
 	if written["format"] != float64(envelopeFormat) || written["writtenBy"] != "2.0.0" {
 		t.Fatalf("release 2 file: %s", raw)
 	}
-	older, err := loadPreparedClaims(path, "1.0.0")
+	older, err := loadPreparedClaims(path, "1.0.0", false)
 	if err != nil || older.WrittenByMajor != 2 {
 		t.Fatalf("release 1 reads release 2: %v, written by %d", err, older.WrittenByMajor)
 	}
-	if _, ok := older.Get("uid-1"); !ok {
+	if _, ok, _ := older.Get("uid-1"); !ok {
 		t.Fatal("release 1 lost the claim release 2 prepared")
 	}
 	if err := older.Put("uid-2", ClaimRecord{Namespace: "ns", Name: "d"}); err != nil {
@@ -36,15 +36,15 @@ func TestRelease2WritesTheEnvelopeAndRelease1TheBareMapAndEachReadsBoth(t *testi
 	if err := json.Unmarshal(raw, &bare); err != nil || len(bare) != 2 {
 		t.Fatalf("release 1 file: %s (%v)", raw, err)
 	}
-	again, _ := loadPreparedClaims(path, "2.0.0")
-	if again.WrittenByMajor != 1 || len(again.All()) != 2 {
-		t.Fatalf("release 2 reads release 1: written by %d, %d claims", again.WrittenByMajor, len(again.All()))
+	again, _ := loadPreparedClaims(path, "2.0.0", false)
+	if all, _ := again.All(); again.WrittenByMajor != 1 || len(all) != 2 {
+		t.Fatalf("release 2 reads release 1: written by %d, %d claims", again.WrittenByMajor, len(all))
 	}
 }
 
 func TestEveryConcurrentPutIsOnDiskWhenItReturns(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "prepared.json")
-	claims, _ := loadPreparedClaims(path, "2.0.0")
+	claims, _ := loadPreparedClaims(path, "2.0.0", false)
 	var wg sync.WaitGroup
 	missing := make(chan string, 40)
 	for i := range 40 {
@@ -56,12 +56,12 @@ func TestEveryConcurrentPutIsOnDiskWhenItReturns(t *testing.T) {
 				missing <- err.Error()
 				return
 			}
-			onDisk, err := loadPreparedClaims(path, "2.0.0")
+			onDisk, err := loadPreparedClaims(path, "2.0.0", false)
 			if err != nil {
 				missing <- err.Error()
 				return
 			}
-			if _, ok := onDisk.Get(uid); !ok {
+			if _, ok, _ := onDisk.Get(uid); !ok {
 				missing <- uid
 			}
 		}()
@@ -74,5 +74,23 @@ func TestEveryConcurrentPutIsOnDiskWhenItReturns(t *testing.T) {
 	}
 	if len(lost) > 0 {
 		t.Fatalf("not on disk when Put returned: %v", lost)
+	}
+}
+
+func TestSharedInstancesSeeEachOthersClaims(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prepared.json")
+	old, _ := loadPreparedClaims(path, "2.0.0", true)
+	fresh, _ := loadPreparedClaims(path, "2.0.0", true)
+	if err := old.Put("uid-1", ClaimRecord{Namespace: "ns", Name: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := fresh.Get("uid-1"); !ok || err != nil {
+		t.Fatalf("the other instance does not see a claim prepared through the first: %v", err)
+	}
+	if err := fresh.Remove("uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := old.Get("uid-1"); ok {
+		t.Fatal("the first instance still sees a claim the other unprepared")
 	}
 }

@@ -290,11 +290,14 @@ def shipped_mutant_profile(chosen: Mutant, directory: Path) -> Path:
     return path
 
 
-def mutant_profile(chosen: Mutant, directory: Path) -> Path:
-    """The reference driver's profile, broken as `chosen` says; its RBAC paths made absolute for the copy."""
+def mutant_profile(chosen: Mutant, directory: Path, base: Path | None = None) -> Path:
+    """The reference driver's profile, broken as `chosen` says; its RBAC paths made absolute for the copy.
+
+    `base`: the profile of the build to break (default the Python build's; the Go build's takes the same options).
+    """
     if chosen.shipped:
         return shipped_mutant_profile(chosen, directory)
-    source = paths.reference_driver_profile()
+    source = base or paths.reference_driver_profile()
     profile: dict[str, Any] = yaml.safe_load(source.read_text())
     for build in [profile["run"], *profile["run"].get("versions", {}).values()]:
         if "args" in build:
@@ -356,15 +359,22 @@ def selection(tests: list[str]) -> str:
     return " or ".join(sorted({test.split("[", 1)[0] for test in tests}))
 
 
-def run_mutant(chosen: Mutant, workdir: Path, tests: list[str] | None = None, cluster: Path | None = None) -> MutantRun:
+def run_mutant(
+    chosen: Mutant,
+    workdir: Path,
+    tests: list[str] | None = None,
+    cluster: Path | None = None,
+    base: Path | None = None,
+) -> MutantRun:
     """Run the bundled suites' `tests` (default: the named check) against `chosen` on a private local cluster.
 
     `cluster`: the state directory of a cluster shared by mutants run one after another (`swap_in` puts this
-    mutant's driver in; a shipped mutant still gets a cluster of its own); None starts one in `workdir`.
+    mutant's driver in; a shipped mutant still gets a cluster of its own); None starts one in `workdir`. `base`: as
+    for `mutant_profile`.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    profile = mutant_profile(chosen, workdir)
+    profile = mutant_profile(chosen, workdir, base)
     state_dir = workdir / "cluster" if cluster is None or chosen.shipped else cluster
     if state_dir == cluster:
         refused = swap_in(profile, cluster, MUTANT_NODES)

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// Broken modes: realistic vendor bugs the driver can be started with (--broken-mode), each a mutant that a
+// conformance check worth its name catches. The names and what each does are the Python build's
+// (../fake-dra/fake_dra/broken.py), which documents every one.
+const (
+	nonIdempotentPrepare           = "non-idempotent-prepare"
+	unprepareUnknownFails          = "unprepare-unknown-fails"
+	unprepareNeedsClaim            = "unprepare-needs-claim"
+	prepareAfterUnprepareFails     = "prepare-after-unprepare-fails"
+	preparesForeignClaims          = "prepares-foreign-claims"
+	ignoresStatusWriteFailure      = "ignores-status-write-failure"
+	losesStateOnRestart            = "loses-state-on-restart"
+	dropsPoolAfterDowngrade        = "drops-pool-after-downgrade"
+	writesStatusForForeignClaims   = "writes-status-for-foreign-claims"
+	preparesWrongDevice            = "prepares-wrong-device"
+	publishesForWrongNode          = "publishes-for-wrong-node"
+	unprepareLeavesCDISpecs        = "unprepare-leaves-cdi-specs"
+	readyBeforePrepared            = "ready-before-prepared"
+	healthyWhileFailing            = "healthy-while-failing"
+	reportsUnknownClaimPrepared    = "reports-unknown-claim-prepared"
+	omitsDeclaredStatus            = "omits-declared-status"
+	registersProductName           = "registers-product-name"
+	batchAnswersSwapped            = "batch-answers-swapped"
+	unprepareHandlesOnlyFirst      = "unprepare-handles-only-first"
+	cdiIDUnresolvable              = "cdi-id-unresolvable"
+	unprepareRemovesOtherClaimsCDI = "unprepare-removes-other-claims-cdi"
+	cdiEditsNameOtherDevice        = "cdi-edits-name-other-device"
+	republishesSameGeneration      = "republishes-same-generation"
+	healthWrongPool                = "health-wrong-pool"
+	networkDataMismatch            = "network-data-mismatch"
+	prepareIgnoresShareID          = "prepare-ignores-share-id"
+	partitionsOversubscribeCounter = "partitions-oversubscribe-counters"
+	republishLeavesIncompletePool  = "republish-leaves-incomplete-pool"
+	duplicateDeviceNames           = "duplicate-device-names"
+	bindingConditionsBeforeAttach  = "binding-conditions-before-attach"
+	removesOtherInstancesSockets   = "removes-other-instances-sockets"
+)
+
+var brokenModes = []string{
+	nonIdempotentPrepare, unprepareUnknownFails, unprepareNeedsClaim, prepareAfterUnprepareFails,
+	preparesForeignClaims, ignoresStatusWriteFailure, losesStateOnRestart, dropsPoolAfterDowngrade,
+	writesStatusForForeignClaims, preparesWrongDevice, publishesForWrongNode, unprepareLeavesCDISpecs,
+	readyBeforePrepared, healthyWhileFailing, reportsUnknownClaimPrepared, omitsDeclaredStatus,
+	registersProductName, batchAnswersSwapped, unprepareHandlesOnlyFirst, cdiIDUnresolvable,
+	unprepareRemovesOtherClaimsCDI, cdiEditsNameOtherDevice, republishesSameGeneration, healthWrongPool,
+	networkDataMismatch, prepareIgnoresShareID, partitionsOversubscribeCounter, republishLeavesIncompletePool,
+	duplicateDeviceNames, bindingConditionsBeforeAttach, removesOtherInstancesSockets,
+}
+
+const (
+	// legacyNodeDomain: the domain an older release appended to the node name (publishes-for-wrong-node).
+	legacyNodeDomain = "nodes.fake-dra.example.com"
+	// productCDIVendor: the product's vendor name, under which cdi-id-unresolvable answers CDI device IDs and
+	// registers-product-name registers.
+	productCDIVendor = "fake-dra.example.com"
+)
+
+// legacyNodeName is the node name an older release bound its slices to: the node's FQDN, not a Kubernetes node.
+func legacyNodeName(node string) string { return node + "." + legacyNodeDomain }
+
+// productVendorID is cdi-id-unresolvable's ID: <vendor>/<class>=<name> with the product's vendor name instead.
+func productVendorID(cdiID string) string {
+	kind, name, _ := strings.Cut(cdiID, "=")
+	_, class, _ := strings.Cut(kind, "/")
+	return fmt.Sprintf("%s/%s=%s", productCDIVendor, class, name)
+}
+
+// nextDevice is the device after `device` (<profile>-<index>) in a pool of `count` devices, wrapping around.
+func nextDevice(device string, count int) string {
+	profile := device[:strings.LastIndex(device, "-")]
+	return fmt.Sprintf("%s-%d", profile, (deviceIndex(device)+1)%count)
+}
+
+// rotated is batch-answers-swapped: the answer of each claim (in request order) goes to the claim before it.
+func rotated(order []string, answers map[string]PrepareResult) map[string]PrepareResult {
+	swapped := make(map[string]PrepareResult, len(answers))
+	for position, uid := range order {
+		swapped[uid] = answers[order[(position+1)%len(order)]]
+	}
+	return swapped
+}
+
+// splitWithRepeatedDevice is duplicate-device-names' pool: one slice's devices halved over two (resourceSliceCount
+// 2), the second ending with the first slice's first device again. Other shapes are left as they are.
+func splitWithRepeatedDevice(slices []resourceapi.ResourceSlice) []resourceapi.ResourceSlice {
+	if len(slices) != 1 || len(slices[0].Spec.Devices) < 2 {
+		return slices
+	}
+	devices := slices[0].Spec.Devices
+	half := len(devices) / 2
+	first, second := *slices[0].DeepCopy(), *slices[0].DeepCopy()
+	first.Spec.Pool.ResourceSliceCount, second.Spec.Pool.ResourceSliceCount = 2, 2
+	first.Spec.Devices = append([]resourceapi.Device(nil), devices[:half]...)
+	second.Name += "-repeat"
+	second.Spec.Devices = append(append([]resourceapi.Device(nil), devices[half:]...), devices[0])
+	return []resourceapi.ResourceSlice{first, second}
+}
+
+// removeOtherInstancesSockets is removes-other-instances-sockets: every socket of this driver but its own is taken
+// for a stale one and deleted.
+func removeOtherInstancesSockets(c Config) {
+	own := map[string]bool{c.RegistrationSocket(): true, c.DRASocket(): true, c.ControlSocket(): true}
+	registered, _ := filepath.Glob(filepath.Join(filepath.Dir(c.RegistrationSocket()), c.DriverName+"*.sock"))
+	served, _ := filepath.Glob(filepath.Join(c.PluginDir(), "*.sock"))
+	for _, path := range append(registered, served...) {
+		if !own[path] {
+			_ = os.Remove(path)
+		}
+	}
+}
