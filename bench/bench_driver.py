@@ -700,7 +700,7 @@ def main() -> None:
         type=Path,
         default=[
             profiles_dir / "reference-driver.yaml",
-            profiles_dir / "reference-driver-go.yaml",
+            profiles_dir / "reference-driver-python.yaml",
             profiles_dir / "upstream-test-driver.yaml",
         ],
     )

@@ -220,7 +220,7 @@ def main() -> int:
         "--profile",
         type=Path,
         help="the reference driver build to break: its profile (default fixtures/profiles/reference-driver.yaml, the "
-        "Python build; fixtures/profiles/reference-driver-go.yaml is the Go build); named checks only",
+        "Go build; fixtures/profiles/reference-driver-python.yaml is the Python build); named checks only",
     )
     bench_record.add_option(parser)
     args = parser.parse_args()

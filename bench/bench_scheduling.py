@@ -243,11 +243,16 @@ def add_nodes(api: client.ApiClient, names: list[str], first_index: int, workers
 
 
 def driver_command(layout: ClusterLayout, node: str) -> list[str]:
-    """The reference driver's arguments on `node`, as the backend started it (after `python -m fake_dra`)."""
+    """The reference driver's arguments on `node`, as the backend started it, after its program.
+
+    The program is the Go build's binary or `python -m fake_dra`; both builds take the same arguments.
+    """
     builds = json.loads(drivers.builds_path(layout).read_text())
     argv: list[str] = builds[node][drivers.CURRENT_BUILD]["argv"]
+    if Path(argv[0]).name == "reference_driver_go":
+        return argv[1:]
     if "fake_dra" not in argv:
-        raise BenchError(f"the driver on {node} is not the reference driver (fake_dra): {' '.join(argv[:3])}")
+        raise BenchError(f"the driver on {node} is not the reference driver: {' '.join(argv[:3])}")
     return argv[argv.index("fake_dra") + 1 :]
 
 

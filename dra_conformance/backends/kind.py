@@ -50,7 +50,7 @@ CONTAINERD_CDI_PATCH = f"""\
 
 # The reference driver's image, as drivers/fake-dra/Dockerfile and deploy/daemonset.yaml name it.
 REFERENCE_IMAGE = "fake-dra:dev"
-REFERENCE_DOCKERFILE = PurePosixPath("drivers/fake-dra/Dockerfile")
+REFERENCE_DOCKERFILE = PurePosixPath("drivers/fake-dra-go/Dockerfile")  # the default profile's Go build
 # Another driver's image, which its vendor builds: `dra-conformance/<driver>:<profile version>`.
 VENDOR_IMAGE_REPOSITORY = "dra-conformance"
 # `{python}` inside an image: the interpreter on its PATH (the reference image is python:3.11-slim).
@@ -116,7 +116,7 @@ def driver_image(profile: DriverProfile, checkout: Path = paths.CHECKOUT) -> Dri
         dockerfile = checkout / REFERENCE_DOCKERFILE
         if not dockerfile.is_file():
             return DriverImage(REFERENCE_IMAGE)
-        # The build context is the repository root: the image copies drivers/dra-wire and drivers/fake-dra.
+        # The build context is the repository root: the image builds drivers/fake-dra-go.
         return DriverImage(
             REFERENCE_IMAGE, ("docker", "build", "-f", str(dockerfile), "-t", REFERENCE_IMAGE, str(checkout))
         )

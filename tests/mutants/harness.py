@@ -293,7 +293,8 @@ def shipped_mutant_profile(chosen: Mutant, directory: Path) -> Path:
 def mutant_profile(chosen: Mutant, directory: Path, base: Path | None = None) -> Path:
     """The reference driver's profile, broken as `chosen` says; its RBAC paths made absolute for the copy.
 
-    `base`: the profile of the build to break (default the Python build's; the Go build's takes the same options).
+    `base`: the profile of the build to break (default the reference driver's, its Go build; the Python build's
+    profile takes the same options).
     """
     if chosen.shipped:
         return shipped_mutant_profile(chosen, directory)

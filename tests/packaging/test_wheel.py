@@ -133,7 +133,7 @@ def test_engine_wheel_carries_suites_data_and_cluster_modules(installed: Install
         "dra_conformance/fixtures/profiles/reference-driver.yaml",
         "dra_conformance/fixtures/profiles/reference-driver-rbac.yaml",
         "dra_conformance/fixtures/profiles/upstream-test-driver.yaml",
-        "dra_conformance/fixtures/profiles/reference-driver-go.yaml",
+        "dra_conformance/fixtures/profiles/reference-driver-python.yaml",
         "dra_conformance/driver/profile.schema.json",
         "dra_conformance/clusters/local/kube/go.mod",
         "dra_conformance/clusters/local/kube/go.sum",

@@ -364,6 +364,7 @@ def _values(root: Path, driver: str) -> dict[str, str]:
     kubelet_root = root / "kubelet"
     return {
         "python": "python3",
+        "bin:reference_driver_go": "/cache/bin/reference_driver_go",
         "devices": "8",
         "driver": driver,
         "node": "node-a",
@@ -392,8 +393,10 @@ def test_variant_profile_is_the_reference_profile_with_its_one_option(
     assert set(variant.run.versions) == set(reference.run.versions) == {"previous"}
     assert variant.run.versions["previous"].args == (*reference.run.versions["previous"].args, flag)
     values = _values(tmp_path, variant.driver)
-    config = parse_args(variant.run.process.argv(values)[3:])
-    assert config == _with(parse_args(reference.run.process.argv(values)[3:]), field, value)
+    # Both run the Go build (one word of program), whose command line the Python build's parser reads alike.
+    assert variant.run.process.command == reference.run.process.command == ("{bin:reference_driver_go}",)
+    config = parse_args(variant.run.process.argv(values)[1:])
+    assert config == _with(parse_args(reference.run.process.argv(values)[1:]), field, value)
     # Only a driver without a health service stops declaring it; every other capability is the reference's.
     undeclared = set() if config.health_services else {Capability.HEALTH_STREAM}
     assert variant.capabilities == reference.capabilities - undeclared

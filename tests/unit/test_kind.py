@@ -38,7 +38,7 @@ from dra_conformance.model.cluster import ClusterInfo
 from fake_dra.__main__ import parse_args
 
 PROFILES = paths.fixtures_dir() / "profiles"
-SHIPPED = ("reference-driver", "reference-driver-go", "upstream-test-driver")
+SHIPPED = ("reference-driver", "reference-driver-python", "upstream-test-driver")
 MINOR = versions.minor(versions.KUBERNETES)
 CLUSTER = "dra-conformance"
 # Node directories a kubelet plugin needs: registration sockets, plugin sockets, CDI specs.
@@ -128,7 +128,15 @@ def test_setup_commands_for_the_reference_driver(tmp_path: Path) -> None:
     steps = setup_steps(files, CLUSTER, image, profile)
     assert [list(step.argv) for step in steps] == [
         ["kind", "build", "node-image", "--type", "release", "--image", node, versions.KUBERNETES],
-        ["docker", "build", "-f", str(checkout / "drivers/fake-dra/Dockerfile"), "-t", "fake-dra:dev", str(checkout)],
+        [
+            "docker",
+            "build",
+            "-f",
+            str(checkout / "drivers/fake-dra-go/Dockerfile"),
+            "-t",
+            "fake-dra:dev",
+            str(checkout),
+        ],
         ["kind", "create", "cluster", "--name", CLUSTER, *own_files],
         ["kind", "load", "docker-image", "fake-dra:dev", "--name", CLUSTER],
         [*kubectl, "apply", "-f", str(tmp_path / "driver.yaml")],
@@ -247,7 +255,7 @@ def test_device_classes_the_profile_creates_select_its_driver(name: str) -> None
 def test_reference_driver_args_parse_with_in_cluster_configuration() -> None:
     daemonset = _only(driver_manifests(_profile("reference-driver"), DriverImage("fake-dra:dev")), "DaemonSet")
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
-    assert container["command"] == ["python", "-m", "fake_dra"]
+    assert container["command"] == ["reference_driver_go"], "the Go build, on the image's PATH"
     config = parse_args([arg.replace("$(NODE_NAME)", "kind-worker") for arg in container["args"]])
     assert config.node_name == "kind-worker"
     assert config.kubeconfig is None, "no --kubeconfig: the driver reads its in-cluster configuration"

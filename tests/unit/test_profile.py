@@ -35,7 +35,7 @@ from fake_dra import devices
 from fake_dra.__main__ import parse_args
 
 PROFILES = paths.fixtures_dir() / "profiles"
-SHIPPED = ("reference-driver", "reference-driver-go", "upstream-test-driver")
+SHIPPED = ("reference-driver", "reference-driver-python", "upstream-test-driver")
 
 # Line numbers below refer to this text (line 1 is `apiVersion`).
 VALID = """\
@@ -130,8 +130,8 @@ def test_reference_profile_runs_the_fake_driver_with_its_real_flags_devices_and_
     profile = _shipped("reference-driver")
     assert profile.run is not None
     argv = profile.run.process.argv(_values(tmp_path) | {"driver": profile.driver})
-    assert argv[1:3] == ["-m", "fake_dra"], argv
-    config = parse_args(argv[3:])
+    assert argv[0] == "/cache/bin/reference-driver-go", argv
+    config = parse_args(argv[1:])  # the Go build takes the Python build's command line
     assert (config.driver_name, config.node_name, config.devices) == (
         profile.driver,
         "node-a",
@@ -150,8 +150,8 @@ def test_reference_profile_runs_the_fake_driver_with_its_real_flags_devices_and_
     }
 
 
-def test_reference_go_profile_runs_the_go_build_with_the_python_builds_command_line(tmp_path: Path) -> None:
-    python, go = _shipped("reference-driver"), _shipped("reference-driver-go")
+def test_the_reference_profile_runs_the_go_build_and_the_python_profile_the_same_driver(tmp_path: Path) -> None:
+    go, python = _shipped("reference-driver"), _shipped("reference-driver-python")
     assert python.run is not None and go.run is not None
     assert go.run.process.command == ("{bin:reference_driver_go}",)
     assert go.run.process.args == python.run.process.args, "one command line for both builds"
