@@ -24,6 +24,42 @@ REGISTRATION_TIMEOUT = 5.0
 HEALTH_SERVICES = {"v1": "v1.DRAResourceHealth", "v1alpha1": "v1alpha1.DRAResourceHealth"}
 
 
+class DeadlineExceeded(grpc.RpcError):
+    """A call that ended at its deadline, as the kubelet sees it, although the Python client saw CANCELLED.
+
+    A grpc-go server (most drivers) resets the stream with CANCEL once the propagated deadline passes, and when that
+    reset arrives before the client's own timer fires, grpc-python reports CANCELLED. The kubelet (grpc-go) checks
+    its context first and reports DeadlineExceeded either way; so do the suites.
+    """
+
+    def __init__(self, cancelled: grpc.RpcError, elapsed: float) -> None:
+        """Wrap the CANCELLED error `cancelled`, which arrived `elapsed` seconds into the call."""
+        super().__init__(cancelled)
+        self._details = f"deadline passed after {elapsed:.3f}s (the server reset the stream: {details_of(cancelled)})"
+
+    def code(self) -> grpc.StatusCode:
+        """DEADLINE_EXCEEDED, what the kubelet reports."""
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+
+    def details(self) -> str:
+        """When the deadline passed, and what the server's reset said."""
+        return self._details
+
+
+def details_of(error: grpc.RpcError) -> str:
+    """An RPC error's details (an RpcError that is not a Call has none)."""
+    details = getattr(error, "details", None)
+    return str(details()) if callable(details) else str(error)
+
+
+def ended_by_deadline(error: grpc.RpcError, elapsed: float, timeout: float) -> grpc.RpcError:
+    """`error` as the kubelet would see it: a CANCELLED that arrived once `timeout` passed is DEADLINE_EXCEEDED."""
+    code = getattr(error, "code", None)
+    if callable(code) and code() == grpc.StatusCode.CANCELLED and elapsed >= timeout:
+        return DeadlineExceeded(error, elapsed)
+    return error
+
+
 @dataclass(frozen=True)
 class ClaimRef:
     """A claim as NodePrepareResources names it."""
@@ -150,7 +186,10 @@ class DriverClient:
             claims=[messages.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
         )
         started = time.monotonic()
-        response = getattr(stub, method)(request, timeout=timeout)
+        try:
+            response = getattr(stub, method)(request, timeout=timeout)
+        except grpc.RpcError as error:
+            raise ended_by_deadline(error, time.monotonic() - started, timeout) from None
         return response, time.monotonic() - started
 
     def prepare(
@@ -224,6 +263,8 @@ class DriverClient:
                 reports.append((time.monotonic() - started, devices))
                 if len(reports) == count:
                     break
+        except grpc.RpcError as error:
+            raise ended_by_deadline(error, time.monotonic() - started, timeout) from None
         finally:
             stream.cancel()
         return reports

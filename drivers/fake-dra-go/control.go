@@ -3,16 +3,21 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 )
 
 // The control socket: HTTP over a unix socket next to dra.sock, in the Python build's protocol (see
 // ../fake-dra/fake_dra/control.py). A fault change takes effect before the request returns: tests never race it.
 func controlHandler(core *DriverCore, crash func()) http.Handler {
 	mux := http.NewServeMux()
+	// Every reply carries its length, so it is whole on the wire before anything else happens: the crash fault's
+	// reply is the last thing the process writes.
 	reply := func(w http.ResponseWriter, code int, body any) {
+		data, _ := json.Marshal(body)
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 		w.WriteHeader(code)
-		_ = json.NewEncoder(w).Encode(body)
+		_, _ = w.Write(data)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusOK, map[string]any{

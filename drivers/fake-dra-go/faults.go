@@ -64,7 +64,7 @@ func parseFault(raw json.RawMessage) (Fault, error) {
 	fault := Fault{Message: defaultFaultMessage}
 	mode, ok := values["mode"].(string)
 	if !ok || !faultModes[mode] {
-		return Fault{}, fmt.Errorf("mode: %s is not one of %s", strings.TrimSpace(string(fields["mode"])), strings.Join(sortedModes(), ", "))
+		return Fault{}, fmt.Errorf("mode: %s is not one of %s", pythonRepr(values["mode"], fields["mode"]), pythonList(sortedModes()))
 	}
 	fault.Mode = mode
 	for _, key := range []string{"device", "claim", "message"} {
@@ -109,6 +109,23 @@ func parseFault(raw json.RawMessage) (Fault, error) {
 		return Fault{}, fmt.Errorf("fault: 'devices' is a required property")
 	}
 	return fault, nil
+}
+
+// pythonRepr writes a value as the Python build's schema messages do: a string in single quotes, anything else as
+// its JSON. Checks match on the wording (e.g. "mode: 'melt' is not one of").
+func pythonRepr(value any, raw json.RawMessage) string {
+	if text, ok := value.(string); ok {
+		return "'" + text + "'"
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+func pythonList(items []string) string {
+	quoted := make([]string, len(items))
+	for i, item := range items {
+		quoted[i] = "'" + item + "'"
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
 }
 
 func sortedModes() []string {

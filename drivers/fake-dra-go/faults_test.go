@@ -20,7 +20,7 @@ func TestFaultsAreValidatedAsThePythonBuildsSchemaSays(t *testing.T) {
 	}
 	invalid := map[string]string{
 		`{"device": "gpu-0"}`:                         "'mode' is a required property",
-		`{"mode": "melt"}`:                            "mode:",
+		`{"mode": "melt"}`:                            "mode: 'melt' is not one of ['attach-failure', ",
 		`{"mode": "unavailable", "colour": "red"}`:    "additional property",
 		`{"mode": "slow-prepare"}`:                    "needs a delay greater than 0",
 		`{"mode": "reduced-capacity"}`:                "'devices' is a required property",
