@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,14 +209,4 @@ func replaceFile(path string, body []byte) error {
 		return err
 	}
 	return os.Rename(partial, path)
-}
-
-// sortedUIDs lists the keys of `records` in order (for stable output).
-func sortedUIDs(records map[string]ClaimRecord) []string {
-	uids := make([]string, 0, len(records))
-	for uid := range records {
-		uids = append(uids, uid)
-	}
-	sort.Strings(uids)
-	return uids
 }
