@@ -36,6 +36,11 @@ BINARIES = Binaries(
     )
 )
 READYZ = "https://127.0.0.1:21003/readyz"
+# Every check but the two bootstrap hooks that write default roles and priority classes (kube_apiserver.py).
+SERVING = (
+    f"{READYZ}?exclude=poststarthook/rbac/bootstrap-roles"
+    "&exclude=poststarthook/scheduling/bootstrap-system-priority-classes"
+)
 
 
 @pytest.fixture
@@ -86,6 +91,7 @@ def test_apiserver_serves_on_its_port_from_etcd_with_the_pinned_gates(context: C
     assert flags["audit-log-path"] == str(context.layout.audit_log), flags
     assert "enable-aggregator-routing" not in flags, "aggregated APIs route through an ExternalName to localhost"
     assert KubeApiserver.ready_url(context) == READYZ
+    assert KubeApiserver.serving_url(context) == SERVING
 
 
 @pytest.mark.parametrize(
@@ -105,7 +111,9 @@ def test_controller_manager_and_scheduler_wait_for_the_apiserver_and_use_their_o
     (spec,) = component.command(context)
     flags = _flags(spec.argv)
     kubeconfig = str(context.kubeconfigs[identity])
+    # Their identities authorize through the bootstrap roles: they start once the API server wrote them.
     assert spec.argv[:2] == ["/opt/bin/kube", subcommand] and spec.wait_for == READYZ, (spec.argv[:2], spec.wait_for)
+    assert spec.awaited == "apiserver_ready", spec
     assert flags["kubeconfig"] == flags["authentication-kubeconfig"] == flags["authorization-kubeconfig"] == kubeconfig
     assert flags["secure-port"] == port and flags["leader-elect"] == "false", flags
 
@@ -126,10 +134,12 @@ def test_scheduler_keeps_its_default_client_limit_unless_a_bench_lifts_it(contex
     assert (lifted["kube-api-qps"], lifted["kube-api-burst"]) == ("5000", "5000"), lifted
 
 
-def test_kwok_manages_only_annotated_nodes_on_its_port(context: ControlPlaneContext) -> None:
+def test_kwok_manages_only_annotated_nodes_on_its_port_and_starts_while_the_bootstrap_hooks_run(
+    context: ControlPlaneContext,
+) -> None:
     (spec,) = Kwok().command(context)
     flags = _flags(spec.argv)
-    assert spec.argv[0] == "/opt/bin/kwok" and spec.wait_for == READYZ, spec
+    assert spec.argv[0] == "/opt/bin/kwok" and (spec.wait_for, spec.awaited) == (SERVING, "apiserver_serving"), spec
     assert flags["manage-all-nodes"] == "false", flags
     assert flags["manage-nodes-with-annotation-selector"] == "kwok.x-k8s.io/node=fake", flags
     assert flags["server-address"] == "127.0.0.1:21006" and flags["node-port"] == "21006", flags
@@ -140,7 +150,7 @@ def test_render_writes_the_plan_in_start_order_from_the_builders(tmp_path: Path)
     layout = ClusterLayout(tmp_path / "cluster")
     plan = _render(layout)
     names = [spec.name for spec in plan.processes]
-    assert names == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"], names
+    assert names == ["etcd", "kube-apiserver", "kwok", "kube-controller-manager", "kube-scheduler"], names
     assert plan.processes == [spec for c in control_plane.COMPONENTS for spec in c.command(_context(layout))]
     assert plan.server == "https://127.0.0.1:21003" and plan.details["port.kwok"] == "21006", plan.details
     for written in (layout.kubeconfig, layout.config / "audit-policy.yaml", layout.config / "kwok.yaml"):
@@ -171,6 +181,15 @@ def test_fake_nodes_get_their_own_loopback_address_and_the_set_aside_ones_come_l
     assert addresses == ["127.0.0.11"], addresses
 
 
+def test_fake_nodes_register_with_what_the_controller_manager_would_otherwise_write_at_its_start() -> None:
+    # The beta OS and arch labels a kubelet registers with, and the TTL controller's value for a small cluster:
+    # without them, two controllers patch every node at once, and the taint removal a start waits for conflicts.
+    node = manifest(0, "kwok-node-0")["metadata"]
+    labels = {key: node["labels"].get(key) for key in ("beta.kubernetes.io/os", "beta.kubernetes.io/arch")}
+    assert labels == {"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}, node["labels"]
+    assert node["annotations"].get("node.alpha.kubernetes.io/ttl") == "0", node["annotations"]
+
+
 @pytest.mark.parametrize("kind", ["fake", "metrics-server"])
 def test_metrics_adapter_serves_on_its_reserved_port(tmp_path: Path, kind: str) -> None:
     layout = ClusterLayout(tmp_path / "cluster")
@@ -194,7 +213,7 @@ def test_every_builder_is_a_component() -> None:
     assert [c.name for c in control_plane.COMPONENTS] == [
         "etcd",
         "kube-apiserver",
+        "kwok",
         "kube-controller-manager",
         "kube-scheduler",
-        "kwok",
     ]

@@ -280,20 +280,23 @@ class LocalBackend:
         real_binaries: RealNodeBinaries | None,
         adapter: metrics_adapter.MetricsAdapter | None,
     ) -> list[DriverEndpoint]:
-        """Bring the cluster up phase by phase, each a component that waits for its own readiness."""
+        """Bring the cluster up phase by phase, each a component that waits for its own readiness.
+
+        What needs only the API (the metrics adapter's APIServices, the Node objects and kwok, the driver's identity)
+        overlaps the API server's bootstrap hooks; the driver's processes start once /readyz answers, as on any
+        cluster, so no driver sees an API server without its default roles.
+        """
         cluster = self.supervised
-        KubeApiserver().ready(cluster)  # the supervisor started the control plane once /readyz answered
-        timings.lap("control_plane")
+        apiserver = KubeApiserver()
+        apiserver.serving(cluster)
+        timings.lap("api_serving")
         # The metrics adapter's APIServices are registered first: the aggregator takes up to a second after that
         # to proxy each version, which then overlaps with the nodes' and drivers' start.
         if adapter is not None:
             adapter.launch(cluster)
         nodes = fake_nodes.FakeNodes(self.node_names())
         nodes.register(cluster)
-        nodes.ready(cluster)  # kwok's work
-        timings.lap("nodes_ready")
         profile = load_profile(self.config.profile)
-        endpoints: list[DriverEndpoint] = []
         driver = None
         if profile.real_nodes_only:
             self.echo(
@@ -301,8 +304,14 @@ class LocalBackend:
             )
         else:
             driver = driver_component.DriverUnderTest(profile, vars(binaries), nodes.all)
-            driver.launch(cluster)
+            driver.install(cluster)  # while kwok turns the nodes Ready
+        nodes.ready(cluster)  # kwok's work
+        timings.lap("nodes_ready")
+        apiserver.ready(cluster)
+        timings.lap("control_plane")
+        endpoints: list[DriverEndpoint] = []
         if driver is not None:
+            driver.launch(cluster)
             driver.ready(cluster)
             endpoints = driver.endpoints
         timings.lap("drivers_ready")

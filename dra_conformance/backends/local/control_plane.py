@@ -31,9 +31,9 @@ from dra_conformance.kube.pki import CertificateAuthority, service_account_keypa
 COMPONENTS: tuple[Component[ControlPlaneContext, SupervisedCluster], ...] = (
     Etcd(),
     KubeApiserver(),
+    Kwok(),  # first: it waits only until the API serves (see kube_apiserver.BOOTSTRAP_OBJECT_CHECKS)
     KubeControllerManager(),
     KubeScheduler(),
-    Kwok(),
 )
 
 # Client identities: kubeconfig stem -> (user, groups). "admin" is the kubeconfig users and tests connect with.

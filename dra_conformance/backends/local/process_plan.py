@@ -11,14 +11,16 @@ from pathlib import Path
 class ProcessSpec:
     """One process the supervisor runs.
 
-    `wait_for` names an HTTPS URL that must answer 200 before it starts. When a `critical` process exits the
-    whole cluster stops; a non-critical one (a DRA driver, which tests may crash on purpose) is only recorded.
+    `wait_for` names an HTTPS URL that must answer 200 before it starts, and `awaited` the supervisor's timeline
+    entry for when it first did. When a `critical` process exits the whole cluster stops; a non-critical one (a DRA
+    driver, which tests may crash on purpose) is only recorded.
     """
 
     name: str
     argv: list[str]
     log: str
     wait_for: str | None = None
+    awaited: str = "apiserver_ready"
     critical: bool = True
     # Variables added to the supervisor's environment for this process (a driver profile's `run.env`).
     env: dict[str, str] = field(default_factory=dict)

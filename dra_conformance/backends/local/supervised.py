@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -113,24 +113,33 @@ class SupervisedCluster:
 
     def await_running(self) -> None:
         """Wait until the supervisor started every process of the plan (it probes the API server's readiness)."""
+        self._await_state(lambda state: state.get("phase") == "running", "local control plane running")
 
-        def phase() -> str:
+    def await_timeline(self, event: str) -> None:
+        """Wait until the supervisor's timeline records `event` (or it runs every process, which follows it)."""
+        self._await_state(
+            lambda state: event in state.get("timeline", {}) or state.get("phase") == "running",
+            f"local control plane: {event}",
+        )
+
+    def _await_state(self, reached: Callable[[dict[str, Any]], bool], what: str) -> None:
+        def observe() -> dict[str, Any]:
             state = self.state()
             if state is None:
-                return "not started"
+                return {"phase": "not started"}
             if state.get("phase") in ("failed", "stopped"):
                 raise BackendError(f"start local cluster: {self.reason()}")
-            return str(state.get("phase"))
+            return state
 
         # The supervisor itself enforces apiserver_ready before starting the rest; this covers the whole sequence.
         deadline = self.timeouts.apiserver_ready + self.timeouts.etcd_ready
         try:
             waits.until(
-                phase,
-                lambda p: p == "running",
+                observe,
+                reached,
                 timeout=deadline,
-                what="local control plane running",
-                describe=str,
+                what=what,
+                describe=lambda state: f"phase {state.get('phase')}, timeline {sorted(state.get('timeline', {}))}",
                 max_interval=STARTUP_POLL_CAP,
             )
         except WaitTimeout as error:

@@ -312,7 +312,7 @@ class Supervisor:
             try:
                 with urllib.request.urlopen(spec.wait_for, context=context, timeout=PROBE_REQUEST_TIMEOUT) as reply:
                     if reply.status == 200:
-                        self.timeline.setdefault("apiserver_ready", time.monotonic() - self.started)
+                        self.timeline.setdefault(spec.awaited, time.monotonic() - self.started)
                         return
                     last = f"HTTP {reply.status}"
             except urllib.error.HTTPError as error:

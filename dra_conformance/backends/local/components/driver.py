@@ -63,6 +63,10 @@ class DriverUnderTest:
         self.ready(cluster)
         return self.endpoints
 
+    def install(self, cluster: SupervisedCluster) -> None:
+        """Install the driver's identity and RBAC, and render its processes, without starting them."""
+        self.command(cluster)
+
     def launch(self, cluster: SupervisedCluster) -> None:
         """Start the driver on every node (host processes or pods) without waiting for it (`ready` does)."""
         processes = self.command(cluster)

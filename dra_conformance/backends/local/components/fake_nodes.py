@@ -18,6 +18,7 @@ from dra_conformance.kube.nodes import ready_node_names
 from dra_conformance.model.cluster import SET_ASIDE_TAINT
 
 NODE_LABEL = "dra-conformance.io/local-node"
+TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"
 # Nodes a check leases to have the driver under test there to itself (tainted; see SET_ASIDE_TAINT). Two, so that
 # the default two xdist workers never wait for one.
 SET_ASIDE_NODES = ("kwok-set-aside-0", "kwok-set-aside-1")
@@ -43,13 +44,21 @@ def manifest(index: int, name: str) -> dict[str, Any]:
                 NODE_ANNOTATION: NODE_ANNOTATION_VALUE,
                 # Where kwok serves this node's emulated kubelet resource metrics (metrics-server follows it).
                 "metrics.k8s.io/resource-metrics-path": f"/metrics/nodes/{name}/metrics/resource",
+                # What the TTL controller writes on every node of a cluster under 100 nodes (pkg/controller/ttl):
+                # written here, its patch at the controller-manager's start no longer races the node lifecycle
+                # controller's taint removal, which then conflicted (409) and was retried 0.1-0.2 s later.
+                TTL_ANNOTATION: "0",
             },
             "labels": {
                 NODE_LABEL: "true",
                 "type": "kwok",
                 "kubernetes.io/hostname": name,
+                # A kubelet registers with the stable and the beta labels; without the beta ones the node lifecycle
+                # controller adds them at start, a write that races its taint removal (409, retried 0.1-0.2 s later).
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64",
             },
         },
         "status": {

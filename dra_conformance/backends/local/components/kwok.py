@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dra_conformance.backends.local.components.base import ControlPlaneContext
-from dra_conformance.backends.local.components.kube_apiserver import KubeApiserver
+from dra_conformance.backends.local.components.kube_apiserver import SERVING, KubeApiserver
 from dra_conformance.backends.local.network import LOOPBACK, POD_CIDR
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.backends.local.supervised import SupervisedCluster
@@ -18,7 +18,7 @@ CONFIG_FILE = "kwok.yaml"
 
 @dataclass(frozen=True)
 class Kwok:
-    """kwok, started once the API server is ready; managing only the nodes annotated for it."""
+    """kwok, managing only the nodes annotated for it; started once the API serves (system:masters needs no role)."""
 
     name: str = "kwok"
     # Its identity's kubeconfig in ControlPlaneContext.kubeconfigs.
@@ -39,7 +39,7 @@ class Kwok:
             "--node-lease-duration-seconds=40",
         ]
         log = str(context.layout.component_log(self.name))
-        return [ProcessSpec(self.name, argv, log, wait_for=KubeApiserver.ready_url(context))]
+        return [ProcessSpec(self.name, argv, log, wait_for=KubeApiserver.serving_url(context), awaited=SERVING)]
 
     def ready(self, cluster: SupervisedCluster) -> None:
         """Nothing of its own: it shows it works when the fake nodes turn Ready (see fake_nodes.FakeNodes)."""
