@@ -13,6 +13,7 @@ import json
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,6 +74,19 @@ CASES = {
 }
 
 
+def first_difference(recorded: Any, today: Any, at: str = "") -> str:
+    """Where two JSON values first differ, and what each holds there."""
+    if isinstance(recorded, dict) and isinstance(today, dict):
+        for key in sorted(recorded.keys() | today.keys()):
+            if recorded.get(key) != today.get(key):
+                return first_difference(recorded.get(key), today.get(key), f"{at}.{key}")
+    if isinstance(recorded, list) and isinstance(today, list) and len(recorded) == len(today):
+        for index, (old, new) in enumerate(zip(recorded, today, strict=True)):
+            if old != new:
+                return first_difference(old, new, f"{at}[{index}]")
+    return f"at {at or 'the top'}: recorded {json.dumps(recorded)[:200]}, today {json.dumps(today)[:200]}"
+
+
 def fixture_path(name: str) -> Path:
     """Where the Go build's test reads the fixture `name`."""
     return TESTDATA / f"partitions-{name}.json"
@@ -90,8 +104,7 @@ def test_the_go_builds_fixture_is_the_python_builds_pool_today(name: str) -> Non
     today = json.loads(CASES[name].pool())
     recorded = json.loads(fixture_path(name).read_text())
     assert recorded == today, (
-        f"{fixture_path(name)} is not what the Python build produces today (slice names "
-        f"{[s['metadata']['name'] for s in recorded]} recorded, {[s['metadata']['name'] for s in today]} today): "
+        f"{fixture_path(name)} is not what the Python build produces today, {first_difference(recorded, today)}; "
         f"regenerate with `{Path(__file__).relative_to(TESTDATA.parents[2])} --write`, then make the Go build follow"
     )
 
