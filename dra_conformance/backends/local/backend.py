@@ -25,7 +25,15 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths
-from dra_conformance.backends.local import control_plane, driver_swap, drivers, images, real_node, shipped
+from dra_conformance.backends.local import (
+    bootstrap_rbac,
+    control_plane,
+    driver_swap,
+    drivers,
+    images,
+    real_node,
+    shipped,
+)
 from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
 from dra_conformance.backends.local.components import driver as driver_component
 from dra_conformance.backends.local.components import fake_nodes, kwok, metrics_adapter, shipped_driver
@@ -282,6 +290,9 @@ class LocalBackend:
     ) -> list[DriverEndpoint]:
         """Bring the cluster up phase by phase, each a component that waits for its own readiness.
 
+        The API server's default RBAC objects are written first from a record of an earlier start, so that its own
+        hook finds them written (see bootstrap_rbac.py); without a record they are recorded once /readyz answers.
+
         What needs only the API (the metrics adapter's APIServices, the Node objects and kwok, the driver's identity)
         overlaps the API server's bootstrap hooks; the driver's processes start once /readyz answers, as on any
         cluster, so no driver sees an API server without its default roles.
@@ -290,6 +301,16 @@ class LocalBackend:
         apiserver = KubeApiserver()
         apiserver.serving(cluster)
         timings.lap("api_serving")
+        rbac = self._bootstrap_rbac(binaries)
+        recorded = rbac.recorded()
+        if recorded is not None:
+            with cluster.api() as api_client:
+                try:
+                    rbac.seed(api_client, recorded)
+                except (ApiException, HTTPError):
+                    rbac.path.unlink(missing_ok=True)  # the next start records it again
+                    raise
+            timings.lap("bootstrap_rbac")
         # The metrics adapter's APIServices are registered first: the aggregator takes up to a second after that
         # to proxy each version, which then overlaps with the nodes' and drivers' start.
         if adapter is not None:
@@ -308,6 +329,9 @@ class LocalBackend:
         nodes.ready(cluster)  # kwok's work
         timings.lap("nodes_ready")
         apiserver.ready(cluster)
+        if recorded is None:
+            with cluster.api() as api_client:
+                rbac.record(api_client)
         timings.lap("control_plane")
         endpoints: list[DriverEndpoint] = []
         if driver is not None:
@@ -336,6 +360,10 @@ class LocalBackend:
         check_cluster(self.layout.kubeconfig)  # the same preflight any cluster passes
         timings.lap("preflight")
         return endpoints
+
+    def _bootstrap_rbac(self, binaries: Binaries) -> bootstrap_rbac.BootstrapRbac:
+        """The record of the default RBAC objects of this cluster's API server binary."""
+        return bootstrap_rbac.BootstrapRbac(bootstrap_rbac.record_path(self.config.cache_dir, binaries.kube))
 
     def _check_start(self, profile: DriverProfile) -> None:
         """What the profile and the real node need of this machine, checked before anything is built or started."""
