@@ -3,8 +3,10 @@
 
 Warm start-up is measured from `LocalBackend.start()` until the API answers and every fake node is Ready,
 with the phase split the backend records (render = PKI and configs; api_serving = supervisor spawn until the API
-serves and kwok started; nodes_ready = Node objects created and the driver's identity installed, until Ready, while
-the API server's bootstrap hooks run; control_plane = until its /readyz answers and the remaining components started).
+serves and kwok started; bootstrap_rbac = the API server's default RBAC objects written from the record of an
+earlier start (backends/local/bootstrap_rbac.py); nodes_ready = Node objects created and the driver's identity
+installed, until Ready, while the API server's bootstrap hooks run; control_plane = until its /readyz answers and
+the remaining components started).
 
 In the same run, interleaved with ours (one of ours, then one of kwokctl's, so load on a shared machine hits
 both alike), kwokctl's binary runtime (`sigs.k8s.io/kwok` v0.8.0 `cmd/kwokctl`, built and cached like the other
@@ -90,7 +92,7 @@ TARGET_REAL_NODE_EXTRA_SECONDS = 10.0
 TARGET_OVER_KWOKCTL = 1.2
 REAL_NODE_PHASES = ("real_node_ready", "real_node_driver_ready")
 PUBLISHED = {"kwokctl": (1.6, 3.3), "envtest (API only)": (7.0, 7.0), "kind single node": (12.0, 17.0)}
-API_AND_NODES_PHASES = ("render", "api_serving", "nodes_ready", "control_plane")
+API_AND_NODES_PHASES = ("render", "api_serving", "bootstrap_rbac", "nodes_ready", "control_plane")
 
 # kwokctl's cluster: its name, how often its /readyz and nodes are polled (our backend polls at most every 0.1 s,
 # so 0.05 s never makes kwokctl look slower than it is), and the deadlines. kube-apiserver's ~40 post-start hooks
