@@ -170,6 +170,18 @@ def consumer_problems(
     return problems
 
 
+def in_one_tick(first: dict[str, metrics_api.Sample], second: dict[str, metrics_api.Sample]) -> bool:
+    """Whether two versions' reads are of the same objects, each object's two reads of the same sample.
+
+    Per object, not over the read: objects are read one after the other, so a tick that falls between two objects
+    leaves both reads with the same timestamps overall while one object's two reads differ.
+    """
+    # Same objects too: pods other tests create or delete between the two reads are churn, not disagreement.
+    if set(first) != set(second):
+        return False
+    return all(first[key].timestamp == second[key].timestamp for key in first)
+
+
 def read_in_one_tick(
     metrics_client: client.ApiClient, scope: metrics_api.SampleScope, first: str = "v1", second: str = "v1beta1"
 ) -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
@@ -183,13 +195,13 @@ def read_in_one_tick(
         read = metrics_api.samples_of_versions(metrics_client, (first, second), scope)
         return read[first], read[second]
 
-    def same_tick(read: tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]) -> bool:
-        # Same objects too: pods other tests create or delete between the two reads are churn, not disagreement.
-        same_objects = set(read[0]) == set(read[1])
-        return same_objects and {s.timestamp for s in read[0].values()} == {s.timestamp for s in read[1].values()}
-
     try:
-        return waits.until(pair, same_tick, timeout=SAME_TICK_DEADLINE, what=f"{first} and {second} read in one tick")
+        return waits.until(
+            pair,
+            lambda read: in_one_tick(*read),
+            timeout=SAME_TICK_DEADLINE,
+            what=f"{first} and {second} read in one tick",
+        )
     except WaitTimeout:
         return pair()  # never in one tick: the comparison then names the timestamps that differ
 
