@@ -307,9 +307,13 @@ class LocalBackend:
             with cluster.api() as api_client:
                 try:
                     rbac.seed(api_client, recorded)
-                except (ApiException, HTTPError):
+                except (ApiException, HTTPError) as error:
                     rbac.path.unlink(missing_ok=True)  # the next start records it again
-                    raise
+                    cause = f"{error.status} {status_message(error)}" if isinstance(error, ApiException) else error
+                    raise BackendError(
+                        f"start local cluster: write the API server's default RBAC objects from {rbac.path}: {cause} "
+                        "(the record is deleted; the next start records it again)"
+                    ) from None
             timings.lap("bootstrap_rbac")
         # The metrics adapter's APIServices are registered first: the aggregator takes up to a second after that
         # to proxy each version, which then overlaps with the nodes' and drivers' start.
