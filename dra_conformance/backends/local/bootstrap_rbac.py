@@ -6,6 +6,9 @@ about 140 objects one by one; /readyz, which the controller-manager and the sche
 The objects depend on the API server's binary only: recorded once per binary (in the build cache), they are written
 concurrently as soon as the API answers, during the hook's idle second, and the hook then only reconciles them, as
 on any restart of an API server: it finds each as it would have written it, and the cluster ends as every other does.
+Should the hook start while they are being written (a loaded machine), each side keeps what the other wrote first:
+the writes here skip AlreadyExists, and the hook reconciles again at once on it (component-helpers
+auth/rbac/reconciliation, reconcile_role.go).
 
 Not earlier than /readyz: the controller-manager's own start polls /healthz once a second, and /healthz waits for
 the same hooks, so a controller-manager started before them lost up to a second.
