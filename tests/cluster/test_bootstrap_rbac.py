@@ -12,7 +12,6 @@ from typing import Any
 
 from dra_conformance.backends.local import bootstrap_rbac
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.build import Builder
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.timeouts import Timeouts
 
@@ -27,8 +26,11 @@ def _defaults(kubeconfig: Path) -> dict[str, dict[str, Any]]:
     }
 
 
-def _start(state_dir: Path, timeouts: Timeouts) -> tuple[LocalBackend, dict[str, float]]:
-    backend = LocalBackend(LocalClusterConfig(state_dir=state_dir, nodes=1, metrics="none", timeouts=timeouts))
+def _start(state_dir: Path, records: Path, timeouts: Timeouts) -> tuple[LocalBackend, dict[str, float]]:
+    config = LocalClusterConfig(
+        state_dir=state_dir, nodes=1, metrics="none", timeouts=timeouts, bootstrap_rbac_dir=records
+    )
+    backend = LocalBackend(config)
     info = backend.start()
     return backend, {k: float(v) for k, v in info.details.items() if k.startswith("startup.")}
 
@@ -36,21 +38,21 @@ def _start(state_dir: Path, timeouts: Timeouts) -> tuple[LocalBackend, dict[str,
 def test_a_start_from_the_record_ends_with_the_default_rbac_objects_the_api_server_writes(
     tmp_path: Path, timeouts: Timeouts
 ) -> None:
-    config = LocalClusterConfig()
-    kube = Builder(config.assets, config.cache_dir, timeout=timeouts.build, echo=lambda _: None).ensure_all().kube
-    record = bootstrap_rbac.BootstrapRbac(bootstrap_rbac.record_path(config.cache_dir, kube))
-    # The record is a cache: without it a start records it again (a concurrent start meanwhile writes its own).
-    record.path.unlink(missing_ok=True)
-
-    unseeded, phases = _start(tmp_path / "unseeded", timeouts)
+    # A record directory of its own: the build cache's record is shared with concurrent starts, which write it too.
+    records = tmp_path / "records"
+    unseeded, phases = _start(tmp_path / "unseeded", records, timeouts)
     try:
         assert "startup.bootstrap_rbac" not in phases, f"a start without a record wrote one: {phases}"
-        assert record.recorded() is not None, f"the start did not record the default RBAC objects at {record.path}"
+        recorded = sorted(records.glob("*.json"))
+        assert len(recorded) == 1, (
+            f"the start did not record the default RBAC objects (one file) in {records}: {recorded}"
+        )
+        assert bootstrap_rbac.BootstrapRbac(recorded[0]).recorded() is not None, f"{recorded[0]} is not a usable record"
         written_by_the_hook = _defaults(unseeded.layout.kubeconfig)
     finally:
         unseeded.stop()
 
-    seeded, phases = _start(tmp_path / "seeded", timeouts)
+    seeded, phases = _start(tmp_path / "seeded", records, timeouts)
     try:
         assert "startup.bootstrap_rbac" in phases, f"a start with a record did not write from it: {phases}"
         written_from_the_record = _defaults(seeded.layout.kubeconfig)

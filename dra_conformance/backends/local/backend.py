@@ -126,6 +126,9 @@ class LocalClusterConfig:
     # The scheduler's client QPS and burst (bench/scheduling --scheduler-qps, as upstream's scheduler_perf lifts
     # them); None leaves the scheduler's defaults, as on a default cluster.
     scheduler_qps: int | None = None
+    # Where the API server's default RBAC objects are recorded, one file per kube binary (bootstrap_rbac.py); None:
+    # beside the binaries, in the build cache.
+    bootstrap_rbac_dir: Path | None = None
 
 
 class LocalBackend:
@@ -367,7 +370,8 @@ class LocalBackend:
 
     def _bootstrap_rbac(self, binaries: Binaries) -> bootstrap_rbac.BootstrapRbac:
         """The record of the default RBAC objects of this cluster's API server binary."""
-        return bootstrap_rbac.BootstrapRbac(bootstrap_rbac.record_path(self.config.cache_dir, binaries.kube))
+        directory = self.config.bootstrap_rbac_dir or self.config.cache_dir / "bootstrap-rbac"
+        return bootstrap_rbac.BootstrapRbac(bootstrap_rbac.record_path(directory, binaries.kube))
 
     def _check_start(self, profile: DriverProfile) -> None:
         """What the profile and the real node need of this machine, checked before anything is built or started."""

@@ -37,9 +37,9 @@ SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "g
 WRITERS = 8
 
 
-def record_path(cache_dir: Path, kube_binary: Path) -> Path:
-    """Where the default RBAC objects of `kube_binary` are recorded (its cache directory names its version)."""
-    return cache_dir / "bootstrap-rbac" / f"{kube_binary.parent.name}.json"
+def record_path(directory: Path, kube_binary: Path) -> Path:
+    """Where in `directory` the default RBAC objects of `kube_binary` are recorded (named by its cache directory)."""
+    return directory / f"{kube_binary.parent.name}.json"
 
 
 def _listers(rbac: client.RbacAuthorizationV1Api) -> dict[str, Callable[..., Any]]:
