@@ -173,8 +173,8 @@ def consumer_problems(
 def in_one_tick(first: dict[str, metrics_api.Sample], second: dict[str, metrics_api.Sample]) -> bool:
     """Whether two versions' reads are of the same objects, each object's two reads of the same sample.
 
-    Per object, not over the read: objects are read one after the other, so a tick that falls between two objects
-    leaves both reads with the same timestamps overall while one object's two reads differ.
+    Per object, not over the read: objects are read one after the other, so a tick that falls between one object's
+    two reads leaves both versions with the same set of timestamps while that object's two samples differ.
     """
     # Same objects too: pods other tests create or delete between the two reads are churn, not disagreement.
     if set(first) != set(second):

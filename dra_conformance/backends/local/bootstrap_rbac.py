@@ -97,8 +97,8 @@ class BootstrapRbac:
         partial.write_text(json.dumps(found, indent=1, sort_keys=True))
         partial.replace(self.path)
 
-    def seed(self, api_client: client.ApiClient, objects: dict[str, list[dict[str, Any]]]) -> int:
-        """Write every recorded object (those the hook wrote first are left as they are); return how many."""
+    def seed(self, api_client: client.ApiClient, objects: dict[str, list[dict[str, Any]]]) -> None:
+        """Write every recorded object (those the hook wrote first are left as they are)."""
         rbac = client.RbacAuthorizationV1Api(api_client)
         creators: dict[str, Callable[[dict[str, Any]], Any]] = {
             "ClusterRole": lambda body: rbac.create_cluster_role(body),
@@ -117,4 +117,3 @@ class BootstrapRbac:
         with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="bootstrap-rbac") as writers:
             for kind in KINDS:
                 list(writers.map(lambda body, kind=kind: create(kind, body), objects[kind]))
-        return sum(len(items) for items in objects.values())
