@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 from kubernetes import client
 
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import Builder, ClaimUse, Manifest
+from dra_conformance.kube.builders import Builder, ClaimUse, Manifest, PodHold
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.node_agent import CDI_SUFFIXES, NodeAgent, NodeLayout
@@ -83,6 +83,16 @@ def tolerations_of(taints: list[Manifest]) -> tuple[Manifest, ...]:
         for taint in taints
         if taint.get("effect") in ("NoSchedule", "NoExecute")
     )
+
+
+def real_node_hold(api_client: client.ApiClient, nodes: tuple[str, ...]) -> PodHold:
+    """How pods allocating claims on `nodes` (real kubelets) are held off those kubelets, tolerating their taints."""
+    core = client.CoreV1Api(api_client)
+    tolerations: list[Manifest] = []
+    for name in nodes:
+        taints = core.read_node(name).to_dict()["spec"].get("taints") or []
+        tolerations += [t for t in tolerations_of(taints) if t not in tolerations]
+    return PodHold(nodes, tuple(tolerations))
 
 
 def running_pod(

@@ -11,6 +11,13 @@ RESOURCE_API = "resource.k8s.io/v1"
 # Pods on fake nodes never run an image; a real registry path keeps the manifests valid for real nodes too.
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
+# Test pods are deleted as the cluster deletes pods: gracefully. The kubelet stops the containers and unprepares the
+# claims before it removes the pod, so the claim is deallocated (and its device allocated again) only after that.
+# With 0 the API server removes the pod at once, and the next pod could be prepared on a device the kubelet had not
+# yet unprepared: a driver that refuses that (on purpose) was failed for the suite's own shortcut. One second: the
+# test workloads (a shell as PID 1) ignore SIGTERM, so a longer grace would only add waiting before the kill.
+TEST_POD_GRACE_SECONDS = 1
+
 
 @dataclass(frozen=True)
 class ClaimUse:
@@ -171,7 +178,7 @@ class Builder:
             "kind": "Pod",
             "metadata": {"name": self.name(prefix), "namespace": self.namespace},
             "spec": {
-                "terminationGracePeriodSeconds": 0,
+                "terminationGracePeriodSeconds": TEST_POD_GRACE_SECONDS,
                 "resourceClaims": references,
                 "containers": [
                     {

@@ -93,9 +93,9 @@ class ResourceTracker:
     def delete(self, obj: Manifest | TrackedObject, *, wait: bool = True, grace_seconds: int | None = None) -> None:
         """Delete one object (background propagation), stop tracking it, and by default wait until it is gone.
 
-        `grace_seconds` overrides a pod's own grace period: the builders' pods have none, so the API server removes
-        them at once, before their kubelet stopped them; with a grace period the pod is gone only once the kubelet
-        finished it (containers stopped, claims unprepared).
+        `grace_seconds` overrides a pod's own grace period (the builders' pods have `TEST_POD_GRACE_SECONDS`): with a
+        grace period the pod is gone only once its kubelet finished it (containers stopped, claims unprepared); with
+        0 the API server removes it at once, before that, which only a check about force deletion should do.
         """
         tracked = obj if isinstance(obj, TrackedObject) else TrackedObject.of(obj)
         with self._lock:

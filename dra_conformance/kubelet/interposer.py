@@ -38,6 +38,14 @@ WORKERS = 16
 HANG_LIMIT = 300.0
 
 
+def answer_is_error(answer: str) -> bool:
+    """Whether a recorded per-claim answer (protobuf text format) carries the claim's `error`.
+
+    `error` is a top-level field: the one line that starts with it unindented (nested device fields are indented).
+    """
+    return any(line.startswith("error:") for line in answer.splitlines())
+
+
 @dataclass(frozen=True)
 class InterposedFault:
     """What the interposer does to calls of `method` (for `claim`, a UID, or every claim when None)."""
@@ -108,6 +116,13 @@ class KubeletInterposer:
     def prepare_answers(self, claim: str) -> list[str]:
         """The driver's answer for `claim` to each NodePrepareResources the kubelet made through the interposer."""
         return [by_claim[claim] for method, by_claim in list(self.answers) if method == PREPARE and claim in by_claim]
+
+    def successful_prepare_answers(self, claim: str) -> list[str]:
+        """The driver's answers for `claim` that prepared it (no per-claim error).
+
+        A refusal the kubelet retries (a device another claim still holds, say) is not a prepare of the claim.
+        """
+        return [answer for answer in self.prepare_answers(claim) if not answer_is_error(answer)]
 
     def _record_answer(self, service: str, method: str, raw: bytes) -> None:
         messages = self.api.dra_v1 if service.startswith("v1.") else self.api.dra_v1beta1

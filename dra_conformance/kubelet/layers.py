@@ -10,11 +10,19 @@
 The answers come from the API only, so the same record is built on any cluster where a real kubelet runs the
 workload. Observation is a poll that keeps the best answer seen per layer: a driver's Ready entry is removed
 again when the kubelet unprepares after the Job finished, and must still count.
+
+A failed prepare is not judged on its first event: the kubelet retries it, and a driver may refuse on purpose what a
+retry gets (a device another claim still holds until the kubelet has unprepared that claim). The driver status
+layer fails only when prepare still fails once the kubelet's retries have had `PREPARE_RETRY_WINDOW`, or when the
+pod can no longer start (the Job failed); a prepare that a retry got through is the layer's success, with the
+refusals in its evidence.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from http import HTTPStatus
@@ -31,6 +39,10 @@ from dra_conformance.kube.pods import START_FAILURES
 DEVICE_MISSING_EXIT = 3
 # The kubelet's event reason when NodePrepareResources fails (pkg/kubelet/events/event.go).
 FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
+# How long a failed prepare may keep failing before the driver status layer says "failed": the kubelet's pod worker
+# retries a sync that failed after its back-off (10 s, jittered by up to half: pkg/kubelet/pod_workers.go), so this
+# is three retries. A refusal that a retry clears (the holder of a device unprepared meanwhile) is not a failure.
+PREPARE_RETRY_WINDOW = 45.0
 
 
 class Layer(StrEnum):
@@ -74,8 +86,9 @@ class FourLayerRecord:
     )
 
     def update(self, layer: Layer, seen: LayerAnswer) -> None:
-        """Keep `seen` if it says more than what the layer holds."""
-        if _RANK[seen.answer] > _RANK[self.answers[layer].answer]:
+        """Keep `seen` if it says more than what the layer holds (a pending layer keeps the latest evidence)."""
+        held = self.answers[layer].answer
+        if _RANK[seen.answer] > _RANK[held] or seen.answer == held == Answer.PENDING:
             self.answers[layer] = seen
 
     def broken_layer(self) -> Layer | None:
@@ -116,28 +129,66 @@ def allocation_answer(claim: dict[str, Any] | None, driver: str, pod: client.V1P
     return LayerAnswer(Answer.PENDING, "no allocation yet")
 
 
+@dataclass(frozen=True)
+class PrepareFailures:
+    """The kubelet's FailedPrepareDynamicResources messages for the workload's pod, and how long prepare failed.
+
+    `failing_for`: seconds since the first such event was seen, the container not started since.
+    """
+
+    messages: tuple[str, ...] = ()
+    failing_for: float = 0.0
+
+    def outlasted_retries(self, window: float = PREPARE_RETRY_WINDOW) -> bool:
+        """Whether prepare kept failing through the kubelet's retries."""
+        return bool(self.messages) and self.failing_for >= window
+
+    def summary(self) -> str:
+        """The count and the last message, for evidence."""
+        return f"{len(self.messages)} {FAILED_PREPARE_REASON} event(s), the last: {self.messages[-1]}"
+
+
 def driver_status_answer(
-    claim: dict[str, Any] | None, driver: str, failed_prepares: list[str], *, declares_status: bool, started: bool
+    claim: dict[str, Any] | None,
+    driver: str,
+    failures: PrepareFailures,
+    *,
+    declares_status: bool,
+    started: bool,
+    pod_done: bool = False,
 ) -> LayerAnswer:
-    """Layer 2 from the driver's status.devices entries, or the kubelet's prepare-failure events."""
-    if failed_prepares:
-        return LayerAnswer(Answer.FAILED, f"{FAILED_PREPARE_REASON}: {failed_prepares[-1]}")
+    """Layer 2 from the driver's status.devices entries, or the kubelet's prepare failures once they are final.
+
+    Final: prepare kept failing through the kubelet's retries, or the pod ended without starting.
+    """
+    if failures.messages and not started:
+        if failures.outlasted_retries() or pod_done:
+            why = "the pod ended without starting" if pod_done else f"still failing after {failures.failing_for:.0f} s"
+            return LayerAnswer(Answer.FAILED, f"{why}: {failures.summary()}")
+        return LayerAnswer(
+            Answer.PENDING, f"the kubelet retries a failed prepare ({failures.failing_for:.0f} s): {failures.summary()}"
+        )
+    retried = f" (after the kubelet retried: {failures.summary()})" if failures.messages else ""
     entries = [e for e in device_statuses(claim or {}) if e["driver"] == driver]
     ready = [e["device"] for e in entries if (device_condition(e, "Ready") or {}).get("status") == "True"]
     if ready:
-        return LayerAnswer(Answer.OK, f"Ready entries for {ready}")
+        return LayerAnswer(Answer.OK, f"Ready entries for {ready}{retried}")
     # Conditions are optional (the Ready condition is a "should"): an entry without any, once the container
     # started, is the driver's whole report; one with conditions and no Ready=True is not configured yet.
     unconditioned = [e["device"] for e in entries if not e.get("conditions")]
     if unconditioned and started:
-        return LayerAnswer(Answer.OK, f"entries without conditions for {unconditioned} and the container started")
+        return LayerAnswer(
+            Answer.OK, f"entries without conditions for {unconditioned} and the container started{retried}"
+        )
     if not declares_status and started:
-        return LayerAnswer(Answer.OK, "the kubelet started the container, so prepare succeeded (no status declared)")
+        return LayerAnswer(
+            Answer.OK, f"the kubelet started the container, so prepare succeeded (no status declared){retried}"
+        )
     if not declares_status:
         return LayerAnswer(Answer.NOT_REPORTED, "the driver declares no status.devices")
     # The entries' conditions, not their data or networkData: infrastructure metadata, and not what is awaited here.
     conditions = {e["device"]: e.get("conditions") for e in entries}
-    return LayerAnswer(Answer.PENDING, f"no Ready entry of {driver} yet: conditions {conditions}")
+    return LayerAnswer(Answer.PENDING, f"no Ready entry of {driver} yet: conditions {conditions}{retried}")
 
 
 def _container_state(pod: client.V1Pod | None) -> Any:
@@ -190,13 +241,22 @@ class WorkloadObserver:
     """Polls one Job with a claim and fills its four-layer record."""
 
     def __init__(
-        self, api_client: client.ApiClient, namespace: str, job: str, driver: str, *, declares_status: bool
+        self,
+        api_client: client.ApiClient,
+        namespace: str,
+        job: str,
+        driver: str,
+        *,
+        declares_status: bool,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """Observe Job `job` in `namespace`, whose claim is allocated from `driver`."""
         self.core, self.batch = client.CoreV1Api(api_client), client.BatchV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.namespace, self.job, self.driver, self.declares_status = namespace, job, driver, declares_status
         self.record = FourLayerRecord(f"{namespace}/{job}")
+        self.clock = clock
+        self._first_failure: float | None = None
 
     def _claim(self, pod: client.V1Pod | None) -> dict[str, Any] | None:
         names = [s.resource_claim_name for s in (pod.status.resource_claim_statuses or [])] if pod else []
@@ -219,15 +279,30 @@ class WorkloadObserver:
         pods = self.core.list_namespaced_pod(self.namespace, label_selector=f"job-name={self.job}").items
         pod = pods[0] if pods else None
         claim = self._claim(pod)
-        failed = failed_prepare_messages(self.core, self.namespace, pod.metadata.name) if pod else []
+        failures = self._failures(pod)
+        job = job_answer(self.batch.read_namespaced_job_status(self.job, self.namespace))
         record = self.record
         record.update(Layer.ALLOCATION, allocation_answer(claim, self.driver, pod))
         record.update(
             Layer.DRIVER_STATUS,
             driver_status_answer(
-                claim, self.driver, failed, declares_status=self.declares_status, started=started(pod)
+                claim,
+                self.driver,
+                failures,
+                declares_status=self.declares_status,
+                started=started(pod),
+                pod_done=job.answer == Answer.FAILED,
             ),
         )
         record.update(Layer.READINESS, readiness_answer(pod))
-        record.update(Layer.JOB_OUTCOME, job_answer(self.batch.read_namespaced_job_status(self.job, self.namespace)))
+        record.update(Layer.JOB_OUTCOME, job)
         return record
+
+    def _failures(self, pod: client.V1Pod | None) -> PrepareFailures:
+        messages = tuple(failed_prepare_messages(self.core, self.namespace, pod.metadata.name)) if pod else ()
+        if not messages:
+            return PrepareFailures()
+        now = self.clock()
+        if self._first_failure is None:
+            self._first_failure = now
+        return PrepareFailures(messages, now - self._first_failure)

@@ -34,6 +34,7 @@ from dra_conformance.driver.real_node import (
     RealNodeTarget,
     busybox_on,
     endpoint_from,
+    real_node_hold,
     tolerations_of,
 )
 from dra_conformance.driver.reference import (
@@ -86,7 +87,7 @@ def driver_profile(conformance_run: None, pytestconfig: pytest.Config) -> Driver
 
 @pytest.fixture(scope="session")
 def driver_under_test(
-    request: pytest.FixtureRequest, cluster: ClusterInfo, driver_profile: DriverProfile
+    request: pytest.FixtureRequest, cluster: ClusterInfo, driver_profile: DriverProfile, api_client: client.ApiClient
 ) -> DriverUnderTest:
     """The driver being certified, with the kubelet-plugin sockets of it that this machine can reach.
 
@@ -96,7 +97,13 @@ def driver_under_test(
     if any(e.driver == driver_profile.driver for e in cluster.drivers) or not cluster.real_nodes:
         ours = driver_profile.driver
         endpoints = {e.node: e for e in cluster.drivers if e.driver == ours and e.node in cluster.nodes}
-        return DriverUnderTest(driver_profile, endpoints)
+        if endpoints or not driver_profile.real_nodes_only:
+            return DriverUnderTest(driver_profile, endpoints)
+        # A driver on real nodes only (fixed kubelet paths, installed as shipped): the backend's real nodes run it
+        # and their sockets are files on this machine. Socket checks and scenarios use those nodes, with their pods
+        # held off the real kubelet (`PodHold`), as on a cluster the suite did not build.
+        on_real = {e.node: e for e in cluster.drivers if e.driver == ours and e.node in cluster.real_nodes}
+        return DriverUnderTest(driver_profile, on_real, real_node_hold(api_client, tuple(on_real)) if on_real else None)
     reached: NodeSockets = request.getfixturevalue("node_sockets")
     return DriverUnderTest(driver_profile, reached.endpoints, reached.hold, reached.why_none(), reached.resync)
 

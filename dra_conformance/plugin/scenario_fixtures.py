@@ -27,7 +27,7 @@ from dra_conformance.errors import FixtureError
 from dra_conformance.kube.builders import Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, BackendCapability, ClusterInfo
+from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, ClusterInfo
 from dra_conformance.model.masking import ObservedMask
 from dra_conformance.plugin.exits import refuse
 from dra_conformance.scenarios import catalog
@@ -104,17 +104,18 @@ def shared_target(
     lease: Callable[[str, tuple[str, ...]], str],
 ) -> ScenarioTarget:
     """A leased node of the driver under test, checked to publish the devices its profile declares."""
-    if driver.profile.real_nodes_only and BackendCapability.KWOK_NODES in cluster.capabilities:
+    if driver.profile.real_nodes_only and driver.hold is None:
         pytest.skip(REAL_NODES_ONLY)
     tolerations: tuple[Manifest, ...] = ()
     # The driver's sockets on every node, the set-aside ones included (DriverUnderTest leaves those out).
     endpoints = {e.node: e for e in cluster.drivers if e.driver == driver.name}
-    if cluster.set_aside_nodes:
-        pool, nodes, tolerations = "set-aside", cluster.set_aside_nodes, (SET_ASIDE_TOLERATION,)
-    elif driver.hold is not None:
-        # A cluster the suite did not build: the driver's nodes with real kubelets, whose sockets node agents
-        # reach. Leased as kubelet-mode checks lease them; the scenario's pods are held there (`PodHold`).
+    if driver.hold is not None:
+        # The driver's nodes with real kubelets (a cluster the suite did not build, whose sockets node agents
+        # reach, or the local backend's real nodes for a driver that runs there only). Leased as kubelet-mode
+        # checks lease them; the scenario's pods are held there (`PodHold`).
         pool, nodes, tolerations, endpoints = "real", tuple(driver.endpoints), driver.hold.tolerations, driver.endpoints
+    elif cluster.set_aside_nodes:
+        pool, nodes, tolerations = "set-aside", cluster.set_aside_nodes, (SET_ASIDE_TOLERATION,)
     else:
         pool, nodes = "driver-nodes", tuple(n for n in cluster.nodes if node_pools(api_client, driver.name, n))
     if needs_prepare:

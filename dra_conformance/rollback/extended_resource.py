@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import PAUSE_IMAGE, RESOURCE_API, Manifest, pin_to_node
+from dra_conformance.kube.builders import PAUSE_IMAGE, RESOURCE_API, TEST_POD_GRACE_SECONDS, Manifest, pin_to_node
 from dra_conformance.kube.nodes import named_nodes
 from dra_conformance.kube.pods import describe_pod, pod_ready, scheduled_condition
 from dra_conformance.model.stats import percentile
@@ -206,7 +206,11 @@ class ExtendedResourceRehearsal:
             "image": PAUSE_IMAGE,
             "resources": {"requests": quantity, "limits": quantity},
         }
-        spec: Manifest = {"terminationGracePeriodSeconds": 0, "affinity": pin_to_node(node), "containers": [container]}
+        spec: Manifest = {
+            "terminationGracePeriodSeconds": TEST_POD_GRACE_SECONDS,
+            "affinity": pin_to_node(node),
+            "containers": [container],
+        }
         if self.on_real_plugin_node(node):
             container.update(image=self.plugin.image, imagePullPolicy="IfNotPresent")
             if self.plugin.shell:

@@ -8,16 +8,19 @@ from kubernetes import client
 
 from dra_conformance.kubelet.layers import (
     DEVICE_MISSING_EXIT,
+    PREPARE_RETRY_WINDOW,
     Answer,
     FourLayerRecord,
     Layer,
     LayerAnswer,
+    PrepareFailures,
     allocation_answer,
     driver_status_answer,
     readiness_answer,
 )
 
 DRIVER = "gpu.example.com"
+NO_FAILURES = PrepareFailures()
 
 
 def _claim(*, allocated: bool = True, ready: bool = False) -> dict[str, Any]:
@@ -51,24 +54,45 @@ def test_the_first_failed_layer_in_workload_order_is_the_broken_one() -> None:
 def test_a_success_seen_once_survives_a_later_poll_that_sees_nothing() -> None:
     record = FourLayerRecord("ns/job")
     record.update(
-        Layer.DRIVER_STATUS, driver_status_answer(_claim(ready=True), DRIVER, [], declares_status=True, started=True)
+        Layer.DRIVER_STATUS,
+        driver_status_answer(_claim(ready=True), DRIVER, NO_FAILURES, declares_status=True, started=True),
     )
     # After the Job finished the kubelet unprepared, and the driver removed its entry.
-    record.update(Layer.DRIVER_STATUS, driver_status_answer(_claim(), DRIVER, [], declares_status=True, started=True))
+    record.update(
+        Layer.DRIVER_STATUS, driver_status_answer(_claim(), DRIVER, NO_FAILURES, declares_status=True, started=True)
+    )
     assert record.answers[Layer.DRIVER_STATUS].answer == Answer.OK
 
 
-def test_a_failed_prepare_event_fails_the_driver_layer_whatever_the_status_says() -> None:
-    answer = driver_status_answer(
-        _claim(), DRIVER, ["NodePrepareResources: injected"], declares_status=False, started=False
-    )
-    assert answer.answer == Answer.FAILED and "injected" in answer.evidence
+def test_a_prepare_still_failing_after_the_kubelets_retries_fails_the_driver_layer_whatever_the_status_says() -> None:
+    failures = PrepareFailures(("NodePrepareResources: injected",) * 4, PREPARE_RETRY_WINDOW)
+    answer = driver_status_answer(_claim(), DRIVER, failures, declares_status=False, started=False)
+    assert answer.answer == Answer.FAILED and "injected" in answer.evidence, answer
+
+
+def test_a_first_failed_prepare_event_is_not_judged_while_the_kubelet_retries() -> None:
+    failures = PrepareFailures(("device gpu-0 is held by claim ns/old",), PREPARE_RETRY_WINDOW / 3)
+    answer = driver_status_answer(_claim(ready=True), DRIVER, failures, declares_status=True, started=False)
+    assert answer.answer == Answer.PENDING and "retries" in answer.evidence, answer
+
+
+def test_a_prepare_a_retry_got_through_passes_the_driver_layer_naming_the_refusals() -> None:
+    failures = PrepareFailures(("device gpu-0 is held by claim ns/old",), PREPARE_RETRY_WINDOW * 2)
+    answer = driver_status_answer(_claim(ready=True), DRIVER, failures, declares_status=True, started=True)
+    assert answer.answer == Answer.OK and "held by claim ns/old" in answer.evidence, answer
+
+
+def test_a_failed_prepare_of_a_pod_that_ended_without_starting_fails_at_once() -> None:
+    failures = PrepareFailures(("injected",), 0.0)
+    answer = driver_status_answer(_claim(), DRIVER, failures, declares_status=True, started=False, pod_done=True)
+    assert answer.answer == Answer.FAILED, answer
 
 
 def test_a_driver_without_declared_status_is_vouched_for_by_the_started_container() -> None:
-    assert driver_status_answer(_claim(), DRIVER, [], declares_status=False, started=True).answer == Answer.OK
+    assert driver_status_answer(_claim(), DRIVER, NO_FAILURES, declares_status=False, started=True).answer == Answer.OK
     assert (
-        driver_status_answer(_claim(), DRIVER, [], declares_status=False, started=False).answer == Answer.NOT_REPORTED
+        driver_status_answer(_claim(), DRIVER, NO_FAILURES, declares_status=False, started=False).answer
+        == Answer.NOT_REPORTED
     )
 
 
@@ -100,7 +124,9 @@ def test_a_record_is_decided_by_a_failure_or_a_finished_job() -> None:
 def test_a_declared_status_entry_without_conditions_vouches_once_the_container_started() -> None:
     claim = _claim()
     claim["status"]["devices"] = [{"driver": DRIVER, "pool": "n", "device": "gpu-0", "data": {"uuid": "x"}}]
-    assert driver_status_answer(claim, DRIVER, [], declares_status=True, started=True).answer == Answer.OK
-    assert driver_status_answer(claim, DRIVER, [], declares_status=True, started=False).answer == Answer.PENDING
+    assert driver_status_answer(claim, DRIVER, NO_FAILURES, declares_status=True, started=True).answer == Answer.OK
+    assert (
+        driver_status_answer(claim, DRIVER, NO_FAILURES, declares_status=True, started=False).answer == Answer.PENDING
+    )
     claim["status"]["devices"][0]["conditions"] = [{"type": "Ready", "status": "False"}]
-    assert driver_status_answer(claim, DRIVER, [], declares_status=True, started=True).answer == Answer.PENDING
+    assert driver_status_answer(claim, DRIVER, NO_FAILURES, declares_status=True, started=True).answer == Answer.PENDING
