@@ -12,7 +12,9 @@ RESOURCE_API = "resource.k8s.io/v1"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 # Test pods are deleted as the cluster deletes pods: gracefully. The kubelet stops the containers and unprepares the
-# claims before it removes the pod, so the claim is deallocated (and its device allocated again) only after that.
+# claims before it reports the pod terminal (k8s.io/kubernetes@v1.37.2 pkg/kubelet/kubelet.go:2439-2445), and the
+# resourceclaim controller releases a scheduled pod's claim only once the pod is terminal or gone
+# (pkg/controller/resourceclaim/controller.go:1810 isPodDone), so the device is allocated again only after that.
 # With 0 the API server removes the pod at once, and the next pod could be prepared on a device the kubelet had not
 # yet unprepared: a driver that refuses that (on purpose) was failed for the suite's own shortcut. One second: the
 # test workloads (a shell as PID 1) ignore SIGTERM, so a longer grace would only add waiting before the kill.

@@ -40,8 +40,9 @@ DEVICE_MISSING_EXIT = 3
 # The kubelet's event reason when NodePrepareResources fails (pkg/kubelet/events/event.go).
 FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
 # How long a failed prepare may keep failing before the driver status layer says "failed": the kubelet's pod worker
-# retries a sync that failed after its back-off (10 s, jittered by up to half: pkg/kubelet/pod_workers.go), so this
-# is three retries. A refusal that a retry clears (the holder of a device unprepared meanwhile) is not a failure.
+# retries a sync that failed after its back-off of 10 s jittered by up to half (k8s.io/kubernetes@v1.37.2
+# pkg/kubelet/kubelet.go:223, pod_workers.go:330 and :1061), so this is three retries at least. A refusal that a
+# retry clears (the holder of a device unprepared meanwhile) is not a failure.
 PREPARE_RETRY_WINDOW = 45.0
 
 
