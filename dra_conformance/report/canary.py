@@ -1,14 +1,15 @@
 """The canary gate: may the DRA path take more traffic? Four rules, each with its figure, its threshold and pass/hold.
 
 1. **Latency.** Allocation p95 and pod-ready p95 of the DRA path against the baseline path. Both paths are measured
-   by the rollback rehearsal's canary measurement (`suites/rollback`, phase `after_change`): the same workload (one
-   unit of an extended resource) on the device-plugin path and on the DRA path, one pod at a time, in the same run
-   on the same cluster. Pod-ready is creation to Ready as the rehearsal timed it; allocation is creation to bound,
-   read from the audit log (the scheduler binds only after it has written the claim's allocation, so on the DRA
-   path this includes the device decision). Without a baseline (no rehearsal in this run or its state file, or no
-   baseline sample got there) the threshold is the configured SLO instead; allocation is then taken from every pod
-   of this run the scheduler allocated claims for, pod-ready has no data (the suites' own pods include prepares
-   delayed or failed on purpose, so only the canary measurement says how long a pod takes to get Ready).
+   by the device-plugin rollback rehearsal's canary measurement (`suites/rollback/test_device_plugin_rollback.py`,
+   phase `after_change`): the same workload (one unit of an extended resource) on the device-plugin path and on the
+   DRA path, one pod at a time, in the same run on the same cluster. Pod-ready is creation to Ready as the
+   rehearsal timed it; allocation is creation to bound, read from the audit log (the scheduler binds only after it
+   has written the claim's allocation, so on the DRA path this includes the device decision). Without a baseline
+   (no rehearsal in this run or its state file, or no baseline sample got there) the threshold is the configured
+   SLO instead; allocation is then taken from every pod of this run the scheduler allocated claims for, pod-ready
+   has no data (the suites' own pods include prepares delayed or failed on purpose, so only the canary measurement
+   says how long a pod takes to get Ready).
    Tolerance: the DRA p95 may exceed the baseline p95 by 25 % or 0.25 s, whichever is larger. The relative part is
    what a canary may cost on real nodes, where pod-ready is seconds; the absolute part covers the DRA path's fixed
    extra API writes (the claim the scheduler creates, its allocation) and the noise of a p95 over 8 samples (the
@@ -29,7 +30,10 @@
    `FailedScheduling` events "timed out trying to allocate devices" seen during the run; no check provokes them.
 3. **Job-start failures after successful allocation**, against the baseline: canary pods that were bound (allocated)
    but never got Ready, on the DRA path, no more than on the device-plugin path.
-4. **Rollback rehearsed**: yes with its date when the rehearsal recorded all its phases and rolled back cleanly.
+4. **Device-plugin rollback rehearsed**: yes with its date when the device-plugin rollback (DRA -> device plugin,
+   `suites/rollback/test_device_plugin_rollback.py`) recorded all its phases and rolled back cleanly. The metrics
+   API rollback (metrics.k8s.io v1 -> v1beta1) the same rollback report may hold is not this rule's: the summary
+   reports it apart, under its own name.
 5. **Kubelet-observed prepare p95**: the kubelets of the real nodes measure every NodePrepareResources call they
    make to the driver under test (`kubelet.dra_metrics`); its p95 over the run, against a fallback SLO of 2 s, is
    printed next to the suite's own client-side p95 of the calls it made playing the kubelet on fake nodes. 2 s: a
@@ -76,6 +80,10 @@ ERROR_BUDGET = 0
 CANARY_PATHS = {baseline_prefix(path): path for path in (DEVICE_PLUGIN, DRA)}
 # The device plugin <-> DRA rehearsal's name in a rollback report that holds several (rollback.state).
 DRA_REHEARSAL = "device-plugin-dra"
+# How reports name that rehearsal, apart from the metrics API rollback (v1 -> v1beta1) the same report may hold,
+# and rule 4, which judges it alone.
+DEVICE_PLUGIN_ROLLBACK = "device-plugin rollback (DRA -> device plugin)"
+REHEARSAL_RULE = "device-plugin rollback rehearsed"
 SCHEDULER = "system:kube-scheduler"
 ALLOCATION_TIMEOUT = "timed out trying to allocate devices"
 # Status write answers that are the protocol, not errors: gone, conflict, throttled.
@@ -313,7 +321,8 @@ def provocations(entries: Iterable[dict[str, Any]]) -> list[Provoked]:
 # --- rules ------------------------------------------------------------------------------------------------------
 
 NO_REHEARSAL = (
-    "no canary measurement (the rollback rehearsal measures both paths: none in this run or --dra-rollback-state)"
+    "no canary measurement (the device-plugin rollback rehearsal measures both paths: none in this run or "
+    "--dra-rollback-state)"
 )
 
 
@@ -450,12 +459,17 @@ def job_start_rule(inputs: Inputs) -> Rule:
 
 
 def rehearsal_rule(inputs: Inputs) -> Rule:
-    """Rule 4: the rollback was rehearsed (every phase recorded) and rolled back cleanly; its date."""
-    name = "rollback rehearsed"
+    """Rule 4: the device-plugin rollback was rehearsed (every phase recorded) and rolled back cleanly; its date."""
+    name = REHEARSAL_RULE
     threshold = "yes, every phase recorded, rolled back cleanly"
     report = inputs.rollback
     if report is None:
-        return Rule(name, "no (no rehearsal in this run nor in --dra-rollback-state)", threshold, RuleResult.HOLD)
+        return Rule(
+            name,
+            "no (no device-plugin rollback rehearsal in this run nor in --dra-rollback-state)",
+            threshold,
+            RuleResult.HOLD,
+        )
     phases = {p["phase"]: p for p in report.get("phases", [])}
     recorded = [name for name, p in phases.items() if p.get("outcome") != "not run"]
     last = phases.get("after_rollback", {})

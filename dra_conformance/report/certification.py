@@ -31,6 +31,7 @@ from dra_conformance.model.read_exposure import markdown_line as read_exposure_l
 from dra_conformance.model.read_exposure import summary_finding as read_exposure_finding
 from dra_conformance.model.records import read_records
 from dra_conformance.report import canary as canary_gate
+from dra_conformance.rollback.metrics_rehearsal import REHEARSAL as METRICS_REHEARSAL
 
 NOT_APPLICABLE_PREFIX = "not applicable:"
 # The skip reason of checks the suite's identity has no rights for (`--allow-partial`): never a certifying skip.
@@ -47,6 +48,14 @@ SUMMARY_MARKDOWN = "summary.md"
 # Artifacts of other parts of the run the summary quotes, when the run wrote them.
 METRICS_VERDICT = "metrics-verdict.json"
 ROLLBACK_REPORT = "rollback-report.json"
+# The rollback report's two rehearsals, each under its own key and name: the metrics API rollback
+# (suites/rollback/test_metrics_rollback.py) and the device-plugin rollback the canary gate's rule 4 judges
+# (suites/rollback/test_device_plugin_rollback.py). Summaries written before held both, one verdict over them, under
+# "rollback_rehearsal" (the fleet report still reads it).
+METRICS_API_ROLLBACK_KEY = "metrics_api_rollback"
+METRICS_API_ROLLBACK = "metrics API rollback (v1 -> v1beta1)"
+DEVICE_PLUGIN_ROLLBACK_KEY = "device_plugin_rollback"
+DEVICE_PLUGIN_ROLLBACK = canary_gate.DEVICE_PLUGIN_ROLLBACK
 
 
 class Outcome(StrEnum):
@@ -357,14 +366,27 @@ def summarize(
         if canary is not None
         else {"state": "not evaluated", "why": "no canary inputs were given to the summary"},
         "metrics_verdict": metrics if metrics is not None else {"state": "not run"},
-        "rollback_rehearsal": (
-            {k: rollback[k] for k in ("verdict", "failed_phase", "rollback_seconds")}
-            | {"rehearsed_at": _rehearsed_at(rollback)}
-            if rollback is not None
-            else {"state": "not run"}
-        ),
+        METRICS_API_ROLLBACK_KEY: _rollback(rollback, METRICS_REHEARSAL),
+        DEVICE_PLUGIN_ROLLBACK_KEY: _rollback(rollback, canary_gate.DRA_REHEARSAL),
         "flake_record": {"state": "one run", "why": "pass rates per test come from `dra-conformance run --repeat N`"},
         "read_exposure": read_exposure_finding(read_records(run_dir, READ_EXPOSURE_RECORDS)),
+    }
+
+
+def _rollback(report: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    """One rehearsal of the rollback report: its verdict, first failed phase, rollback time and date, or not run.
+
+    A report without `rehearsals` (written before the metrics API rollback existed) is the device-plugin one alone.
+    """
+    rehearsals = (report or {}).get("rehearsals")
+    if isinstance(rehearsals, dict):
+        own = rehearsals.get(name)
+    else:
+        own = report if name == canary_gate.DRA_REHEARSAL else None
+    if not own:
+        return {"state": "not run"}
+    return {k: own.get(k) for k in ("verdict", "failed_phase", "rollback_seconds")} | {
+        "rehearsed_at": _rehearsed_at(own)
     }
 
 
@@ -415,7 +437,8 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "## Other decisions",
         "",
         f"- metrics verdict: {_short(summary['metrics_verdict'])}",
-        f"- rollback rehearsal: {summary['rollback_rehearsal']}",
+        f"- {METRICS_API_ROLLBACK}: {summary[METRICS_API_ROLLBACK_KEY]}",
+        f"- {DEVICE_PLUGIN_ROLLBACK}: {summary[DEVICE_PLUGIN_ROLLBACK_KEY]}",
         f"- flake record: {summary['flake_record']}",
         read_exposure_line(summary.get("read_exposure") or read_exposure_finding([])),
     ]

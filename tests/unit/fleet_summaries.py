@@ -42,7 +42,8 @@ def summary(
         "suites": {"protocol": {"counts": {}, "reasons": [], "failed": list(failed), "errors": []}},
         "canary_gate": {"state": "pass", "rules": []},
         "metrics_verdict": {"state": "not run"},
-        "rollback_rehearsal": {"state": "not run"},
+        "metrics_api_rollback": {"state": "not run"},
+        "device_plugin_rollback": {"state": "not run"},
     }
     if read_exposure is not None:
         document["read_exposure"] = read_exposure

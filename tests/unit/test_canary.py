@@ -189,7 +189,7 @@ def test_without_a_rehearsal_allocation_falls_back_to_the_slo_and_pod_ready_has_
     assert allocation["result"] == "pass" and allocation["threshold"].startswith("<= 2.0 s (configured SLO"), gate
     assert "3 pods of this run" in allocation["figure"], allocation
     assert _rule(gate, "pod-ready p95")["result"] == "no data", gate
-    assert _rule(gate, "rollback rehearsed")["result"] == "hold", "no rehearsal is a hold, not a pass"
+    assert _rule(gate, canary.REHEARSAL_RULE)["result"] == "hold", "no rehearsal is a hold, not a pass"
     assert gate["state"] == "hold", gate
 
 
@@ -269,11 +269,11 @@ def test_dra_pods_bound_but_never_ready_beyond_the_baseline_hold() -> None:
     assert "2 of 8 never Ready (bound or not" in rule["figure"], f"without the audit log every miss counts: {rule}"
 
 
-# --- rule 4: rollback rehearsed -----------------------------------------------------------------------------------
+# --- rule 4: device-plugin rollback rehearsed ---------------------------------------------------------------------
 
 
 def test_a_clean_rehearsal_passes_with_its_dates() -> None:
-    rule = _rule(canary.evaluate(_inputs(), Policy()), "rollback rehearsed")
+    rule = _rule(canary.evaluate(_inputs(), Policy()), canary.REHEARSAL_RULE)
     assert rule["result"] == "pass", rule
     assert rule["figure"] == "yes, 2026-11-30T12:00:01+00:00 to 2026-11-30T12:00:05+00:00: rolled back cleanly"
 
@@ -281,10 +281,10 @@ def test_a_clean_rehearsal_passes_with_its_dates() -> None:
 def test_a_rehearsal_not_finished_or_not_clean_holds() -> None:
     partial = _rollback()
     partial["phases"][2] = {"phase": "after_rollback", "outcome": "not run"}
-    rule = _rule(canary.evaluate(_inputs(rollback=partial), Policy()), "rollback rehearsed")
+    rule = _rule(canary.evaluate(_inputs(rollback=partial), Policy()), canary.REHEARSAL_RULE)
     assert rule["result"] == "hold" and rule["figure"] == "no (phases recorded: before, after_change)", rule
     failed = _rollback(verdict="not rolled back cleanly", failed_phase="after_rollback")
-    rule = _rule(canary.evaluate(_inputs(rollback=failed), Policy()), "rollback rehearsed")
+    rule = _rule(canary.evaluate(_inputs(rollback=failed), Policy()), canary.REHEARSAL_RULE)
     assert rule["result"] == "hold" and "first failed phase after_rollback" in rule["figure"], rule
 
 
@@ -296,7 +296,7 @@ def test_with_several_rehearsals_the_dra_rehearsals_own_verdict_decides() -> Non
         failed_phase="metrics: after_change",
         rehearsals={canary.DRA_REHEARSAL: own, "metrics": other},
     )
-    rule = _rule(canary.evaluate(_inputs(rollback=report), Policy()), "rollback rehearsed")
+    rule = _rule(canary.evaluate(_inputs(rollback=report), Policy()), canary.REHEARSAL_RULE)
     assert rule["result"] == "pass", rule
 
 
@@ -309,9 +309,11 @@ def test_the_summary_carries_the_gate_in_json_markdown_and_the_short_form(tmp_pa
     summary = summarize([], facts, tmp_path, gate)
     assert summary["canary_gate"]["state"] == GateVerdict.HOLD, summary["canary_gate"]
     markdown = render_markdown(summary)
-    assert "## Canary gate: hold" in markdown and "| rollback rehearsed | no (no rehearsal" in markdown, markdown
+    assert "## Canary gate: hold" in markdown, markdown
+    assert "| device-plugin rollback rehearsed | no (no device-plugin rollback rehearsal" in markdown, markdown
     printed = "\n".join(terminal_lines(summary))
     assert "canary gate: hold" in printed and "pod-ready p95: no data" in printed, printed
+    assert "device-plugin rollback rehearsed: hold: no (no device-plugin rollback rehearsal" in printed, printed
     assert {rule["result"] for rule in gate["rules"]} <= {str(r) for r in RuleResult}, gate
 
 

@@ -6,12 +6,24 @@ import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import pytest
 
 from dra_conformance.cli import EXIT_USAGE, main
-from dra_conformance.report.certification import CheckResult, Outcome, RunFacts, summarize, write_summary
-from dra_conformance.report.fleet.runs import NO_OBLIGATION, TimeSource, run_of
+from dra_conformance.report import canary
+from dra_conformance.report.certification import (
+    CheckResult,
+    Outcome,
+    RunFacts,
+    render_markdown,
+    summarize,
+    write_summary,
+)
+from dra_conformance.report.fleet.document import fleet_document
+from dra_conformance.report.fleet.markdown import render_markdown as render_fleet_markdown
+from dra_conformance.report.fleet.merge import DEFAULT_STALE_AFTER, build_fleet
+from dra_conformance.report.fleet.runs import NO_OBLIGATION, Rehearsal, TimeSource, run_of
 from dra_conformance.report.fleet.sources import FleetInputError, FoundSummary, escapes, read_inputs
 from tests.unit.fleet_summaries import summary, tar_bytes, write_run
 
@@ -190,25 +202,67 @@ def test_failed_obligations_are_counted_from_failed_checks_and_an_unexpected_dri
     }, failed
 
 
-def test_the_rehearsal_date_comes_from_the_summary_else_from_the_canary_gate_figure() -> None:
+def test_each_rollback_comes_from_its_own_section_the_device_plugin_one_else_from_the_canary_gate_figure() -> None:
     document = summary()
-    document["rollback_rehearsal"] = {"verdict": "rolled back cleanly", "rehearsed_at": "2026-11-30T21:00:53+00:00"}
-    rehearsal = run_of(_found(document)).rehearsal
-    assert (rehearsal.at, rehearsal.verdict) == (datetime(2026, 11, 30, 21, 0, 53, tzinfo=UTC), "rolled back cleanly")
-    old = summary()
-    old["canary_gate"]["rules"] = [
+    document["metrics_api_rollback"] = {"verdict": "not rolled back cleanly", "rehearsed_at": "2026-11-30T21:01:10Z"}
+    document["device_plugin_rollback"] = {"verdict": "rolled back cleanly", "rehearsed_at": "2026-11-30T21:00:53Z"}
+    run = run_of(_found(document))
+    assert (run.metrics_api_rollback.at, run.metrics_api_rollback.verdict) == (
+        datetime(2026, 11, 30, 21, 1, 10, tzinfo=UTC),
+        "not rolled back cleanly",
+    )
+    assert (run.device_plugin_rollback.at, run.device_plugin_rollback.verdict) == (
+        datetime(2026, 11, 30, 21, 0, 53, tzinfo=UTC),
+        "rolled back cleanly",
+    )
+    judged = summary()  # the gate judged a rehearsal of an earlier run (--dra-rollback-state)
+    judged["canary_gate"]["rules"] = [
         {
-            "rule": "rollback rehearsed",
+            "rule": "device-plugin rollback rehearsed",
             "figure": "yes, 2026-11-29T21:00:51+00:00 to 2026-11-29T21:00:53+00:00: not rolled back cleanly",
             "result": "hold",
         }
     ]
-    from_gate = run_of(_found(old)).rehearsal
-    assert (from_gate.at, from_gate.verdict) == (
+    from_gate = run_of(_found(judged))
+    assert (from_gate.device_plugin_rollback.at, from_gate.device_plugin_rollback.verdict) == (
         datetime(2026, 11, 29, 21, 0, 53, tzinfo=UTC),
         "not rolled back cleanly",
     )
-    assert run_of(_found(summary())).rehearsal.at is None
+    assert from_gate.metrics_api_rollback == Rehearsal(None, "not rehearsed"), from_gate
+    plain = run_of(_found(summary()))
+    assert plain.metrics_api_rollback == plain.device_plugin_rollback == Rehearsal(None, "not rehearsed"), plain
+
+
+def _older(verdict: str, rehearsed_at: str | None, rule: tuple[str, str] | None) -> dict[str, Any]:
+    """A summary of a version that held both rollbacks under `rollback_rehearsal`; rule 4 under its old name."""
+    document = summary()
+    del document["metrics_api_rollback"], document["device_plugin_rollback"]
+    document["rollback_rehearsal"] = {"verdict": verdict, "failed_phase": None, "rehearsed_at": rehearsed_at}
+    if rule is not None:
+        document["canary_gate"] = {"state": rule[1], "rules": [{"rule": "rollback rehearsed", "figure": rule[0]}]}
+    return document
+
+
+def test_older_summaries_with_one_verdict_over_both_rollbacks_are_told_apart_where_they_can_be() -> None:
+    # The report the fleet contradicted itself on: the metrics API rollback alone ran, the gate held on the other.
+    metrics_alone = run_of(_found(_older("rolled back cleanly", None, ("no (phases recorded: none)", "hold"))))
+    assert metrics_alone.metrics_api_rollback == Rehearsal(None, "rolled back cleanly"), metrics_alone
+    assert metrics_alone.device_plugin_rollback == Rehearsal(None, "not rehearsed"), metrics_alone
+    figure = "yes, 2026-11-29T21:00:51+00:00 to 2026-11-29T21:00:53+00:00: rolled back cleanly"
+    both = run_of(_found(_older("not rolled back cleanly", "2026-11-29T21:00:53+00:00", (figure, "pass"))))
+    at = datetime(2026, 11, 29, 21, 0, 53, tzinfo=UTC)
+    assert both.device_plugin_rollback == Rehearsal(at, "rolled back cleanly"), both
+    assert both.metrics_api_rollback == Rehearsal(
+        None, "not told apart (older summary; with the device-plugin rollback: not rolled back cleanly)"
+    ), both
+    unfinished = _older("not rolled back cleanly", "2026-11-29T21:00:51Z", ("no (phases recorded: before)", "hold"))
+    assert run_of(_found(unfinished)).device_plugin_rollback == Rehearsal(
+        datetime(2026, 11, 29, 21, 0, 51, tzinfo=UTC), "not rolled back cleanly"
+    )
+    never = summary()
+    del never["metrics_api_rollback"], never["device_plugin_rollback"]
+    never["rollback_rehearsal"] = {"state": "not run"}
+    assert run_of(_found(never)).metrics_api_rollback == Rehearsal(None, "not rehearsed")
 
 
 def test_what_certification_writes_the_fleet_reads(tmp_path: Path) -> None:
@@ -240,4 +294,61 @@ def test_what_certification_writes_the_fleet_reads(tmp_path: Path) -> None:
         datetime(2026, 12, 1, 22, tzinfo=UTC),
         "certified",
     ), run
-    assert run.rehearsal.at == datetime(2026, 12, 1, 21, 59, tzinfo=UTC), run.rehearsal
+    assert run.device_plugin_rollback.at == datetime(2026, 12, 1, 21, 59, tzinfo=UTC), run.device_plugin_rollback
+    assert run.metrics_api_rollback == Rehearsal(None, "not rehearsed"), run.metrics_api_rollback
+
+
+def _phase(phase: str, started: str | None) -> dict[str, Any]:
+    if started is None:
+        return {"phase": phase, "outcome": "not run"}
+    return {"phase": phase, "outcome": "passed", "started": started}
+
+
+def test_the_summary_and_the_fleet_name_the_two_rollbacks_apart(tmp_path: Path) -> None:
+    """The metrics API rollback ran alone: clean, while the canary gate holds on the device-plugin one."""
+    facts = RunFacts("0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", (), cluster="c")
+    run_dir = tmp_path / "20261201-215500-abcd"
+    run_dir.mkdir()
+    metrics = {
+        "verdict": "rolled back cleanly",
+        "failed_phase": None,
+        "rollback_seconds": 2.5,
+        "phases": [
+            _phase("before", "2026-12-01T21:50:00+00:00"),
+            _phase("after_change", "2026-12-01T21:52:00+00:00"),
+            _phase("after_rollback", "2026-12-01T21:54:00+00:00"),
+        ],
+    }
+    report = {  # as dra_conformance.rollback.report writes it: the top level's phases are the device-plugin one's
+        "verdict": "rolled back cleanly",
+        "failed_phase": None,
+        "rollback_seconds": 2.5,
+        "phases": [_phase(phase, None) for phase in ("before", "after_change", "after_rollback")],
+        "rehearsals": {"metrics-v1-v1beta1": metrics},
+    }
+    (run_dir / "rollback-report.json").write_text(json.dumps(report))
+    gate = canary.evaluate(canary.Inputs("system:serviceaccount:d:d", rollback=report), canary.Policy())
+    written = summarize([CheckResult("suites/protocol/test_p.py::test_x", Outcome.PASSED)], facts, run_dir, gate)
+    assert written["metrics_api_rollback"] == {
+        "verdict": "rolled back cleanly",
+        "failed_phase": None,
+        "rollback_seconds": 2.5,
+        "rehearsed_at": "2026-12-01T21:54:00+00:00",
+    }, written
+    assert written["device_plugin_rollback"] == {"state": "not run"}, written
+    assert "rollback_rehearsal" not in written, written
+    markdown = render_markdown(written)
+    assert "- metrics API rollback (v1 -> v1beta1): {'verdict': 'rolled back cleanly'," in markdown, markdown
+    assert "- device-plugin rollback (DRA -> device plugin): {'state': 'not run'}" in markdown, markdown
+    assert "| device-plugin rollback rehearsed | no (phases recorded: none) |" in markdown, markdown
+    write_summary(written, run_dir)
+    run = run_of(read_inputs([tmp_path]).summaries[0])
+    assert run.metrics_api_rollback == Rehearsal(datetime(2026, 12, 1, 21, 54, tzinfo=UTC), "rolled back cleanly")
+    assert run.device_plugin_rollback == Rehearsal(None, "not rehearsed"), run
+    fleet = build_fleet([run], datetime(2026, 12, 2, tzinfo=UTC), DEFAULT_STALE_AFTER)
+    header, _, row = render_fleet_markdown(fleet).splitlines()[-3:]
+    assert "| metrics API rollback (v1 -> v1beta1) | device-plugin rollback (DRA -> device plugin) |" in header
+    assert "| hold | not run | 2026-12-01 (rolled back cleanly) | not rehearsed |" in row, row
+    clusters = fleet_document(fleet)["clusters"][0]
+    assert clusters["metrics_api_rollback"] == {"at": "2026-12-01T21:54:00+00:00", "verdict": "rolled back cleanly"}
+    assert clusters["device_plugin_rollback"] == {"at": None, "verdict": "not rehearsed"}, clusters

@@ -125,7 +125,7 @@ def test_every_text_is_escaped_in_markdown_and_html() -> None:
     markdown = render_markdown(fleet)
     row = next(line for line in markdown.splitlines() if "alert" in line)
     assert row.startswith("| &lt;script&gt;alert(1)&lt;/script&gt;\\|x |"), row
-    assert row.count(" | ") == 9, row  # ten cells: no pipe in a value splits one
+    assert row.count(" | ") == 10, row  # eleven cells: no pipe in a value splits one
 
 
 def test_report_fleet_prints_markdown_and_writes_three_files(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from dra_conformance.report.certification import DEVICE_PLUGIN_ROLLBACK, METRICS_API_ROLLBACK
 from dra_conformance.report.fleet.durations import describe_duration, spell_duration
 from dra_conformance.report.fleet.merge import ClusterRow, Disagreement, Fleet
-from dra_conformance.report.fleet.runs import FleetRun
+from dra_conformance.report.fleet.runs import FleetRun, Rehearsal
 
 COLUMNS = (
     "cluster",
@@ -16,7 +17,8 @@ COLUMNS = (
     "failed obligations",
     "canary gate",
     "metrics verdict",
-    "rollback rehearsal",
+    METRICS_API_ROLLBACK,
+    DEVICE_PLUGIN_ROLLBACK,
     "read exposure",
     "last run",
 )
@@ -77,7 +79,8 @@ def row_cells(row: ClusterRow) -> tuple[str, ...]:
         or "none",
         run.canary_gate,
         run.metrics_verdict,
-        rehearsal(run),
+        rehearsal(run.metrics_api_rollback),
+        rehearsal(run.device_plugin_rollback),
         read_exposure(run),
         last_run(row),
     )
@@ -89,9 +92,8 @@ def driver(run: FleetRun) -> str:
     return f"{run.driver} {version}" + (f" (profile {run.profile})" if run.profile else "")
 
 
-def rehearsal(run: FleetRun) -> str:
-    """'2026-12-01 (rolled back cleanly)', or why there is no date."""
-    found = run.rehearsal
+def rehearsal(found: Rehearsal) -> str:
+    """A rollback rehearsal's cell: '2026-12-01 (rolled back cleanly)', or why there is no date."""
     if found.at is None:
         return found.verdict
     return found.at.astimezone(UTC).strftime("%Y-%m-%d") + (f" ({found.verdict})" if found.verdict else "")

@@ -7,6 +7,7 @@ from typing import Any
 from dra_conformance.report.fleet import cells
 from dra_conformance.report.fleet.durations import spell_duration
 from dra_conformance.report.fleet.merge import ClusterRow, Fleet
+from dra_conformance.report.fleet.runs import Rehearsal
 
 
 def fleet_document(fleet: Fleet) -> dict[str, Any]:
@@ -49,10 +50,9 @@ def _cluster(row: ClusterRow) -> dict[str, Any]:
         "failed_obligations": dict(run.failed_obligations),
         "canary_gate": run.canary_gate,
         "metrics_verdict": run.metrics_verdict,
-        "rollback_rehearsal": {
-            "at": run.rehearsal.at.isoformat() if run.rehearsal.at else None,
-            "verdict": run.rehearsal.verdict,
-        },
+        # The two rollback rehearsals, each apart (fleet.json before held one, "rollback_rehearsal").
+        "metrics_api_rollback": _rehearsal(run.metrics_api_rollback),
+        "device_plugin_rollback": _rehearsal(run.device_plugin_rollback),
         # None: the run did not check who can read claims.
         "read_exposure": (
             {"state": exposure.state, "outside_allowlist": list(exposure.outside_allowlist)} if exposure else None
@@ -63,3 +63,7 @@ def _cluster(row: ClusterRow) -> dict[str, Any]:
         "older_runs": row.older_runs,
         "source": run.source,
     }
+
+
+def _rehearsal(found: Rehearsal) -> dict[str, Any]:
+    return {"at": found.at.isoformat() if found.at else None, "verdict": found.verdict}

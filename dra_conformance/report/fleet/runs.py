@@ -3,6 +3,9 @@
 Summaries written before `run.cluster` and `run.finished_at` existed still load: the cluster is then the name of
 the run's directory, and the time is the earliest of the run id's timestamp and the file's modification time (the
 earlier, because a copy made without keeping times looks new, and a stale result must never pass for a fresh one).
+So do summaries written before the metrics API rollback and the device-plugin rollback were told apart: they hold
+one verdict over both (`rollback_rehearsal`), and the canary gate's figure (rule `rollback rehearsed`) is the
+device-plugin one's alone.
 """
 
 from __future__ import annotations
@@ -13,7 +16,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dra_conformance.report.certification import DRIVER_STAYS_UP
+from dra_conformance.report.canary import REHEARSAL_RULE
+from dra_conformance.report.certification import (
+    DEVICE_PLUGIN_ROLLBACK_KEY,
+    DRIVER_STAYS_UP,
+    METRICS_API_ROLLBACK_KEY,
+)
 from dra_conformance.report.fleet.sources import FleetInputError, FoundSummary
 
 # `reports/<run-id>/`: `YYYYMMDD-HHMMSS-xxxx`, the time the run started (the machine's clock, read as UTC).
@@ -21,8 +29,14 @@ RUN_ID = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{4}$")
 # certification.suite_table names a failed check `<nodeid> (<obligation id>)`; a node id ends in a name or `]`.
 NAMED_OBLIGATION = re.compile(r" \(([^()]+)\)$")
 NO_OBLIGATION = "no registry obligation"
-# The canary gate's rule whose figure carries the rehearsal's times, for summaries without `rehearsed_at`.
-REHEARSAL_RULE = "rollback rehearsed"
+# The canary gate's rule whose figure carries the device-plugin rollback's times and verdict, for summaries without
+# them: REHEARSAL_RULE, named so in summaries written before the two rollbacks were told apart.
+REHEARSAL_RULES = (REHEARSAL_RULE, "rollback rehearsed")
+# Those older summaries' one section over every rehearsal of the rollback report, and the gate's figure there when
+# the device-plugin rollback recorded no phase (the section's verdict is then the metrics API rollback's alone).
+LEGACY_ROLLBACK_KEY = "rollback_rehearsal"
+LEGACY_NO_DEVICE_PLUGIN_PHASE = "no (phases recorded: none)"
+NOT_REHEARSED = "not rehearsed"
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})?")
 
 
@@ -36,7 +50,7 @@ class TimeSource:
 
 @dataclass(frozen=True)
 class Rehearsal:
-    """The rollback rehearsal the run's canary gate judged: when, and how it ended."""
+    """One rollback rehearsal of the run (the metrics API's, or the device-plugin one): when, and how it ended."""
 
     at: datetime | None
     verdict: str
@@ -67,7 +81,8 @@ class FleetRun:
     failed_obligations: dict[str, int]
     canary_gate: str
     metrics_verdict: str
-    rehearsal: Rehearsal
+    metrics_api_rollback: Rehearsal
+    device_plugin_rollback: Rehearsal
     read_exposure: ReadExposure | None
     finished_at: datetime
     time_source: str
@@ -97,7 +112,8 @@ def run_of(found: FoundSummary) -> FleetRun:
         failed_obligations=failed_obligations(summary),
         canary_gate=_text(_mapping(summary.get("canary_gate")), "state") or "not evaluated",
         metrics_verdict=metrics_verdict(summary.get("metrics_verdict")),
-        rehearsal=rehearsal(summary, found.source),
+        metrics_api_rollback=metrics_api_rollback(summary, found.source),
+        device_plugin_rollback=device_plugin_rollback(summary, found.source),
         read_exposure=read_exposure(summary.get("read_exposure")),
         finished_at=finished_at,
         time_source=time_source,
@@ -159,25 +175,62 @@ def metrics_verdict(document: Any) -> str:
     return _text(verdict, "state") or "not run"
 
 
-def rehearsal(summary: dict[str, Any], source: str) -> Rehearsal:
-    """The rollback rehearsal: this run's (`rollback_rehearsal.rehearsed_at`), else the one the canary gate judged.
+def _section(summary: dict[str, Any], key: str, source: str) -> Rehearsal | None:
+    """The rehearsal `summary[key]` records (`rehearsed_at`, `verdict`), None where it records none."""
+    own = _mapping(summary.get(key))
+    at, verdict = _text(own, "rehearsed_at"), _text(own, "verdict")
+    if at is None and verdict is None:
+        return None
+    return Rehearsal(parse_time(at, source, f"{key}.rehearsed_at") if at is not None else None, verdict or "")
+
+
+def _gate_figure(summary: dict[str, Any]) -> str | None:
+    """The canary gate's figure for the device-plugin rollback (rule 4, under its name or its older one)."""
+    for rule in _mapping(summary.get("canary_gate")).get("rules") or []:
+        if _mapping(rule).get("rule") in REHEARSAL_RULES:
+            return str(_mapping(rule).get("figure") or "")
+    return None
+
+
+def device_plugin_rollback(summary: dict[str, Any], source: str) -> Rehearsal:
+    """The device-plugin rollback (DRA -> device plugin): this run's, else the one the canary gate judged.
 
     The gate also judges a rehearsal of an earlier run (`--dra-rollback-state`); its figure reads
-    'yes, <before started> to <after_rollback started>: <verdict>'.
+    'yes, <before started> to <after_rollback started>: <verdict>', the verdict of this rehearsal alone. Else an
+    older summary's one verdict over every rehearsal, with its `rehearsed_at` (this rehearsal's date), unless the
+    gate's figure says this one recorded no phase: the gate then found it unfinished (not clean, as that verdict is)
+    or was not evaluated.
     """
-    own = _mapping(summary.get("rollback_rehearsal"))
-    at = _text(own, "rehearsed_at")
-    if at is not None:
-        return Rehearsal(parse_time(at, source, "rollback_rehearsal.rehearsed_at"), _text(own, "verdict") or "")
-    rules = _mapping(summary.get("canary_gate")).get("rules") or []
-    for rule in rules:
-        figure = str(_mapping(rule).get("figure") or "")
-        if _mapping(rule).get("rule") != REHEARSAL_RULE or not figure.startswith("yes"):
-            continue
+    own = _section(summary, DEVICE_PLUGIN_ROLLBACK_KEY, source)
+    if own is not None and own.at is not None:
+        return own
+    figure = _gate_figure(summary) or ""
+    if figure.startswith("yes"):
         times = ISO_TIME.findall(figure)
-        verdict = _text(own, "verdict") or (figure.split(": ", 1)[1] if ": " in figure else "")
+        verdict = figure.split(": ", 1)[1] if ": " in figure else ""
         return Rehearsal(parse_time(times[-1], source, "the rehearsal's time") if times else None, verdict)
-    return Rehearsal(None, _text(own, "verdict") or "not rehearsed")
+    if own is not None:
+        return own
+    legacy = _section(summary, LEGACY_ROLLBACK_KEY, source)
+    if legacy is not None and DEVICE_PLUGIN_ROLLBACK_KEY not in summary and figure != LEGACY_NO_DEVICE_PLUGIN_PHASE:
+        return legacy
+    return Rehearsal(None, NOT_REHEARSED)
+
+
+def metrics_api_rollback(summary: dict[str, Any], source: str) -> Rehearsal:
+    """The metrics API rollback (metrics.k8s.io v1 -> v1beta1) of this run.
+
+    An older summary tells it apart only where the device-plugin rollback recorded no phase (the gate's figure says
+    so): its one verdict is then this rehearsal's. Elsewhere it says what it holds: one verdict over both.
+    """
+    if METRICS_API_ROLLBACK_KEY in summary or LEGACY_ROLLBACK_KEY not in summary:
+        return _section(summary, METRICS_API_ROLLBACK_KEY, source) or Rehearsal(None, NOT_REHEARSED)
+    legacy = _section(summary, LEGACY_ROLLBACK_KEY, source)
+    if legacy is None:
+        return Rehearsal(None, NOT_REHEARSED)
+    if _gate_figure(summary) == LEGACY_NO_DEVICE_PLUGIN_PHASE:
+        return Rehearsal(None, legacy.verdict)
+    return Rehearsal(None, f"not told apart (older summary; with the device-plugin rollback: {legacy.verdict})")
 
 
 def read_exposure(document: Any) -> ReadExposure | None:
