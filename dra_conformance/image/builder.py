@@ -278,7 +278,8 @@ def copy_to(built: Built, output: Path) -> Built:
     """`built` with its archive copied to `output` (a directory gets `<kind>.tar` inside it)."""
     target = output / f"{built.kind}.tar" if output.is_dir() else output
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    # Per process: two builds writing one output at once each replace it whole, never each other's partial copy.
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
     shutil.copyfile(built.archive, partial)
     partial.replace(target)
     return Built(built.kind, built.name, target, built.size, built.digest, built.seconds, built.cached)
