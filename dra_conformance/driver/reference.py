@@ -135,6 +135,7 @@ BEHAVIOUR_OPTIONS = (
     "--health-service",
     "--status-conditions",
     "--keep-status-after-unprepare",
+    "--refuse-devices-held-by-other-claims",
     "--unknown-claim-answer",
     "--device-id-format",
     "--broken-mode",

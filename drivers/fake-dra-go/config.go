@@ -55,6 +55,7 @@ type Config struct {
 	ReadyCondition           bool
 	KeepStatusAfterUnprepare bool
 	WholeCallRefusal         bool
+	RefuseHeldDevices        bool // --refuse-devices-held-by-other-claims (held.go)
 	IDFormat                 string
 	APIQPS                   float64
 	APIBurst                 int
@@ -137,6 +138,7 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	conditions := flags.String("status-conditions", "ready", "ready or none")
 	flags.BoolVar(&c.KeepStatusAfterUnprepare, "keep-status-after-unprepare", false, "leave status.devices entries")
 	unknown := flags.String("unknown-claim-answer", "per-claim", "per-claim or whole-call")
+	flags.BoolVar(&c.RefuseHeldDevices, "refuse-devices-held-by-other-claims", false, "refuse a claim whose device another claim still holds")
 	flags.StringVar(&c.IDFormat, "device-id-format", referenceIDs, "reference or words")
 	flags.Float64Var(&c.APIQPS, "api-qps", 0, "client-side API rate limit (0: none)")
 	flags.IntVar(&c.APIBurst, "api-burst", 10, "requests allowed at once under --api-qps")

@@ -64,6 +64,10 @@ type DriverCore struct {
 	claimLocks map[string]*sync.Mutex
 	// unprepared are the claims this process unprepared (only prepare-after-unprepare-fails looks at them).
 	unprepared map[string]bool
+	// holdMu guards preparing: the claims being prepared and the devices they hold meanwhile
+	// (--refuse-devices-held-by-other-claims, held.go).
+	holdMu    sync.Mutex
+	preparing map[string]preparing
 
 	registrations int
 	keeperStop    chan struct{}
@@ -73,7 +77,7 @@ type DriverCore struct {
 func newDriverCore(c Config, api *DriverAPI, calls *CallLog, prepared *PreparedClaims) (*DriverCore, error) {
 	core := &DriverCore{
 		config: c, api: api, calls: calls, prepared: prepared, faults: newFaultSet(), attachments: newAttachLog(),
-		claimLocks: map[string]*sync.Mutex{}, unprepared: map[string]bool{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
+		claimLocks: map[string]*sync.Mutex{}, unprepared: map[string]bool{}, preparing: map[string]preparing{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
 	}
 	generation, err := core.nextGeneration()
 	core.generation = generation
@@ -354,6 +358,16 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 			names[i] = nextDevice(result.Device, d.config.Devices) // the bug: the next device in its pool
 		}
 	}
+	if d.config.RefuseHeldDevices {
+		wanted := make([]PreparedDevice, len(found.mine))
+		for i, result := range found.mine {
+			wanted[i] = PreparedDevice{PoolName: result.Pool, DeviceName: names[i], ShareID: d.shareID(result), AdminAccess: adminAccess(result)}
+		}
+		if refused := d.reserveHeld(ref, wanted); refused != "" {
+			return PrepareResult{Error: refused}
+		}
+		defer d.releaseHeld(ref.UID)
+	}
 	cdiIDs, err := d.writeSpecs(ref.UID, found.mine, names)
 	if err != nil {
 		return PrepareResult{Error: "write CDI spec: " + err.Error()}
@@ -368,7 +382,7 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 	for i, result := range found.mine {
 		prepared[i] = PreparedDevice{
 			RequestNames: []string{result.Request}, PoolName: result.Pool, DeviceName: names[i],
-			CDIDeviceIDs: []string{cdiIDs[i]}, ShareID: d.shareID(result),
+			CDIDeviceIDs: []string{cdiIDs[i]}, ShareID: d.shareID(result), AdminAccess: adminAccess(result),
 		}
 		entries[i] = d.statusEntry(result, cdiIDs)
 	}
@@ -396,6 +410,11 @@ func (d *DriverCore) shareID(result resourceapi.DeviceRequestAllocationResult) s
 		return ""
 	}
 	return string(*result.ShareID)
+}
+
+// adminAccess says whether a result is a device allocated for administrative access.
+func adminAccess(result resourceapi.DeviceRequestAllocationResult) bool {
+	return result.AdminAccess != nil && *result.AdminAccess
 }
 
 // writeSpecs writes the claim's CDI specs and returns one CDI device ID per allocated device: one spec per claim,

@@ -16,13 +16,16 @@ import (
 // release 1 wrote the bare map. Both read both, so a downgrade keeps what the newer release prepared.
 const envelopeFormat = 2
 
-// PreparedDevice is one device of a prepared claim, as NodePrepareResources answers it.
+// PreparedDevice is one device of a prepared claim, as NodePrepareResources answers it. AdminAccess is not part of
+// the answer: it records that the claim holds the device for administrative access only, so it holds it for no one
+// else (held.go); absent in files written before it was recorded.
 type PreparedDevice struct {
 	RequestNames []string `json:"requestNames"`
 	PoolName     string   `json:"poolName"`
 	DeviceName   string   `json:"deviceName"`
 	CDIDeviceIDs []string `json:"cdiDeviceIDs"`
 	ShareID      string   `json:"shareID,omitempty"`
+	AdminAccess  bool     `json:"adminAccess,omitempty"`
 }
 
 // ClaimRecord is what was prepared for one claim.

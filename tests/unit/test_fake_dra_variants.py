@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ PROFILE_OPTIONS: dict[str, tuple[str, str, object]] = {
     "unknown-claim-whole-call": ("--unknown-claim-answer=whole-call", "whole_call_refusal", True),
     "no-health-service": ("--health-service=none", "health_services", ()),
     "health-v1alpha1-only": ("--health-service=v1alpha1", "health_services", ("v1alpha1",)),
+    "prepare-refused-while-device-held": ("--refuse-devices-held-by-other-claims", "refuse_held_devices", True),
 }
 # A gRPC call against the test's own sockets answers well within this.
 CALL_TIMEOUT = 10.0
@@ -53,14 +55,15 @@ Manifest = dict[str, Any]
 # --- an in-memory API server and a driver core on it ---------------------------------------------------------------
 
 
-def _claim(name: str, uid: str, node: str = "node-a", device: str = "gpu-0") -> Manifest:
-    """A claim allocated one device of DRIVER on `node`."""
+def _claim(name: str, uid: str, node: str = "node-a", device: str = "gpu-0", **result: object) -> Manifest:
+    """A claim allocated one device of DRIVER on `node` (`result`: more fields of the allocation result)."""
     selector = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    allocated = {"driver": DRIVER, "pool": node, "device": device, "request": "gpu", **result}
     return {
         "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid},
         "status": {
             "allocation": {
-                "devices": {"results": [{"driver": DRIVER, "pool": node, "device": device, "request": "gpu"}]},
+                "devices": {"results": [allocated]},
                 "nodeSelector": {"nodeSelectorTerms": [selector]},
             }
         },
@@ -126,8 +129,15 @@ def test_defaults_keep_the_reference_behaviour(tmp_path: Path) -> None:
     config = _config(tmp_path)
     assert config.health_services == ("v1", "v1alpha1")
     assert config.ready_condition and not config.keep_status_after_unprepare and not config.whole_call_refusal
+    assert not config.refuse_held_devices
     defaults = DriverConfig(DRIVER, "node-a", tmp_path / "k", tmp_path / "cdi", tmp_path / "s")
-    variant_fields = ("health_services", "ready_condition", "keep_status_after_unprepare", "whole_call_refusal")
+    variant_fields = (
+        "health_services",
+        "ready_condition",
+        "keep_status_after_unprepare",
+        "whole_call_refusal",
+        "refuse_held_devices",
+    )
     assert [getattr(defaults, name) for name in variant_fields] == [getattr(config, name) for name in variant_fields]
 
 
@@ -355,6 +365,79 @@ def test_the_kubelet_sees_a_per_claim_error_or_a_whole_call_error(
                     stub.NodePrepareResources(request, timeout=CALL_TIMEOUT)
                 assert refused.value.code() == server.REFUSAL_CODE, refused.value
                 assert "no-such-claim" in str(refused.value.details()), refused.value.details()
+
+
+# --- --refuse-devices-held-by-other-claims ---------------------------------------------------------------------------
+
+HOLDS = "--refuse-devices-held-by-other-claims"
+
+
+def _errors(core: DriverCore, *claims: Manifest) -> dict[str, str]:
+    """Each claim's error ("" when prepared) after preparing `claims` in one call."""
+    return {uid: result.error for uid, result in core.prepare([_ref(c) for c in claims]).items()}
+
+
+def test_a_claim_on_a_device_another_claim_holds_is_refused_per_claim_until_that_claim_is_unprepared(
+    tmp_path: Path,
+) -> None:
+    old, new, other = _claim("old", "uid-old"), _claim("new", "uid-new"), _claim("other", "uid-other", device="gpu-1")
+    api = _FakeAPI(old, new, other)
+    core = _core(_config(tmp_path, HOLDS), api)
+    assert _errors(core, old) == {"uid-old": ""}
+    errors = _errors(core, new, other)
+    assert errors["uid-other"] == "", "the refusal is per claim, not the whole call"
+    assert errors["uid-new"] == (
+        f"device {DRIVER}/node-a/gpu-0 is still prepared for claim ns/old (uid uid-old) on node node-a; "
+        "retry once that claim is unprepared"
+    ), errors
+    assert core.prepared.get("uid-new") is None and "new" not in api.status, "nothing prepared for the refused claim"
+    assert _errors(core, old) == {"uid-old": ""}, "the holder's own prepare again is idempotent"
+    assert core.unprepare([_ref(old)]) == {"uid-old": ""}
+    assert _errors(core, new) == {"uid-new": ""}, "the kubelet's retry once the holder is unprepared"
+
+
+def test_without_the_option_a_held_device_is_prepared_for_another_claim(tmp_path: Path) -> None:
+    old, new = _claim("old", "uid-old"), _claim("new", "uid-new")
+    assert _errors(_core(_config(tmp_path), _FakeAPI(old, new)), old, new) == {"uid-old": "", "uid-new": ""}
+
+
+def test_admin_access_claims_neither_hold_a_device_nor_are_refused_on_one(tmp_path: Path) -> None:
+    monitor = _claim("monitor", "uid-monitor", adminAccess=True)
+    workload, second = _claim("workload", "uid-workload"), _claim("second", "uid-second")
+    core = _core(_config(tmp_path, HOLDS), _FakeAPI(monitor, workload, second))
+    assert _errors(core, monitor, workload) == {"uid-monitor": "", "uid-workload": ""}, "monitor first"
+    record = core.prepared.get("uid-monitor")
+    assert record is not None and [d.get("adminAccess") for d in record["devices"]] == [True], record
+    assert core.unprepare([_ref(monitor)]) == {"uid-monitor": ""}
+    assert _errors(core, monitor) == {"uid-monitor": ""}, "the monitor beside the workload"
+    assert "claim ns/workload (uid uid-workload)" in _errors(core, second)["uid-second"]
+
+
+def test_only_the_same_share_of_a_shared_device_is_held(tmp_path: Path) -> None:
+    claims = [
+        _claim("a", "uid-a", device="gpu-shared-0", shareID="s1"),
+        _claim("b", "uid-b", device="gpu-shared-0", shareID="s2"),
+        _claim("c", "uid-c", device="gpu-shared-0", shareID="s1"),
+    ]
+    core = _core(_config(tmp_path, HOLDS, "--profile=gpu-shared"), _FakeAPI(*claims))
+    errors = _errors(core, *claims)
+    assert errors["uid-a"] == errors["uid-b"] == "", errors
+    assert "gpu-shared-0 (share s1) is still prepared for claim ns/a (uid uid-a)" in errors["uid-c"], errors
+
+
+def test_a_hold_survives_a_restart_of_the_driver(tmp_path: Path) -> None:
+    old, new = _claim("old", "uid-old", device="gpu-2"), _claim("new", "uid-new", device="gpu-2")
+    config = _config(tmp_path, HOLDS)
+    assert _errors(_core(config, _FakeAPI(old, new)), old) == {"uid-old": ""}
+    assert "uid uid-old" in _errors(_core(config, _FakeAPI(old, new)), new)["uid-new"]
+
+
+def test_of_concurrent_prepares_for_one_device_only_one_holds_it(tmp_path: Path) -> None:
+    claims = [_claim(f"c{i}", f"uid-{i}", device="gpu-3") for i in range(6)]
+    core = _core(_config(tmp_path, HOLDS), _FakeAPI(*claims))
+    with ThreadPoolExecutor(len(claims)) as pool:
+        errors = list(pool.map(lambda claim: _errors(core, claim)[claim["metadata"]["uid"]], claims))
+    assert sum(not error for error in errors) == 1, errors
 
 
 # --- the variant profiles -------------------------------------------------------------------------------------------

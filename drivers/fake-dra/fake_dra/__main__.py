@@ -98,6 +98,12 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         "the whole NodePrepareResources call as the upstream kubeletplugin helper does (default per-claim)",
     )
     parser.add_argument(
+        "--refuse-devices-held-by-other-claims",
+        action="store_true",
+        help="refuse to prepare a claim (per claim) while another claim still holds one of its devices on this node; "
+        "the kubelet retries until it has unprepared that claim",
+    )
+    parser.add_argument(
         "--device-id-format",
         choices=ID_FORMATS,
         default=REFERENCE,
@@ -155,6 +161,7 @@ def parse_args(argv: list[str] | None = None, environ: Mapping[str, str] = os.en
         ready_condition=args.status_conditions == "ready",
         keep_status_after_unprepare=args.keep_status_after_unprepare,
         whole_call_refusal=args.unknown_claim_answer == "whole-call",
+        refuse_held_devices=args.refuse_devices_held_by_other_claims,
         id_format=args.device_id_format,
         api_qps=args.api_qps,
         api_burst=args.api_burst,

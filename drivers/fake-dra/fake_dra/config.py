@@ -72,6 +72,10 @@ class DriverConfig:
     # whole NodePrepareResources call before any claim of it is prepared, as the upstream kubeletplugin helper answers
     # a missing, replaced or unallocated claim, instead of failing only its own entry (--unknown-claim-answer).
     whole_call_refusal: bool = False
+    # Prepare refuses, per claim, a claim one of whose devices another claim still holds on this node (prepared, or
+    # being prepared; admin access and other shares of a device do not hold it: fake_dra/held.py), until the kubelet
+    # has unprepared that claim and retries, as some GPU drivers do (--refuse-devices-held-by-other-claims).
+    refuse_held_devices: bool = False
     # How devices of the gpu and nic profiles are identified: "reference" (gpu-<node>-<i> UUIDs, fake<i>
     # interfaces, MACs, IPv4) or "words" (zq7-... values no pattern knows, and serial numbers, in the slice's
     # attributes, status.devices[].data and networkData), for masking tests (--device-id-format).

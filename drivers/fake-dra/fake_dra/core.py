@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -25,6 +26,7 @@ from fake_dra.broken import (
 from fake_dra.config import DriverConfig
 from fake_dra.fabric import AttachLog
 from fake_dra.faults import CRASH_EXIT_CODE, SLICE_MODES, Fault, FaultSet
+from fake_dra.held import Holder, Holds
 from fake_dra.kube import DriverAPI, denial
 from fake_dra.recorder import CallLog
 from fake_dra.state import PreparedClaims
@@ -81,6 +83,8 @@ class DriverCore:
         self._health_version = 0
         # Claims unprepared by this process (only the prepare-after-unprepare-fails mutant looks at them).
         self._unprepared: set[str] = set()
+        # The claims being prepared and the devices they hold meanwhile (--refuse-devices-held-by-other-claims).
+        self.holds = Holds(prepared, config.driver_name, config.node_name)
         # Attaches of the gpu-fabric profile's controller (fabric.py), shown on the control socket.
         self.attachments = AttachLog()
         self.generation = self._next_generation()
@@ -226,7 +230,7 @@ class DriverCore:
         return results
 
     def _prepare_one(self, ref: ClaimRef, lookup: Lookup | None = None) -> PrepareResult:
-        with self._lock(ref.uid):
+        with self._lock(ref.uid), contextlib.ExitStack() as hold:
             if self.config.is_broken(BrokenMode.READY_BEFORE_PREPARED) and self.prepared.get(ref.uid) is None:
                 self._announce_ready(ref)  # the bug: Ready=True before any of the node-local work
             delayed = self._fault_delay("prepare", ref.uid)
@@ -248,6 +252,15 @@ class DriverCore:
             if problem:
                 return PrepareResult(error=problem)
             names = [self._device_to_set_up(result["device"]) for result in mine]
+            if self.config.refuse_held_devices:
+                wanted = [
+                    {"poolName": result["pool"], "deviceName": name, **self._share_id(result), **_admin_access(result)}
+                    for result, name in zip(mine, names, strict=True)
+                ]
+                refused = self.holds.reserve(Holder(ref.namespace, ref.name, ref.uid), wanted)
+                if refused:
+                    return PrepareResult(error=refused)
+                hold.callback(self.holds.release, ref.uid)  # once the record holds the devices, or prepare failed
             edits = self.faults.find("cdi-without-edits", claim=ref.uid, devices=names) is None
             set_up = names
             if self.config.is_broken(BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE):
@@ -274,6 +287,7 @@ class DriverCore:
                     "deviceName": name,
                     "cdiDeviceIDs": [cdi_id],
                     **self._share_id(result),
+                    **_admin_access(result),
                 }
                 for result, name, cdi_id in zip(mine, names, cdi_ids, strict=True)
             ]
@@ -441,6 +455,14 @@ class DriverCore:
             if error.status != 404 or self.config.is_broken(BrokenMode.UNPREPARE_NEEDS_CLAIM):
                 return f"remove status.devices: {denial(error)}"
         return ""
+
+
+def _admin_access(result: dict[str, Any]) -> dict[str, bool]:
+    """`adminAccess` for a device allocated for administrative access: the record says the claim holds it for no one.
+
+    Not part of the answer (the gRPC server picks its fields).
+    """
+    return {"adminAccess": True} if result.get("adminAccess") else {}
 
 
 def _condition(status: str, reason: str, message: str) -> dict[str, str]:
