@@ -20,4 +20,5 @@ pytest_plugins = [
     "dra_conformance.plugin.artifact_masking",
     "dra_conformance.plugin.phases",
     "dra_conformance.plugin.ordering",
+    "dra_conformance.plugin.real_node_group",
 ]

@@ -196,7 +196,11 @@ def disruption(
     """The driver under test on a leased set-aside node; running again, as it was, after the test."""
     backend = backend_of(pytestconfig)
     if driver_under_test.profile.real_nodes_only:
-        pytest.skip(REAL_NODES_ONLY)
+        pytest.skip(
+            f"not applicable: stopping {driver_under_test.name} and starting it again when the check says needs it "
+            "as processes the backend runs; it runs as DaemonSet pods, which their DaemonSet replaces at once "
+            "(suites/kubelet restarts its pod: kubelet.driver-serves-after-restart)"
+        )
     if not cluster.set_aside_nodes or not isinstance(backend, DriverProcesses):
         pytest.skip(f"not applicable: backend {cluster.backend} cannot kill and restart the driver's processes")
     leases = NodeLeases(node_leases, "set-aside", cluster.set_aside_nodes)

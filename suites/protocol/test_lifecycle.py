@@ -36,7 +36,7 @@ def test_pod_becomes_ready_only_after_the_kubelet_prepared_its_claim(
     allocated: AllocatedClaim,
     obligations: Obligations,
 ) -> None:
-    if BackendCapability.KWOK_NODES not in cluster.capabilities:
+    if BackendCapability.KWOK_NODES not in cluster.capabilities or allocated.node in cluster.real_nodes:
         pytest.skip(
             "not applicable: on real nodes the kubelet prepares claims itself; this checks the fake-node stand-in"
         )
