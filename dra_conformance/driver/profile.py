@@ -4,7 +4,8 @@ A profile says how the local backend runs the driver (`run`; absent when it is i
 driver is (`identity`), what it publishes (`deviceClasses`, `devices`), what it claims to do (`capabilities`), how
 much more time it needs (`timeouts`) and whether defensive findings fail (`strictness`). The JSON Schema ships
 next to this module and documents every field for vendors; what a schema cannot say (RBAC files exist, selectors
-only on classes the suite creates, unique class names, no duplicate YAML keys) is checked here.
+only on classes the suite creates, unique class names, no duplicate YAML keys, an install's kustomize overlay
+exists, its patches' shapes fit their types) is checked here.
 
 Every problem is a ProfileError of one line, `<file>:<line>: <key path>: <problem>`, the line taken from the YAML
 node marks of the offending key or value. Strings marked as templates in the schema may hold placeholders
@@ -181,6 +182,59 @@ class RunSpec:
         return [Path(render(directory, values)) for directory in self.create_dirs]
 
 
+class PatchType(StrEnum):
+    """How a patch of `install.transform.patches` applies: `kubectl patch --type`."""
+
+    STRATEGIC = "strategic"
+    MERGE = "merge"
+    JSON = "json"
+
+
+class PullPolicy(StrEnum):
+    """The image pull policies `install.transform.imagePullPolicy` may set: those that use an imported image."""
+
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
+@dataclass(frozen=True)
+class PatchTarget:
+    """The one object of the manifests a patch applies to; no namespace: the only one of that kind and name."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+
+    def describe(self) -> str:
+        """`DaemonSet drivers/gpu`, as transform lines name objects."""
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+@dataclass(frozen=True)
+class ManifestPatch:
+    """One patch of `install.transform.patches`."""
+
+    target: PatchTarget
+    # A mapping (strategic, merge) or a list of RFC 6902 operations (json), as the profile gives it.
+    patch: Any
+    type: PatchType
+
+
+@dataclass(frozen=True)
+class ImageRewrite:
+    """One entry of `install.transform.images`, the shape of kustomize's `images` field."""
+
+    name: str
+    new_name: str | None = None
+    new_tag: str | None = None
+    digest: str | None = None
+
+    def kustomization(self) -> dict[str, str]:
+        """The entry as a kustomization's `images` lists it."""
+        fields = {"name": self.name, "newName": self.new_name, "newTag": self.new_tag, "digest": self.digest}
+        return {key: value for key, value in fields.items() if value is not None}
+
+
 @dataclass(frozen=True)
 class Transforms:
     """Changes the local backend makes to a vendor's manifests, each declared in the profile and printed."""
@@ -190,6 +244,24 @@ class Transforms:
     # Pod templates run in the host's network and reach the API server at its host address
     # (KUBERNETES_SERVICE_HOST/PORT), because the local cluster runs no kube-proxy for the `kubernetes` Service.
     api_server_from_host: bool = False
+    # Pod templates tolerate the real node's taint; None: as the profile leaves it, which follows pin_to_real_nodes
+    # (see `tolerates_real_node_taint`).
+    tolerate_real_node_taint: bool | None = None
+    # Namespaces created first, as `helm install --create-namespace` does.
+    create_namespaces: tuple[str, ...] = ()
+    # Image rewrites (kustomize's `images`), applied by `kubectl kustomize`.
+    images: tuple[ImageRewrite, ...] = ()
+    # Set on every container and init container; None: as the manifests say.
+    image_pull_policy: PullPolicy | None = None
+    # Patches of single objects, applied by `kubectl patch --local`.
+    patches: tuple[ManifestPatch, ...] = ()
+    # A kustomize overlay directory (resolved against the profile's), its `resources` replaced by the manifests.
+    kustomize: Path | None = None
+
+    @property
+    def tolerates_real_node_taint(self) -> bool:
+        """Whether pod templates get the real node's toleration: as declared, else whenever they are pinned there."""
+        return self.pin_to_real_nodes if self.tolerate_real_node_taint is None else self.tolerate_real_node_taint
 
 
 @dataclass(frozen=True)
@@ -201,6 +273,8 @@ class InstallSpec:
     # Manifest files (a rendered chart), resolved against the profile's directory; any kind the API server serves.
     manifests: tuple[Path, ...]
     transforms: Transforms = field(default_factory=Transforms)
+    # The profile file, which messages about the install name.
+    source: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -439,6 +513,7 @@ def _reference_problems(data: Mapping[str, Any], directory: Path) -> Iterator[tu
         for index, relative in enumerate(install.get(key, [])):
             if key == "manifests" and not (directory / relative).is_file():
                 yield ["install", key, index], f"file not found: {directory / relative}"
+    yield from _transform_problems(install.get("transform", {}), directory)
     if "install" in data and "run" in data:
         yield ["install"], "run and install exclude each other: the driver is either run as a process or installed"
     if "install" in data and data.get("nodes") != NodeScope.REAL_ONLY:
@@ -453,6 +528,35 @@ def _reference_problems(data: Mapping[str, Any], directory: Path) -> Iterator[tu
         if device_class["name"] in names:
             yield ["deviceClasses", index, "name"], f"class {device_class['name']!r} is listed twice"
         names.add(device_class["name"])
+
+
+# The names kustomize reads a directory's kustomization from.
+KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
+def kustomization_file(directory: Path) -> Path | None:
+    """The kustomization of `directory`, if it holds one."""
+    return next((directory / name for name in KUSTOMIZATION_FILES if (directory / name).is_file()), None)
+
+
+def _transform_problems(transform: Mapping[str, Any], directory: Path) -> Iterator[tuple[KeyPath, str]]:
+    """What the schema cannot say of `install.transform`: the overlay exists, patches and rewrites say something."""
+    steps: list[str | int] = ["install", "transform"]
+    if "kustomize" in transform:
+        overlay = directory / transform["kustomize"]
+        if not overlay.is_dir():
+            yield [*steps, "kustomize"], f"directory not found: {overlay}"
+        elif kustomization_file(overlay) is None:
+            yield [*steps, "kustomize"], f"{overlay} holds no {' or '.join(KUSTOMIZATION_FILES)}"
+    for index, rewrite in enumerate(transform.get("images", [])):
+        if not {"newName", "newTag", "digest"} & set(rewrite):
+            yield [*steps, "images", index], "changes nothing: give newName, newTag or digest"
+    for index, patch in enumerate(transform.get("patches", [])):
+        kind = patch.get("type")
+        if kind == PatchType.JSON and not isinstance(patch["patch"], list):
+            yield [*steps, "patches", index, "patch"], "a json patch is a list of operations ({op, path, value})"
+        if kind in (PatchType.STRATEGIC, PatchType.MERGE) and not isinstance(patch["patch"], dict):
+            yield [*steps, "patches", index, "patch"], f"a {kind} patch is a mapping; a list of operations is type json"
 
 
 def _validate(document: _Document) -> None:
@@ -489,7 +593,7 @@ def _run(raw: Mapping[str, Any] | None) -> RunSpec | None:
     )
 
 
-def _install(raw: Mapping[str, Any] | None, directory: Path) -> InstallSpec | None:
+def _install(raw: Mapping[str, Any] | None, directory: Path, source: Path) -> InstallSpec | None:
     if raw is None:
         return None
     transform = raw.get("transform", {})
@@ -499,7 +603,27 @@ def _install(raw: Mapping[str, Any] | None, directory: Path) -> InstallSpec | No
         transforms=Transforms(
             pin_to_real_nodes=transform.get("pinToRealNodes", False),
             api_server_from_host=transform.get("apiServerFromHost", False),
+            tolerate_real_node_taint=transform.get("tolerateRealNodeTaint"),
+            create_namespaces=tuple(transform.get("createNamespaces", ())),
+            images=tuple(
+                ImageRewrite(item["name"], item.get("newName"), item.get("newTag"), item.get("digest"))
+                for item in transform.get("images", ())
+            ),
+            image_pull_policy=PullPolicy(transform["imagePullPolicy"]) if "imagePullPolicy" in transform else None,
+            patches=tuple(_patch(item) for item in transform.get("patches", ())),
+            kustomize=(directory / transform["kustomize"]).resolve() if "kustomize" in transform else None,
         ),
+        source=source,
+    )
+
+
+def _patch(raw: Mapping[str, Any]) -> ManifestPatch:
+    target = raw["target"]
+    default = PatchType.JSON if isinstance(raw["patch"], list) else PatchType.STRATEGIC
+    return ManifestPatch(
+        target=PatchTarget(target["kind"], target["name"], target.get("namespace")),
+        patch=raw["patch"],
+        type=PatchType(raw.get("type", default)),
     )
 
 
@@ -565,7 +689,7 @@ def load_profile(path: Path) -> DriverProfile:
         driver=raw["driver"],
         version=raw.get("version"),
         run=_run(raw.get("run")),
-        install=_install(raw.get("install"), directory),
+        install=_install(raw.get("install"), directory, path),
         nodes=NodeScope(raw.get("nodes", NodeScope.ALL)),
         identity=_identity(raw["identity"], directory),
         device_classes=tuple(_device_class(item) for item in raw["deviceClasses"]),

@@ -1,9 +1,12 @@
-"""The pod that runs a driver's kubelet plugin on a node of a cluster we did not build, and restarting it.
+"""The pod that runs a driver's kubelet plugin on a node, and restarting it.
 
-An in-cluster DRA driver's kubelet plugin is a DaemonSet pod that mounts the kubelet's `plugins_registry` (to
-register) and usually its own directory under `<kubelet root>/plugins`. CSI node plugins mount the registry too,
-so a candidate must also name the driver: in a host path, an argument or an environment value. Restarting it means
-deleting that pod and letting its DaemonSet make a new one, which must register again before pods get devices.
+Where the backend installed the driver itself (a profile's `install`), it knows the DaemonSets it applied
+(`ClusterInfo.driver_daemonsets`): the driver's pod is theirs on the node. On a cluster we did not build it is
+found by what it mounts and says: an in-cluster DRA driver's kubelet plugin is a DaemonSet pod that mounts the
+kubelet's `plugins_registry` (to register) and usually its own directory under `<kubelet root>/plugins`. CSI node
+plugins mount the registry too, so a candidate must also name the driver: in a host path, an argument or an
+environment value. Restarting it means deleting that pod and letting its DaemonSet make a new one, which must
+register again before pods get devices.
 """
 
 from __future__ import annotations
@@ -34,13 +37,59 @@ def daemonset_of(pod: client.V1Pod) -> str | None:
     return next((o.name for o in owners if o.kind == "DaemonSet"), None)
 
 
+def _pod_name(pod: client.V1Pod) -> str:
+    return f"{pod.metadata.namespace}/{pod.metadata.name}"
+
+
+def _registers(pod: client.V1Pod, kubelet_root: PurePosixPath) -> bool:
+    return any(path in (kubelet_root / "plugins_registry", kubelet_root) for path in _host_paths(pod))
+
+
+def _of_installed(
+    on_node: list[client.V1Pod], daemonsets: tuple[str, ...], driver: str, kubelet_root: PurePosixPath
+) -> tuple[client.V1Pod | None, list[client.V1Pod]]:
+    """The one live pod of `daemonsets` among `on_node`, else None; and all of their live pods.
+
+    Where several are (a chart may install more than one DaemonSet), the one that registers, then names the driver.
+    """
+    pods = [
+        p
+        for p in on_node
+        if p.metadata.deletion_timestamp is None and f"{p.metadata.namespace}/{daemonset_of(p)}" in daemonsets
+    ]
+    chosen = pods
+    if len(chosen) > 1 and any(_registers(p, kubelet_root) for p in chosen):
+        chosen = [p for p in chosen if _registers(p, kubelet_root)]
+    if len(chosen) > 1 and any(_names_driver(p, driver, kubelet_root) for p in chosen):
+        chosen = [p for p in chosen if _names_driver(p, driver, kubelet_root)]
+    return (chosen[0] if len(chosen) == 1 else None), pods
+
+
 def find_driver_pod(
-    core: client.CoreV1Api, node: str, kubelet_root: PurePosixPath, driver: str
+    core: client.CoreV1Api,
+    node: str,
+    kubelet_root: PurePosixPath,
+    driver: str,
+    daemonsets: tuple[str, ...] = (),
 ) -> tuple[client.V1Pod | None, str]:
-    """The DaemonSet pod serving `driver` on `node`, or None and why none qualifies."""
+    """The DaemonSet pod serving `driver` on `node`, or None and why none qualifies.
+
+    `daemonsets` (`namespace/name`) are those the backend installed for the driver (`ClusterInfo.driver_daemonsets`):
+    their pod on the node is the driver's, whatever it mounts or names. Without them, or where none of them has a pod
+    on the node, the driver's pod is the DaemonSet pod that mounts the kubelet's registry and names the driver.
+    """
     registry = kubelet_root / "plugins_registry"
     on_node = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
-    registering = [p for p in on_node if any(path in (registry, kubelet_root) for path in _host_paths(p))]
+    if daemonsets:
+        installed, pods = _of_installed(on_node, daemonsets, driver, kubelet_root)
+        if installed is not None:
+            return installed, _pod_name(installed)
+        if pods:
+            return None, (
+                f"{len(pods)} pods of the installed DaemonSets {list(daemonsets)} on {node}, and not one alone "
+                f"registers and names {driver}: {[_pod_name(p) for p in pods]}"
+            )
+    registering = [p for p in on_node if _registers(p, kubelet_root)]
     if not registering:
         return None, f"no pod on {node} mounts {registry}: the driver runs outside the cluster's pods there"
     named = [p for p in registering if _names_driver(p, driver, kubelet_root)]

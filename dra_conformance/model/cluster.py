@@ -63,6 +63,12 @@ class ClusterInfo:
     set_aside_nodes: tuple[str, ...] = ()
     # Nodes a real kubelet serves, tainted with REAL_NODE_TAINT (kubelet-mode checks only).
     real_nodes: tuple[str, ...] = ()
+    # `namespace/name` of the DaemonSets the backend installed for the driver under test (a profile's `install`):
+    # their pods are the driver's. Empty on clusters this suite did not build.
+    driver_daemonsets: tuple[str, ...] = ()
+    # The changes the backend made to the driver's manifests (a profile's `install.transform`), one line each as
+    # printed at start; the run's summary lists them. Empty where nothing was installed or changed.
+    install_transforms: tuple[str, ...] = ()
     details: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -79,6 +85,8 @@ class ClusterInfo:
             "drivers": [[e.driver, e.node, str(e.kubelet_root), _optional_str(e.cdi_dir)] for e in self.drivers],
             "set_aside_nodes": list(self.set_aside_nodes),
             "real_nodes": list(self.real_nodes),
+            "driver_daemonsets": list(self.driver_daemonsets),
+            "install_transforms": list(self.install_transforms),
             "details": dict(self.details),
         }
 
@@ -100,6 +108,8 @@ class ClusterInfo:
             ),
             set_aside_nodes=tuple(data.get("set_aside_nodes", ())),
             real_nodes=tuple(data.get("real_nodes", ())),
+            driver_daemonsets=tuple(data.get("driver_daemonsets", ())),
+            install_transforms=tuple(data.get("install_transforms", ())),
             details=dict(data["details"]),
         )
 

@@ -342,6 +342,7 @@ class OutcomeCollector:
             return
         profile = config.stash[stash.PROFILE]
         suite = config.stash[stash.SUITE_CONFIG]
+        cluster = config.stash.get(stash.CLUSTER, None)
         facts = RunFacts(
             suite_version=__version__,
             backend=suite.backend,
@@ -357,6 +358,7 @@ class OutcomeCollector:
             },
             cluster=self.cluster_name(),
             finished_at=(self.ended or datetime.now(UTC)).isoformat(timespec="seconds"),
+            install_transforms=list(cluster.install_transforms) if cluster is not None else [],
         )
         run_dir = config.stash[stash.RUN_DIR]
         gate = self.canary_gate(run_dir, profile.identity.service_account.username, profile.driver)

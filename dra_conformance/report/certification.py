@@ -157,6 +157,10 @@ class RunFacts:
     # ended (ISO 8601 UTC): the fleet report's row and freshness. None in summaries written before them.
     cluster: str | None = None
     finished_at: str | None = None
+    # The changes the backend made to the driver's manifests before installing them (a profile's
+    # `install.transform`, `ClusterInfo.install_transforms`), one line each as printed at start: the run certifies
+    # the driver as shipped plus exactly these. Empty where it installed nothing or changed nothing.
+    install_transforms: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -408,6 +412,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         *([f"- {line}", ""] if (line := real_node_line(summary)) else []),
         *_exit_lines(summary.get("driver_exits") or {}),
         *_advisory_lines(summary.get("advisories") or []),
+        *_install_transform_lines(run.get("install_transforms") or []),
         f"Suite dra-conformance {run['suite_version']}, backend {run['backend']} (Kubernetes "
         f"{run.get('cluster_version') or 'version not read'}), profile {run['profile']} "
         f"(sha256 {run['profile_digest']}), driver version {run['driver_version'] or 'not stated'}.",
@@ -476,6 +481,13 @@ def _advisory_lines(advisories: list[dict[str, Any]]) -> list[str]:
     return [*lines, ""]
 
 
+def _install_transform_lines(transforms: list[str]) -> list[str]:
+    """The changes made to the driver's manifests before they were installed, as printed at start."""
+    if not transforms:
+        return []
+    return ["## Changes made to the driver's manifests (install.transform)", "", *(f"- {t}" for t in transforms), ""]
+
+
 def _short(document: Any) -> str:
     if isinstance(document, dict) and "decisions" in document:
         because = f" (because {document['rule']})" if document.get("rule") else ""
@@ -499,6 +511,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     lines += canary_gate.terminal_lines(summary["canary_gate"])
     real_node = real_node_line(summary)
     lines += [f"  {real_node}"] if real_node else []
+    transforms = summary["run"].get("install_transforms") or []
+    lines += [f"  install: {len(transforms)} declared change(s) to the driver's manifests"] if transforms else []
     lines.append("  details: summary.md and summary.json in the run's reports")
     return lines
 

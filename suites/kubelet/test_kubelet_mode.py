@@ -25,6 +25,7 @@ from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.pods import describe_pod, pod_ready
 from dra_conformance.kube.tracker import ResourceTracker, TrackedObject
 from dra_conformance.kubelet.driver_pod import find_driver_pod, restart_driver_pod
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
@@ -198,6 +199,7 @@ def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
     build: Builder,
     timeouts: Timeouts,
     obligations: Obligations,
+    cluster: ClusterInfo,
 ) -> None:
     core = client.CoreV1Api(api_client)
     kubelet_root = real_node.layout.kubelet_root if real_node.layout is not None else None
@@ -205,7 +207,7 @@ def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
         kubelet_root = PurePosixPath(real_node.endpoint.kubelet_root)
     driver_pod, found = (None, "the node's kubelet root is unknown")
     if kubelet_root is not None:
-        driver_pod, found = find_driver_pod(core, real_node.name, kubelet_root, build.driver)
+        driver_pod, found = find_driver_pod(core, real_node.name, kubelet_root, build.driver, cluster.driver_daemonsets)
     if driver_pod is None:
         # A driver outside the cluster's pods is a process the suite did not start: it is not ours to kill. (The
         # local backend runs the real node's driver as a DaemonSet pod, as clusters do.)

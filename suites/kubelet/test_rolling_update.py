@@ -34,6 +34,7 @@ from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.driver_pod import daemonset_of, find_driver_pod
 from dra_conformance.kubelet.layers import failed_prepare_messages
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 from dra_wire.kubelet_api import KubeletAPI
@@ -191,6 +192,7 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
     namespace: str,
     timeouts: Timeouts,
     obligations: Obligations,
+    cluster: ClusterInfo,
 ) -> None:
     profile = driver_under_test.profile
     if not profile.declares(Capability.ROLLING_UPDATE):
@@ -202,7 +204,9 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
         )
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     kubelet_root = PurePosixPath(real_node.endpoint.kubelet_root)
-    old_pod, found = find_driver_pod(core, real_node.name, kubelet_root, driver_under_test.name)
+    old_pod, found = find_driver_pod(
+        core, real_node.name, kubelet_root, driver_under_test.name, cluster.driver_daemonsets
+    )
     daemonset = daemonset_of(old_pod) if old_pod is not None else None
     if old_pod is None or daemonset is None:
         pytest.skip(f"not applicable: the driver on {real_node.name} is not a DaemonSet pod to roll ({found})")

@@ -1,9 +1,11 @@
-"""The local cluster's real node leaves nothing behind: after `down`, after SIGINT, and after a killed run.
+"""The real node leaves nothing behind: after `down`, after SIGINT, after a killed run, and with a shipped driver.
 
 What a real node adds to the host (the list `real_node.leftovers` checks): kubepods cgroups in every hierarchy,
 mounts under its directories, network namespaces, the CNI bridge, containerd shims, fixed paths the kubelet and
 containerd use, and sysctls the kubelet and the bridge change. Each test first sees some of it in place (so the
-check can fail), then none of it after the stop.
+check can fail), then none of it after the stop. A shipped driver's manifests add the host paths they mount
+(hostPath volumes the kubelet creates) and CDI specs in /etc/cdi and /var/run/cdi: after `down`, each of those is as
+it was before the cluster started.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.backends.local import real_node
+from dra_conformance.backends.local import install_record, real_node, shipped
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.layout import STANDARD_KUBELET_ROOT
+from dra_conformance.backends.local.layout import CONTAINERD_CDI_DIRS, STANDARD_KUBELET_ROOT, STATIC_CDI_DIR
 from dra_conformance.backends.local.real_node import HostRecord, host_record_path, snapshot
+from dra_conformance.driver.profile import load_profile
 from dra_conformance.kube import waits
 from dra_conformance.timeouts import Timeouts
+from tests.reference_image import IMAGE_BUILD_DEADLINE, SHIPPED_PROFILE, shipped_driver_cluster
 
 pytestmark = [
     pytest.mark.xdist_group("real-node"),  # one real node per machine: fixed paths, ports and the bridge
@@ -122,3 +126,47 @@ def test_a_killed_run_is_undone_by_the_next_down(real_backend: LocalBackend, tim
     assert left, "a killed run left nothing behind, so this test shows nothing about down"
     real_backend.stop()
     _assert_host_restored(real_backend, record)
+
+
+# Start (the image archive imported, the chart applied, the driver registered) and stop of the shipped driver's
+# cluster on a loaded machine.
+SHIPPED_CLUSTER_DEADLINE = 600.0
+# A static CDI spec, as a chart's node set-up writes one; the test's own name, so nothing of the host's is touched.
+STATIC_SPEC = STATIC_CDI_DIR / "dra-conformance-test-static.json"
+
+
+def _as_found(path: Path) -> list[str] | None:
+    """What is at `path`: None where nothing is, else every path below it ([] for a file or an empty directory)."""
+    if not os.path.lexists(path):
+        return None
+    return snapshot(path) if path.is_dir() and not path.is_symlink() else []
+
+
+@pytest.mark.timeout(IMAGE_BUILD_DEADLINE + SHIPPED_CLUSTER_DEADLINE)
+def test_down_leaves_the_host_paths_of_a_shipped_driver_as_they_were(tmp_path: Path) -> None:
+    profile = load_profile(SHIPPED_PROFILE)
+    assert profile.install is not None
+    mounted = install_record.host_paths_of(shipped.load_manifests(profile.install.manifests))
+    watched = sorted({*map(Path, mounted), *CONTAINERD_CDI_DIRS})
+    before = {path: _as_found(path) for path in watched}
+    assert not os.path.lexists(STATIC_SPEC), f"{STATIC_SPEC} is there before the test: left by an earlier run?"
+    try:
+        with shipped_driver_cluster(tmp_path / "cluster") as backend:
+            info = backend.start()
+            assert info.driver_daemonsets == ("fake-dra/fake-dra-kubelet-plugin",), info.driver_daemonsets
+            record = HostRecord.read(host_record_path(backend.layout))
+            installed = install_record.InstallRecord.read(install_record.record_path(backend.layout))
+            assert record is not None and installed is not None, "no host or install record while the node runs"
+            assert set(installed.existed) == set(mounted) and installed.refused == {}, installed
+            # What a chart's node set-up does: a static spec in /etc/cdi, which the node's containerd now reads.
+            STATIC_SPEC.parent.mkdir(parents=True, exist_ok=True)
+            STATIC_SPEC.write_text('{"cdiVersion": "0.6.0", "kind": "example.com/test", "devices": []}')
+            during = {path: _as_found(path) for path in watched}
+            assert during != before, f"the run changed none of {watched}, so the check below shows nothing"
+            backend.stop()
+        _assert_host_restored(backend, record)
+        after = {path: _as_found(path) for path in watched}
+        changed = {str(path): (before[path], after[path]) for path in watched if after[path] != before[path]}
+        assert changed == {}, f"not as before the cluster started (before, after): {changed}"
+    finally:
+        STATIC_SPEC.unlink(missing_ok=True)  # nothing of the test's own on the host, whatever failed

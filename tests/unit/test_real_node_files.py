@@ -89,7 +89,7 @@ def test_node_configs_carry_the_settings_this_machine_needs(node: RealNode) -> N
     assert kubelet["containerRuntimeEndpoint"] == f"unix://{node.containerd_socket}"
     containerd = (node.dir / "containerd.toml").read_text()
     assert "restrict_oom_score_adj = true" in containerd and "enable_cdi = true" in containerd
-    assert f'cdi_spec_dirs = ["{node.cdi_dir}", "/var/run/cdi"]' in containerd
+    assert f'cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi", "{node.cdi_dir}"]' in containerd
     assert f'sandbox = "{PAUSE_IMAGE}"' in containerd
     assert (node.bin_dir / "containerd-shim-runc-v2").resolve() == node.binaries.containerd_shim_runc_v2.resolve()
     cni = json.loads((node.dir / "cni" / "10-dra-conformance.conflist").read_text())

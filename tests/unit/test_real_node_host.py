@@ -92,5 +92,5 @@ def test_another_kubelets_state_in_the_root_is_found(
 
 
 def test_the_standard_directories_are_guarded_and_removed_when_they_were_absent() -> None:
-    assert real_node.GUARDED_DIRS == (Path("/var/lib/kubelet"), Path("/var/run/cdi"))
-    assert {"/var/lib/kubelet", "/var/run/cdi"} <= set(real_node.FIXED_PATHS)
+    assert real_node.GUARDED_DIRS == (Path("/var/lib/kubelet"), Path("/var/run/cdi"), Path("/etc/cdi"))
+    assert {"/var/lib/kubelet", "/var/run/cdi", "/etc/cdi"} <= set(real_node.FIXED_PATHS)

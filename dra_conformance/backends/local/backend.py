@@ -31,6 +31,7 @@ from dra_conformance.backends.local import (
     driver_swap,
     drivers,
     images,
+    install_record,
     real_node,
     shipped,
 )
@@ -190,6 +191,8 @@ class LocalBackend:
             ),
             set_aside_nodes=SET_ASIDE_NODES,
             real_nodes=tuple(recorded.get("real_nodes", [])),
+            driver_daemonsets=install_record.driver_daemonsets(self.layout),
+            install_transforms=shipped.recorded_transforms(self.layout),
             pki_dir=self.layout.pki,
             audit_log=self.layout.audit_log,
             log_dir=self.layout.logs,

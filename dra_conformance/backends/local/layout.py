@@ -7,10 +7,16 @@ from pathlib import Path
 
 # The local cluster's real node, and the standard paths it uses on this machine: its kubelet root is the one vendors'
 # DaemonSets mount (hostPath /var/lib/kubelet/plugins_registry, /var/lib/kubelet/plugins/<driver>), and its
-# containerd reads CDI specs from the standard directory too. `real_node.HostRecord` restores both after the run.
+# containerd reads CDI specs from the standard directories too, as containerd's defaults do. `real_node.HostRecord`
+# restores them after the run.
 REAL_NODE = "real-node-0"
 STANDARD_KUBELET_ROOT = Path("/var/lib/kubelet")
+# Where drivers write CDI specs as they prepare claims (the CDI package's dynamic directory).
 STANDARD_CDI_DIR = Path("/var/run/cdi")
+# Where charts and node set-up write static CDI specs (the CDI package's static directory).
+STATIC_CDI_DIR = Path("/etc/cdi")
+# containerd's own `cdi_spec_dirs` default (its CRI runtime config): static first, so dynamic specs take precedence.
+CONTAINERD_CDI_DIRS = (STATIC_CDI_DIR, STANDARD_CDI_DIR)
 
 
 @dataclass(frozen=True)

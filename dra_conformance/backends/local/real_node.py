@@ -25,10 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance import versions
-from dra_conformance.backends.local import drivers, images
+from dra_conformance.backends.local import drivers, images, install_record
 from dra_conformance.backends.local.build import RealNodeBinaries
+from dra_conformance.backends.local.layout import (
+    CONTAINERD_CDI_DIRS,
+    STANDARD_CDI_DIR,
+    STANDARD_KUBELET_ROOT,
+    STATIC_CDI_DIR,
+    ClusterLayout,
+)
 from dra_conformance.backends.local.layout import REAL_NODE as REAL_NODE
-from dra_conformance.backends.local.layout import STANDARD_CDI_DIR, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube import kubeconfig, waits
@@ -62,6 +68,7 @@ DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 FIXED_PATHS = (
     str(STANDARD_KUBELET_ROOT),
     str(STANDARD_CDI_DIR),
+    str(STATIC_CDI_DIR),
     str(DEVICE_PLUGIN_DIR),
     "/var/lib/cni",
     "/run/containerd",
@@ -80,8 +87,9 @@ DEVICE_PLUGIN_SOCKET = "dra-conformance-device-plugin.sock"
 # (every 10 s by default), so two updates and a loaded machine's start-up.
 DEVICE_PLUGIN_READY = 60.0
 # Standard directories the node writes into (the kubelet root is /var/lib/kubelet, a vendor's driver writes CDI
-# specs to /var/run/cdi): where one existed before, what was in it is recorded and everything else removed after.
-GUARDED_DIRS = (STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR)
+# specs to /var/run/cdi, its chart static ones to /etc/cdi): where one existed before, what was in it is recorded
+# and everything else removed after.
+GUARDED_DIRS = (STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR, STATIC_CDI_DIR)
 # What another kubelet keeps in its root (a file, or a directory with entries): the node refuses to start on it.
 KUBELET_STATE = (
     "pods",
@@ -96,6 +104,9 @@ KUBELET_STATE = (
     "config.yaml",
     "kubeconfig",
 )
+# How teardown removes a directory tree: never into another file system below it, nor the tree itself where it is
+# a mount point (on another device than its parent): a mount left by a failed unmount keeps what it shows.
+SAFE_RM = ("--one-file-system", "--preserve-root=all", "--")
 NETNS_DIR = Path("/run/netns")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KUBEPODS = "kubepods"
@@ -188,7 +199,7 @@ def remove_new_entries(root: Path, before: list[str]) -> list[str]:
     problems = []
     for path in new_entries(root, before):
         if path.is_dir() and not path.is_symlink():
-            done = subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True, text=True)
+            done = subprocess.run(["rm", "-rf", *SAFE_RM, str(path)], capture_output=True, text=True)
             if done.returncode != 0:
                 problems.append(f"path {path}: {' '.join(done.stderr.split())}")
         else:
@@ -244,6 +255,15 @@ class RealNode:
     def containerd_socket(self) -> Path:
         """The gRPC socket of containerd (the kubelet's CRI endpoint)."""
         return containerd_socket(self.layout)
+
+    @property
+    def cdi_spec_dirs(self) -> tuple[Path, ...]:
+        """Where containerd reads CDI specs: its defaults, as on a production node, then the node's own directory.
+
+        A chart writes static specs to /etc/cdi and its driver dynamic ones to /var/run/cdi; the reference driver
+        run in pods (`driver_daemonset`) writes to the node's own directory.
+        """
+        return (*CONTAINERD_CDI_DIRS, self.cdi_dir)
 
     @property
     def bin_dir(self) -> Path:
@@ -339,7 +359,7 @@ class RealNode:
                 # Root here lacks CAP_SYS_RESOURCE: without this, sandbox creation fails writing oom_score_adj.
                 "  restrict_oom_score_adj = true",
                 "  enable_cdi = true",
-                f'  cdi_spec_dirs = ["{self.cdi_dir}", "{STANDARD_CDI_DIR}"]',
+                f"  cdi_spec_dirs = [{', '.join(json.dumps(str(d)) for d in self.cdi_spec_dirs)}]",
                 f"[{runtime}.containerd.runtimes.runc.options]",
                 f'  BinaryName = "{self.bin_dir / "runc"}"',
                 f"[{runtime}.cni]",
@@ -546,12 +566,15 @@ def teardown(layout: ClusterLayout) -> list[str]:
     record = HostRecord.read(host_record_path(layout))
     if record is None:
         return []
+    installed = install_record.InstallRecord.read(install_record.record_path(layout))
     problems: list[str] = []
     _kill_node_processes(record)
     new_netns = [NETNS_DIR / name for name in (os.listdir(NETNS_DIR) if NETNS_DIR.is_dir() else [])]
     new_netns = [path for path in new_netns if path.name not in record.netns and path.name.startswith("cni-")]
     roots = [drivers.runtime_dir(layout), layout.root / "nodes" / REAL_NODE, STANDARD_KUBELET_ROOT]
     roots += map(Path, record.absent_paths)
+    # What the vendor's pods mounted and the kubelet created for them (a Bidirectional mount may have propagated).
+    roots += install_record.removable(installed, layout.root) if installed is not None else []
     for point in [*_mounts_under(roots), *map(str, new_netns)]:
         _unmount(point)
     for path in new_netns:
@@ -568,13 +591,16 @@ def teardown(layout: ClusterLayout) -> list[str]:
     (DEVICE_PLUGIN_DIR / DEVICE_PLUGIN_SOCKET).unlink(missing_ok=True)
     for path in map(Path, record.absent_paths):
         if path.is_dir() and not path.is_symlink():
-            subprocess.run(["rm", "-rf", "--one-file-system", str(path)], capture_output=True, check=False)
+            subprocess.run(["rm", "-rf", *SAFE_RM, str(path)], capture_output=True, check=False)
         else:
             path.unlink(missing_ok=True)
     for root, before in record.entries.items():
         if Path(root).is_dir():
             problems += remove_new_entries(Path(root), before)
+    # The host paths the vendor's manifests mount that did not exist before the install (none without an install).
+    problems += install_record.restore(installed, layout.root) if installed is not None else []
     if not problems:
+        install_record.record_path(layout).unlink(missing_ok=True)
         host_record_path(layout).unlink(missing_ok=True)
     return problems
 
@@ -602,6 +628,8 @@ def leftovers(layout: ClusterLayout) -> list[str]:
         ]
         found += [f"process {pid} ({record.containerd_shim})" for pid in _processes_of(record.containerd_shim)]
         found += [f"path {path}" for path in record.absent_paths if os.path.lexists(path)]
+        installed = install_record.InstallRecord.read(install_record.record_path(layout))
+        found += install_record.leftovers(installed) if installed is not None else []
         if os.path.lexists(DEVICE_PLUGIN_DIR / DEVICE_PLUGIN_SOCKET):
             found.append(f"device plugin socket {DEVICE_PLUGIN_DIR / DEVICE_PLUGIN_SOCKET}")
         found += [

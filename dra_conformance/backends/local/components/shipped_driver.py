@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from dra_conformance.backends.local import driver_daemonset, shipped
+from dra_conformance.backends.local import driver_daemonset, install_placement, install_record, shipped
 from dra_conformance.backends.local.components.driver import await_driver
 from dra_conformance.backends.local.layout import STANDARD_CDI_DIR, STANDARD_KUBELET_ROOT
 from dra_conformance.backends.local.supervised import SupervisedCluster
@@ -32,13 +32,30 @@ class ShippedDriver:
     def start(self, cluster: SupervisedCluster) -> list[DriverEndpoint]:
         """Apply the manifests and wait until the driver registered with a complete pool on every node."""
         with cluster.api() as api_client:
-            installed = shipped.install(api_client, self.spec, self.nodes, self.echo)
+            installed = shipped.install(
+                api_client,
+                self.spec,
+                self.nodes,
+                self.echo,
+                before_apply=lambda documents: install_record.take(cluster.layout, documents, self.echo),
+            )
+            # For the run's summary (`ClusterInfo.install_transforms`): what was changed in the vendor's manifests.
+            shipped.record_transforms(cluster.layout, installed.transformations)
             core = client.CoreV1Api(api_client)
             for endpoint in self.endpoints:
 
                 def failed(node: str = endpoint.node) -> str | None:
                     reason = shipped.pod_failure(core, installed.pod_namespaces, node)
-                    return f"driver {self.profile.driver} on {node}: its pod {reason}" if reason else None
+                    if reason is not None:
+                        return f"driver {self.profile.driver} on {node}: its pod {reason}"
+                    # A DaemonSet that cannot ever run a pod there (an untolerated lasting taint) ends the wait now.
+                    daemonsets, blocked = install_placement.daemonsets_on_node(api_client, installed.daemonsets, node)
+                    kept_off = " | ".join(daemonsets)
+                    return (
+                        f"driver {self.profile.driver} on {node}: no pod of it can run there: {kept_off}"
+                        if blocked
+                        else None
+                    )
 
                 def log(node: str = endpoint.node) -> str:
                     pods = [
@@ -46,7 +63,10 @@ class ShippedDriver:
                         for namespace in installed.pod_namespaces
                         for pod in core.list_namespaced_pod(namespace, field_selector=f"spec.nodeName={node}").items
                     ]
-                    return driver_daemonset.log_tail(core, pods[-1]) if pods else "(no pod of the driver on the node)"
+                    if pods:
+                        return driver_daemonset.log_tail(core, pods[-1])
+                    daemonsets, _ = install_placement.daemonsets_on_node(api_client, installed.daemonsets, node)
+                    return f"no pod of the driver on {node}" + (f": {' | '.join(daemonsets)}" if daemonsets else "")
 
                 await_driver(cluster, api_client, self.profile, endpoint, failed, log)
         return self.endpoints
