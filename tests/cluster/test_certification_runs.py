@@ -45,6 +45,8 @@ class CertificationRun:
     real_node: bool = False
     # Installs the reference driver's image archive, which the run builds first (reports/images/).
     shipped_image: bool = False
+    # Its profile declares transforms of the manifests: the summary must list them.
+    transformed: bool = False
 
 
 RUNS = (
@@ -64,12 +66,31 @@ RUNS = (
         ("incomplete",),
         real_node=True,
     ),
+    # The reference driver from a chart rendered as vendors' are (no toleration, a registry image with pull policy
+    # Always, no Namespace), fixed only by declared transforms: the whole selection on the real node certifies, and
+    # the transforms are in its summary.
     CertificationRun(
-        "reference-driver-as-shipped-kubelet-suite",
-        ("--real-node", "--profile", "fixtures/profiles/reference-driver-shipped.yaml", "suites/kubelet"),
+        "reference-driver-vendor-chart-whole-selection",
+        ("--real-node", "--profile", "fixtures/profiles/reference-driver-vendor-chart.yaml"),
+        ("certified",),
+        real_node=True,
+        shipped_image=True,
+        transformed=True,
+    ),
+    # The legitimate variant that refuses a device another claim still holds, as shipped: the kubelet retries, the
+    # suite deletes its pods gracefully, and the kubelet suite judges it after the retries.
+    CertificationRun(
+        "shipped-variant-refusing-held-devices-kubelet-suite",
+        (
+            "--real-node",
+            "--profile",
+            "fixtures/profiles/shipped-variants/prepare-refused-while-device-held.yaml",
+            "suites/kubelet",
+        ),
         ("incomplete",),
         real_node=True,
         shipped_image=True,
+        transformed=True,
     ),
     CertificationRun(
         "upstream-test-driver-kubelet-suite",
@@ -125,3 +146,6 @@ def test_certification_run_ends_in_its_verdict_with_no_check_failed(run: Certifi
         f"{run.name}: {summary['reasons']}"
     )
     assert summary["verdict"] in run.verdicts, f"{run.name}: verdict {summary['verdict']}: {summary['reasons']}"
+    if run.transformed:
+        recorded = summary["run"]["install_transforms"]  # type: ignore[index]
+        assert recorded, f"{run.name}: the profile declares transforms, the summary lists none: {summary['run']}"

@@ -22,6 +22,7 @@ from dra_conformance.backends.local import install_images, install_placement, sh
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.driver.profile import (
     ImageRewrite,
+    InstallSpec,
     ManifestPatch,
     PatchTarget,
     PatchType,
@@ -457,10 +458,19 @@ def test_an_archive_that_names_no_image_is_one_line_before_the_cluster_starts(
     tmp_path: Path, members: dict[str, Any], problem: str
 ) -> None:
     archive = _tar(tmp_path / "driver.tar", members)
+    manifests = tmp_path / "rendered.yaml"
+    pod = {"containers": [{"name": "plugin", "image": "registry.example.com/driver:1.2.3"}]}
+    daemonset = {"spec": {"selector": {}, "template": {"spec": pod}}}
+    manifests.write_text(
+        yaml.safe_dump({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "d"}} | daemonset)
+    )
     with pytest.raises(UsageError) as refused:
-        shipped.missing_images((archive,))
-    assert str(refused.value).startswith(f"{archive}: ") and re.search(problem, str(refused.value)), refused.value
-    assert shipped.missing_images((archive, tmp_path / "absent.tar")) == [tmp_path / "absent.tar"]
+        shipped.missing_images(InstallSpec((archive,), (manifests,)))
+    message = str(refused.value)
+    assert message.startswith(f"{archive}: ") and re.search(problem, message), message
+    assert message.endswith("the manifests run registry.example.com/driver:1.2.3"), message
+    absent = tmp_path / "absent.tar"
+    assert shipped.missing_images(InstallSpec((archive, absent), (manifests,))) == [absent]
 
 
 @pytest.mark.parametrize(

@@ -385,7 +385,7 @@ class LocalBackend:
                 f"{profile.source}: driver {profile.driver} runs on real nodes only (nodes: realOnly); add --real-node"
             )
         if profile.install is not None:
-            missing = shipped.missing_images(profile.install.images)
+            missing = shipped.missing_images(profile.install)
             if missing:
                 raise UsageError(
                     f"{profile.source}: install.images: no archive at {', '.join(map(str, missing))} (the reference "

@@ -387,15 +387,29 @@ def transform(
 # --- images -------------------------------------------------------------------------------------------------------
 
 
-def missing_images(images: tuple[Path, ...]) -> list[Path]:
-    """The archives of `images` that do not exist; an existing one that names no image is a UsageError of one line.
+def images_to_run(spec: InstallSpec) -> list[str]:
+    """The images the manifests run once the transforms that change images (overlay, patches, rewrites) are made."""
+    changing = Transforms(
+        kustomize=spec.transforms.kustomize, patches=spec.transforms.patches, images=spec.transforms.images
+    )
+    documents, _ = transform(load_manifests(spec.manifests), changing, (), "", spec.source)
+    found = [container["image"] for d in documents for pod in pod_specs(d) for container in _containers(pod)]
+    return sorted({str(image) for image in found if image})
 
-    Checked before the cluster starts: `ctr images import` takes such an archive with exit code 0 and imports nothing.
+
+def missing_images(spec: InstallSpec) -> list[Path]:
+    """The archives of `spec.images` that do not exist; one that names no image is a UsageError of one line.
+
+    The line names the images the manifests run, which that archive was meant to provide. Checked before the
+    cluster starts: `ctr images import` takes such an archive with exit code 0 and imports nothing.
     """
-    missing = [path for path in images if not path.is_file()]
+    missing = [path for path in spec.images if not path.is_file()]
     if not missing:
-        for archive in images:
-            install_images.archive_images(archive)
+        for archive in spec.images:
+            try:
+                install_images.archive_images(archive)
+            except UsageError as error:
+                raise UsageError(f"{error}; the manifests run {', '.join(images_to_run(spec))}") from None
     return missing
 
 
