@@ -3,9 +3,12 @@
 dra-conformance build [--cache-dir DIR]
 dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
 dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
+dra-conformance explore [--profile P] [--seed N | --replay SEED] [--max-steps N] [--max-examples N] [--budget-seconds S]
 dra-conformance report RUN [--serve [--port N]]
 dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR]
 dra-conformance obligations [--output FILE]
+dra-conformance sonobuoy run --profile P --cluster-name NAME [--kubeconfig PATH] [--output DIR] [run args...]
+dra-conformance sonobuoy results DIR_OR_TARBALL
 dra-conformance sonobuoy-plugin --profile P --cluster-name NAME [--image REF] [--namespace NS] [--rbac] [run args...]
 dra-conformance image build|lock [--image suite|reference-driver|sonobuoy] [--output PATH]
 """
@@ -38,10 +41,12 @@ from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
 from dra_conformance.cpus import MAX_DEFAULT_WORKERS, WORKERS_PER_CPU, available_cpus, default_workers
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
+from dra_conformance.explore import runner as explore_runner
 from dra_conformance.image import builder as image_builder
 from dra_conformance.image import recipes as image_recipes
 from dra_conformance.kube.client import in_cluster_kubeconfig
 from dra_conformance.model.obligations import Registry, RegistryError
+from dra_conformance.model.records import read_records
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
@@ -51,6 +56,10 @@ from dra_conformance.report.fleet.merge import DEFAULT_STALE_AFTER
 from dra_conformance.report.obligations_doc import render as render_obligations
 from dra_conformance.sonobuoy import entry as sonobuoy_entry
 from dra_conformance.sonobuoy import plugin as sonobuoy_plugin
+from dra_conformance.sonobuoy import protocol as sonobuoy_protocol
+from dra_conformance.sonobuoy import retrieved as sonobuoy_retrieved
+from dra_conformance.sonobuoy import runner as sonobuoy_runner
+from dra_conformance.sonobuoy.part import Part as SonobuoyPart
 from dra_conformance.timeouts import Timeouts, timeout_option
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
@@ -196,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="run the suites N times on one cluster and report each test's pass rate (a failure in any run counts)",
     )
+    _add_explore_command(commands)
 
     report = commands.add_parser(
         "report", help="render a run's Allure results as HTML (Allure 3 on Node.js), or many runs' fleet table"
@@ -266,8 +276,10 @@ def _add_sonobuoy_commands(commands: Any) -> None:
         "--node",
         action="append",
         default=[],
-        help="a node the plugin's pod may run on, whatever its NoSchedule taints (repeatable; default any)",
+        help="a node the plugin's pod may run on, whatever its NoSchedule taints (repeatable; default any; the node "
+        "part runs on each)",
     )
+    _add_part_arguments(plugin)
     entry = commands.add_parser(
         "sonobuoy-entry",
         help="(the plugin's container) run the suites in-cluster, hand their reports to Sonobuoy's worker",
@@ -275,6 +287,68 @@ def _add_sonobuoy_commands(commands: Any) -> None:
     entry.add_argument("--profile", type=Path, help="the driver profile, mounted from the plugin's ConfigMap")
     entry.add_argument("--cluster-name", help="the cluster's name in the reports")
     entry.add_argument("--results-dir", type=Path, help="Sonobuoy's results directory (default $SONOBUOY_RESULTS_DIR)")
+    entry.add_argument(
+        "--part", choices=[str(p) for p in SonobuoyPart], default=str(SonobuoyPart.WHOLE), help="the plugin's part"
+    )
+    entry.add_argument("--scratch-dir", type=Path, help="(the node part) where the run's temporary files go")
+    sonobuoy = commands.add_parser(
+        "sonobuoy",
+        help="run the suites in-cluster through Sonobuoy (cluster-level checks in a Job, node-level checks on each "
+        "driver node) and print the merged verdict, or print the merged verdict of a retrieved run",
+    )
+    actions = sonobuoy.add_subparsers(dest="sonobuoy_action", required=True, parser_class=_Parser)
+    run = actions.add_parser(
+        "run",
+        help="both parts through the pinned Sonobuoy: wait, retrieve, print the merged verdict (exit 0 when "
+        "certified); extra arguments go to `dra-conformance run` in the pods",
+    )
+    run.add_argument("--profile", type=Path, required=True, help="driver profile of the driver installed there")
+    run.add_argument("--cluster-name", required=True, help="the cluster's name in the reports and the fleet report")
+    run.add_argument("--kubeconfig", type=Path, help="the cluster (default $KUBECONFIG, else ~/.kube/config)")
+    run.add_argument(
+        "--output", type=Path, help="where the tarball and the merged verdict go (default results/<cluster name>)"
+    )
+    run.add_argument(
+        "--namespace", help=f"the namespace Sonobuoy runs in (default {sonobuoy_protocol.DEFAULT_NAMESPACE})"
+    )
+    run.add_argument(
+        "--image",
+        help="the suite's image (default: built and imported where the cluster is the local one; else "
+        f"{sonobuoy_plugin.DEFAULT_IMAGE})",
+    )
+    run.add_argument("--sonobuoy-image", help="Sonobuoy's image (default: ours on the local cluster, else Sonobuoy's)")
+    run.add_argument(
+        "--node-label",
+        metavar="KEY=VALUE",
+        help="run the node part on the nodes with this label (default: the nodes the driver publishes ResourceSlices "
+        "for)",
+    )
+    run.add_argument("--kubelet-root", help="the nodes' kubelet root directory (default /var/lib/kubelet)")
+    run.add_argument(
+        "--wait",
+        type=_positive_int,
+        default=sonobuoy_runner.DEFAULT_WAIT_MINUTES,
+        metavar="MINUTES",
+        help=f"how long the parts may take together (default {sonobuoy_runner.DEFAULT_WAIT_MINUTES})",
+    )
+    run.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    results = actions.add_parser(
+        "results", help="print the merged verdict of a retrieved run (a tarball, or the directory holding it)"
+    )
+    results.add_argument("path", type=Path, metavar="DIR_OR_TARBALL")
+    results.add_argument("--output", type=Path, help="also write the merged summary.json and summary.md there")
+
+
+def _add_part_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--part",
+        choices=[str(p) for p in SonobuoyPart],
+        default=str(SonobuoyPart.WHOLE),
+        help="whole: every check in one Job (default); cluster: the cluster-level checks in that Job; node: the "
+        "node-level checks in a DaemonSet on the driver's nodes (`sonobuoy run` runs both parts)",
+    )
+    parser.add_argument("--node-label", metavar="KEY=VALUE", help="(--part node) run on the nodes with this label")
+    parser.add_argument("--kubelet-root", help="(--part node) the nodes' kubelet root (default /var/lib/kubelet)")
 
 
 def _sonobuoy_plugin(args: argparse.Namespace, run_args: list[str]) -> int:
@@ -283,7 +357,16 @@ def _sonobuoy_plugin(args: argparse.Namespace, run_args: list[str]) -> int:
         return EXIT_OK
     passed = run_args[1:] if run_args[:1] == ["--"] else run_args
     settings = sonobuoy_plugin.settings_from(
-        args.profile, args.cluster_name, args.image, args.namespace, passed, args.api_server_from_host, args.node
+        args.profile,
+        args.cluster_name,
+        args.image,
+        args.namespace,
+        passed,
+        args.api_server_from_host,
+        args.node,
+        part=args.part,
+        kubelet_root=args.kubelet_root,
+        node_label=args.node_label,
     )
     print(sonobuoy_plugin.render_plugin(settings), end="")
     return EXIT_OK
@@ -293,8 +376,40 @@ def _sonobuoy_entry(args: argparse.Namespace, run_args: list[str]) -> int:
     results_dir = sonobuoy_entry.results_dir_from(os.environ, args.results_dir)
     passed = run_args[1:] if run_args[:1] == ["--"] else run_args
     return sonobuoy_entry.entry(
-        sonobuoy_entry.EntrySettings(args.profile, args.cluster_name, results_dir, tuple(passed))
+        sonobuoy_entry.EntrySettings(
+            args.profile,
+            args.cluster_name,
+            results_dir,
+            tuple(passed),
+            SonobuoyPart(args.part),
+            sonobuoy_entry.node_from(os.environ),
+            args.scratch_dir,
+        )
     )
+
+
+def _sonobuoy(args: argparse.Namespace, run_args: list[str]) -> int:
+    if args.sonobuoy_action == "results":
+        if run_args:
+            raise UsageError(f"sonobuoy results: unrecognized arguments: {' '.join(run_args)}")
+        tarball = sonobuoy_retrieved.latest_tarball(args.path)
+        return sonobuoy_runner.report(tarball, args.output)
+    passed = run_args[1:] if run_args[:1] == ["--"] else run_args
+    settings = sonobuoy_runner.RunSettings(
+        profile=args.profile,
+        cluster_name=args.cluster_name,
+        kubeconfig=sonobuoy_runner.kubeconfig_path(args.kubeconfig, os.environ),
+        output=args.output or Path("results") / args.cluster_name,
+        namespace=args.namespace or sonobuoy_protocol.DEFAULT_NAMESPACE,
+        image=args.image,
+        sonobuoy_image=args.sonobuoy_image,
+        node_label=args.node_label,
+        kubelet_root=args.kubelet_root,
+        wait_minutes=args.wait,
+        run_args=tuple(passed),
+        cache_dir=args.cache_dir,
+    )
+    return sonobuoy_runner.run(settings)
 
 
 def _obligations(args: argparse.Namespace) -> int:
@@ -600,6 +715,90 @@ def refuse_former_options(pytest_args: list[str]) -> None:
             )
 
 
+def _add_explore_command(commands: Any) -> None:
+    explore = commands.add_parser(
+        "explore",
+        help="explore the driver's kubelet contract with random operation sequences (suites/explore): the shrunk "
+        "failing sequence and its seed, or what was covered; extra arguments go to pytest",
+    )
+    explore.add_argument("--profile", type=Path, help="driver profile of the driver under test (default: reference)")
+    explore.add_argument("--cluster", choices=tuple(BACKENDS), default="local")
+    explore.add_argument("--kubeconfig", type=Path)
+    explore.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
+    explore.add_argument("--replace-driver", action="store_true", help=REPLACE_DRIVER_HELP)
+    seeds = explore.add_mutually_exclusive_group()
+    seeds.add_argument("--seed", type=_seed, help="the seed to explore from (default: derived from the run's id)")
+    seeds.add_argument(
+        "--replay",
+        type=_seed,
+        metavar="SEED",
+        help="run a reported seed again: the same operations in the same order, with no time budget (give the "
+        "reported --max-examples and --max-steps too)",
+    )
+    explore.add_argument(
+        "--max-steps", type=_positive_int, default=explore_runner.DEFAULT_MAX_STEPS, help="operations per example"
+    )
+    explore.add_argument(
+        "--max-examples", type=_positive_int, default=explore_runner.DEFAULT_MAX_EXAMPLES, help="examples at most"
+    )
+    explore.add_argument(
+        "--budget-seconds",
+        type=_positive_seconds,
+        default=explore_runner.DEFAULT_SECONDS,
+        help=f"seconds of drawing new examples (default {explore_runner.DEFAULT_SECONDS:g})",
+    )
+    explore.add_argument(
+        "--shrink-seconds",
+        type=_positive_seconds,
+        default=explore_runner.DEFAULT_SHRINK_SECONDS,
+        help=f"seconds of shrinking after the first finding (default {explore_runner.DEFAULT_SHRINK_SECONDS:g})",
+    )
+
+
+# Beyond its budget, an exploration sets up (a set-aside node, a DeviceClass), finishes the step under way (a driver
+# start waits up to driver_ready) and cleans up.
+EXPLORE_SLACK = 300.0
+
+
+def _seed(text: str) -> int:
+    return _whole_number(text, 0)
+
+
+def _explore(args: argparse.Namespace, pytest_args: list[str]) -> int:
+    """`explore`: the explorer's suite alone, in the run's own process, then the exploration as it was recorded."""
+    reports = _reports_root() / "reports" / f"explore-{time.strftime('%Y%m%d-%H%M%S')}"
+    seed = args.replay if args.replay is not None else args.seed
+    options = [
+        f"--dra-explore-seconds={0 if args.replay is not None else args.budget_seconds:g}",
+        f"--dra-explore-shrink-seconds={args.shrink_seconds:g}",
+        f"--dra-explore-max-examples={args.max_examples}",
+        f"--dra-explore-max-steps={args.max_steps}",
+        *([f"--dra-explore-seed={seed}"] if seed is not None else []),
+        f"--dra-reports-dir={reports}",
+        # The check's deadline covers its budget (a replay has none but its example count): pytest's 300 s is the
+        # default run's.
+        "-o",
+        f"timeout={0 if args.replay is not None else args.budget_seconds + args.shrink_seconds + EXPLORE_SLACK:g}",
+    ]
+    run = argparse.Namespace(
+        cluster=args.cluster,
+        kubeconfig=args.kubeconfig,
+        profile=args.profile,
+        nodes=args.nodes,
+        real_node=False,
+        real_node_auto=False,
+        replace_driver=args.replace_driver,
+        no_html=True,
+        workers=0,
+        allow_partial=False,
+        repeat=1,
+    )
+    code = _run(run, [*options, *pytest_args, str(paths.suites_dir() / "explore")])
+    for record in (r for run_dir in sorted(reports.glob("*/")) for r in read_records(run_dir, "explore")):
+        print("\n".join(record.get("lines", [])))
+    return code
+
+
 def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     refuse_former_options(pytest_args)
     if args.profile:
@@ -662,7 +861,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every expected failure is one line on stderr and a non-zero exit code."""
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
-    if rest and args.command not in ("run", "sonobuoy-plugin", "sonobuoy-entry"):
+    # explore hands what it does not know to pytest, as run does.
+    explore_args, rest = (rest, []) if args.command == "explore" else ([], rest)
+    if rest and args.command not in ("run", "sonobuoy", "sonobuoy-plugin", "sonobuoy-entry"):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         if args.command == "build":
@@ -671,12 +872,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cluster(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "explore":
+            return _explore(args, explore_args)
         if args.command == "obligations":
             return _obligations(args)
         if args.command == "sonobuoy-plugin":
             return _sonobuoy_plugin(args, rest)
         if args.command == "sonobuoy-entry":
             return _sonobuoy_entry(args, rest)
+        if args.command == "sonobuoy":
+            return _sonobuoy(args, rest)
         if args.command == "image":
             return _image(args)
         return _run(args, rest)

@@ -154,6 +154,15 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
         *_rights("get create", "pods", subresource="portforward"),
         *_rights("get", "nodes", namespaced=False),
     ),
+    # The model-based explorer (dra_conformance/explore, local backend only: a set-aside node whose driver it
+    # restarts): a DeviceClass, claims of random shapes and their pods, deleted as it goes; its namespace labelled
+    # for admin access where the profile declares it; the claims' status and the driver's slices listed.
+    "explore": (
+        *_rights(TRACKED, "deviceclasses", RESOURCE, namespaced=False),
+        *_rights(TRACKED, "resourceclaims", RESOURCE),
+        *_rights(TRACKED, "pods"),
+        *_rights("patch", "namespaces", namespaced=False),
+    ),
     "allocation": _SCENARIO_RIGHTS,
     # As allocation, and the kubelet's role starts the containers of the pods it prepared (a pod annotation).
     "status": (*_SCENARIO_RIGHTS, *_rights("patch", "pods")),

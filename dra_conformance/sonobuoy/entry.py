@@ -6,6 +6,12 @@ with the `manual` results file and the run's output into one tarball, and writes
 done file. The done file is written whatever happened (bad input, a refused preflight, a crash of the run, SIGTERM),
 so Sonobuoy's worker never waits for results until the plugin times out.
 
+A part of a split run (`--part cluster|node`, see `sonobuoy/part.py`) also records every check for the merge
+(`part-record.json`), and its summary is packed as `part-summary.json`: a part's verdict is not the run's (the fleet
+report reads every `summary.json` it finds; the merged one is written by `dra-conformance sonobuoy run`). The node
+part runs with its temporary files under the node's kubelet root (`--scratch-dir`), where the node's kubelet reaches
+the sockets the suite opens there (the kubelet-side interposer's).
+
 Exit code: 0 when the results carry a verdict, whatever it is (the verdict is the result; Sonobuoy reads it from the
 results, not from the container's exit); 1 when the run ended without one; 2 for bad input. The done file comes
 first in every case.
@@ -14,6 +20,8 @@ first in every case.
 from __future__ import annotations
 
 import json
+import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,9 +34,10 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from dra_conformance.report.certification import SUMMARY_JSON
+from dra_conformance.report.certification import SUMMARY_JSON, SUMMARY_MARKDOWN
 from dra_conformance.sonobuoy import protocol
 from dra_conformance.sonobuoy import results as manual
+from dra_conformance.sonobuoy.part import RECORD_FILE, RECORD_OPTION, Part
 
 EXIT_VERDICT = 0
 EXIT_NO_VERDICT = 1
@@ -39,6 +48,12 @@ RUN_LOG = "run.log"
 TAIL_LINES = 20
 # Where the run writes its reports (one run directory under it), inside the results volume.
 REPORTS_SUBDIR = "reports"
+# A part's summary in its tarball: what the merge reads, and no summary.json for the fleet report to take for the run's.
+PART_SUMMARY_JSON = "part-summary.json"
+PART_SUMMARY_MARKDOWN = "part-summary.md"
+# The status of a part's results in `sonobuoy status`: not a verdict (no ", " or ": ", see protocol.py).
+PART_STATUS = "Part of the verdict (dra-conformance sonobuoy results)"
+NODE_NAME_ENV = "NODE_NAME"
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,10 @@ class EntrySettings:
     cluster_name: str | None
     results_dir: Path
     run_args: tuple[str, ...] = field(default=())
+    # Which part of a split run this is, the node it runs on (the node part), and where its temporary files go.
+    part: Part = Part.WHOLE
+    node: str | None = None
+    scratch_dir: Path | None = None
 
 
 def results_dir_from(environ: Mapping[str, str], given: Path | None) -> Path:
@@ -58,10 +77,21 @@ def results_dir_from(environ: Mapping[str, str], given: Path | None) -> Path:
     return Path(environ.get(protocol.RESULTS_DIR_ENV) or protocol.RESULTS_DIR)
 
 
-def run_command(settings: EntrySettings, reports_dir: Path) -> list[str]:
-    """`dra-conformance run` against the pod's own cluster, as the pod's ServiceAccount."""
+def node_from(environ: Mapping[str, str]) -> str | None:
+    """The node the pod runs on, as the node part's pod spec names it in NODE_NAME."""
+    return environ.get(NODE_NAME_ENV) or None
+
+
+def run_command(settings: EntrySettings, reports_dir: Path, scratch: Path | None = None) -> list[str]:
+    """`dra-conformance run` against the pod's own cluster, as the pod's ServiceAccount.
+
+    A part records its checks; with `scratch`, the run's temporary files go there.
+    """
     assert settings.profile is not None and settings.cluster_name is not None, "checked by _usage_problem"
+    record = [f"{RECORD_OPTION}={reports_dir / RECORD_FILE}"] if settings.part is not Part.WHOLE else []
+    environment = ["env", f"TMPDIR={scratch}"] if scratch is not None else []
     return [
+        *environment,
         sys.executable,
         "-m",
         "dra_conformance.cli",
@@ -73,6 +103,7 @@ def run_command(settings: EntrySettings, reports_dir: Path) -> list[str]:
         f"--dra-cluster-name={settings.cluster_name}",
         f"--dra-reports-dir={reports_dir}",
         *settings.run_args,
+        *record,
     ]
 
 
@@ -125,8 +156,11 @@ def find_run_dir(reports_dir: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
-def results_document(outcome: RunOutcome) -> dict[str, Any]:
-    """The manual results tree: from the run's summary, else the reason there is none."""
+def results_document(outcome: RunOutcome, part: Part = Part.WHOLE, node: str | None = None) -> dict[str, Any]:
+    """The manual results tree: from the run's summary, else the reason there is none.
+
+    A part's tree says it is a part: its leaves are its checks, its verdict is not the run's.
+    """
     summary_path = outcome.run_dir / SUMMARY_JSON if outcome.run_dir is not None else None
     if summary_path is not None and summary_path.is_file():
         try:
@@ -134,7 +168,14 @@ def results_document(outcome: RunOutcome) -> dict[str, Any]:
         except json.JSONDecodeError as error:
             return manual.without_summary(outcome.exit_code, [*outcome.tail, f"{summary_path}: {error}"])
         reasons = manual.junit_reasons(summary_path.parent / manual.JUNIT_XML)
-        return manual.from_summary(summary, reasons)
+        document = manual.from_summary(summary, reasons)
+        if part is not Part.WHOLE:
+            where = f"node {node or '?'}" if part is Part.NODE else "cluster"
+            document["status"] = PART_STATUS
+            leaf = document["items"][0]
+            leaf["status"] = PART_STATUS
+            leaf["name"] = f"{part}-level part ({where}), merged by `dra-conformance sonobuoy results`: {leaf['name']}"
+        return document
     return manual.without_summary(outcome.exit_code, outcome.tail)
 
 
@@ -156,16 +197,34 @@ def write_done(results_dir: Path, result_file: Path) -> Path:
     return done
 
 
-def deliver(results_dir: Path, outcome: RunOutcome, log: Path | None) -> tuple[Path, bool]:
+def stage_part(staged: Path, record: Path | None) -> None:
+    """A part's run directory as the merge reads it: its record beside its summary, renamed part-summary.*."""
+    if record is not None and record.is_file():
+        shutil.copyfile(record, staged / RECORD_FILE)
+    for name, renamed in ((SUMMARY_JSON, PART_SUMMARY_JSON), (SUMMARY_MARKDOWN, PART_SUMMARY_MARKDOWN)):
+        if (staged / name).is_file():
+            (staged / name).replace(staged / renamed)
+
+
+def deliver(
+    results_dir: Path,
+    outcome: RunOutcome,
+    log: Path | None,
+    part: Part = Part.WHOLE,
+    node: str | None = None,
+    record: Path | None = None,
+) -> tuple[Path, bool]:
     """Pack the run's reports, the results file and the log; write done. Return the result file and whether a verdict.
 
     Should packing fail (a full volume), the results file alone is listed in done: Sonobuoy still gets a reason.
     """
     staged = outcome.run_dir if outcome.run_dir is not None else results_dir / "no-run"
-    document = results_document(outcome)
+    document = results_document(outcome, part, node)
     try:
         staged.mkdir(parents=True, exist_ok=True)
         manual.write(document, staged)
+        if part is not Part.WHOLE:
+            stage_part(staged, record)
         if log is not None and log.is_file():
             (staged / RUN_LOG).write_bytes(log.read_bytes())
         result_file = results_dir / TARBALL
@@ -189,6 +248,7 @@ def entry(
     log = results_dir / RUN_LOG
     outcome = RunOutcome()
     problem = _usage_problem(settings)
+    scratch = None
     # A SIGTERM before the run starts (or after it ended) still delivers; during the run it goes to the run.
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
@@ -197,13 +257,18 @@ def entry(
             outcome.tail = [problem]
             log.write_text(problem + "\n")
             return EXIT_USAGE
-        outcome.exit_code, outcome.tail = runner(run_command(settings, reports), log, echo)
+        if settings.scratch_dir is not None:
+            scratch = settings.scratch_dir / secrets.token_hex(4)
+            scratch.mkdir(parents=True)
+        outcome.exit_code, outcome.tail = runner(run_command(settings, reports, scratch), log, echo)
         outcome.run_dir = find_run_dir(reports)
     except BaseException as error:
         outcome.tail.append(f"dra-conformance sonobuoy-entry: {type(error).__name__}: {error}")
         raise
     finally:
-        result_file, verdict = deliver(results_dir, outcome, log)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        result_file, verdict = deliver(results_dir, outcome, log, settings.part, settings.node, reports / RECORD_FILE)
         signal.signal(signal.SIGTERM, previous)
         echo.write(f"dra-conformance sonobuoy-entry: {result_file} listed in {results_dir / protocol.DONE_FILE}\n")
         echo.flush()
@@ -223,4 +288,6 @@ def _usage_problem(settings: EntrySettings) -> str | None:
         return f"dra-conformance sonobuoy-entry: driver profile {settings.profile}: no such file"
     if not settings.cluster_name.strip():
         return "dra-conformance sonobuoy-entry: --cluster-name is empty"
+    if settings.part is Part.NODE and settings.node is None:
+        return f"dra-conformance sonobuoy-entry: the node part needs its node's name in ${NODE_NAME_ENV} (from the pod)"
     return None

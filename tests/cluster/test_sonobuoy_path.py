@@ -1,95 +1,75 @@
-"""The suite in-cluster through Sonobuoy, as a platform team runs it nightly: on the local cluster's real node.
+"""The suite in-cluster through Sonobuoy, as a platform team runs it nightly: the README's recipe, on the real node.
 
-The reference driver is installed as a vendor ships it (its image and DaemonSet, the shipped profile). Our images
-(the suite's, Sonobuoy's) are built by our own code and imported into the real node's containerd. Sonobuoy
-generates its manifest for our plugin (`sonobuoy gen --plugin`); on this cluster, where pods reach the API server
-only through the host's network, the aggregator is moved there (`sonobuoy/on_host.py` says why `sonobuoy run`
-cannot do that here), the manifest is applied, and `sonobuoy wait`, `retrieve` and `results` read the run. The
-plugin runs the whole default selection, as a nightly run would (75 passed and 135 not applicable here: the driver
-runs only on the one tainted real node, and its socket checks go through the node agent's relay, which the suite's
-image ships). The verdict `sonobuoy results` prints must be the one in our summary.json inside the tarball, and no
-check may fail.
+The reference driver is installed as a vendor ships it (its image and DaemonSet, the shipped profile). The two
+commands of the README's nightly recipe (`dra-conformance sonobuoy run`, then `dra-conformance sonobuoy results`)
+are read out of README.md and run as written, with the variables they name set: KUBECONFIG the local cluster's,
+PROFILE the shipped profile, CLUSTER its name. `sonobuoy run` builds our images (the suite's, Sonobuoy's) and
+imports them into the real node, runs the cluster-level checks in a Job and the node-level ones in a DaemonSet on
+the driver's node, and merges both into one verdict. The verdict must be "certified", and the checks that need the
+node (the four-layer cross-check, the rolling update) must have been judged in-cluster: passed, not "not
+applicable". The fleet report must read the merged verdict as the cluster's one run.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
 import sys
-import tarfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from dra_conformance.backends.local import ports, real_node, shipped
+from dra_conformance import paths
 from dra_conformance.backends.local.backend import LocalBackend
-from dra_conformance.backends.registry import build_sonobuoy
-from dra_conformance.config import SuiteConfig
-from dra_conformance.kube.client import client_from_kubeconfig
+from dra_conformance.backends.local.real_node import REAL_NODE
 from dra_conformance.report.certification import SUMMARY_JSON
-from dra_conformance.sonobuoy import on_host, plugin, protocol
-from dra_conformance.sonobuoy import results as results_format
-from tests.reference_image import IMAGE_BUILD_DEADLINE, SHIPPED_PROFILE, build_image, shipped_driver_cluster
+from dra_conformance.report.fleet.sources import read_inputs
+from dra_conformance.sonobuoy import retrieved, runner
+from tests.reference_image import IMAGE_BUILD_DEADLINE, SHIPPED_PROFILE, shipped_driver_cluster
 
 pytestmark = [
     pytest.mark.xdist_group("real-node"),
     pytest.mark.skipif(os.geteuid() != 0, reason="not applicable: the real node's kubelet and containerd need root"),
 ]
 
+README = paths.CHECKOUT / "README.md"
+NIGHTLY_SECTION = "### Run nightly across clusters (Sonobuoy)"
 CLUSTER_NAME = "local-real-node"
-# Sonobuoy's run: the aggregator and the plugin's pod start from imported images (seconds), the suite in the pod
-# runs its checks (minutes on a busy 2-core machine); `sonobuoy wait` takes whole minutes.
-SONOBUOY_WAIT_MINUTES = 20
-# `sonobuoy gen`, `retrieve` and `results` answer in seconds; the wait gets a minute beyond its own.
-SONOBUOY_COMMAND_DEADLINE = 120.0
-OUTPUT_TAIL = 4000
-# Where Sonobuoy's aggregator unpacks the tarball our plugin hands its worker (sonobuoy/protocol.py).
-RESULTS_DIR = f"plugins/{plugin.PLUGIN_NAME}/results/global"
+# `sonobuoy run` builds the images (a cold suite image takes minutes) and waits for both parts (the suite's checks
+# on a busy 2-core machine: minutes each); `results` reads a tarball in seconds.
+RUN_DEADLINE = IMAGE_BUILD_DEADLINE + 60.0 * 40
+RESULTS_DEADLINE = 120.0
+OUTPUT_TAIL = 6000
+# Checks that need the node, judged in the node part on the driver's node: the rolling update, and the four-layer
+# cases any driver can be put through (a broken prepare comes from the kubelet-side interposer; the case that needs
+# the reference driver's CDI fault is not applicable to a driver as shipped).
+FOUR_LAYERS = "suites/kubelet/test_four_layers.py::"
+ROLLING_UPDATE = "suites/kubelet/test_rolling_update.py::"
+FOUR_LAYER_CASES = ("[all-four-green]", "[allocated-but-prepare-failed]", "[ready-but-job-fails]")
 
 
-def _run(command: list[str], timeout: float = SONOBUOY_COMMAND_DEADLINE) -> str:
-    """`command`'s stdout, asserting exit 0 (with its output when not)."""
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    assert done.returncode == 0, (
-        f"{' '.join(command)}: exit {done.returncode}\n" + (done.stdout + done.stderr)[-OUTPUT_TAIL:]
+def nightly_commands() -> list[str]:
+    """The commands of the README's nightly recipe: the first `sh` block of its Sonobuoy section."""
+    section = README.read_text().split(NIGHTLY_SECTION, 1)
+    assert len(section) == 2, f"README.md has no section {NIGHTLY_SECTION!r}"
+    block = section[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split(" #", 1)[0].strip() for line in block.splitlines()]
+    commands = [command for command in commands if command]
+    assert [command.split()[:3] for command in commands] == [
+        ["dra-conformance", "sonobuoy", "run"],
+        ["dra-conformance", "sonobuoy", "results"],
+    ], f"the README's nightly recipe is `sonobuoy run` then `sonobuoy results`: {commands}"
+    return commands
+
+
+def _as_written(command: str, environment: dict[str, str], cwd: Path, timeout: float) -> tuple[int, str]:
+    """`command` run by a shell as the README writes it; its exit code and output (stdout, then stderr)."""
+    done = subprocess.run(
+        ["/bin/sh", "-c", command], env=environment, cwd=cwd, capture_output=True, text=True, timeout=timeout
     )
-    return done.stdout
-
-
-def _profile_for_the_pod(directory: Path) -> Path:
-    """The shipped profile as the plugin mounts it: its RBAC file beside it, without the install section.
-
-    In the pod the driver is already installed; `install` names the archive and manifests on this machine.
-    """
-    raw = yaml.safe_load(SHIPPED_PROFILE.read_text())
-    raw.pop("install")
-    (rbac,) = raw["identity"]["rbac"]
-    (directory / "rbac.yaml").write_text((SHIPPED_PROFILE.parent / rbac).read_text())
-    raw["identity"]["rbac"] = ["rbac.yaml"]
-    profile = directory / "reference-driver-shipped.yaml"
-    profile.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return profile
-
-
-def _our_summary(tarball: Path) -> dict[str, Any]:
-    """summary.json of our run, from the results Sonobuoy's aggregator unpacked out of our plugin's tarball."""
-    with tarfile.open(tarball) as retrieved:
-        found = [name for name in retrieved.getnames() if name.endswith(f"{RESULTS_DIR}/{SUMMARY_JSON}")]
-        assert len(found) == 1, f"one summary of our plugin expected in {tarball}: {found}; {_listing(retrieved)}"
-        summary_file = retrieved.extractfile(found[0])
-        assert summary_file is not None
-        summary: dict[str, Any] = json.loads(summary_file.read())
-    return summary
-
-
-def _listing(tarball: tarfile.TarFile) -> list[str]:
-    """The tarball's members but the Allure results (hundreds of files named by UUID)."""
-    return [name for name in tarball.getnames() if "allure-results/" not in name]
+    return done.returncode, done.stdout + done.stderr
 
 
 @pytest.fixture
@@ -99,91 +79,45 @@ def real_node_cluster(tmp_path: Path) -> Iterator[LocalBackend]:
         yield backend
 
 
-@pytest.mark.timeout(2 * IMAGE_BUILD_DEADLINE + 60 * SONOBUOY_WAIT_MINUTES + 10 * SONOBUOY_COMMAND_DEADLINE)
-def test_sonobuoy_runs_the_suite_in_cluster_and_its_results_show_the_verdict_of_our_summary(
+@pytest.mark.timeout(RUN_DEADLINE + RESULTS_DEADLINE + 60)
+def test_the_readme_nightly_recipe_certifies_the_shipped_driver_with_the_node_checks_judged_in_cluster(
     real_node_cluster: LocalBackend, tmp_path: Path
 ) -> None:
-    images = tmp_path / "images"
-    for kind, output in (("suite", images / "suite.tar"), ("sonobuoy", images / "sonobuoy.tar")):
-        failed = build_image(kind, output)
-        assert failed is None, f"image build {kind}: {failed}"
-    sonobuoy = build_sonobuoy(SuiteConfig())
+    commands = nightly_commands()
     info = real_node_cluster.start()
-    real_node_cluster.import_images((images / "suite.tar", images / "sonobuoy.tar"))
-    kubeconfig = str(info.kubeconfig)
+    environment = {
+        **os.environ,
+        # `dra-conformance` as installed beside this interpreter (the checkout's, editable).
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "KUBECONFIG": str(info.kubeconfig),
+        "PROFILE": str(SHIPPED_PROFILE),
+        "CLUSTER": CLUSTER_NAME,
+    }
+    work = tmp_path / "nightly"
+    work.mkdir()
 
-    with client_from_kubeconfig(info.kubeconfig) as api_client:
-        shipped.apply(api_client, plugin.rbac_documents())
-    pod_dir = tmp_path / "profile"
-    pod_dir.mkdir()
-    plugin_file = tmp_path / "plugin.yaml"
-    plugin_file.write_text(
-        _run(
-            [
-                sys.executable,
-                "-m",
-                "dra_conformance.cli",
-                "sonobuoy-plugin",
-                "--profile",
-                str(_profile_for_the_pod(pod_dir)),
-                "--cluster-name",
-                CLUSTER_NAME,
-                "--api-server-from-host",
-                info.server,
-                "--node",
-                real_node.REAL_NODE,
-            ]
-        )
-    )
-    generated = _run(
-        [
-            str(sonobuoy),
-            "gen",
-            "--kubeconfig",
-            kubeconfig,
-            "--plugin",
-            str(plugin_file),
-            "--sonobuoy-image",
-            f"dra-conformance.io/sonobuoy:{protocol.SONOBUOY_VERSION}",
-            "--image-pull-policy",
-            "Never",
-            # Sonobuoy's default, clusterAdmin, makes its aggregator a reader of every namespace's claims.
-            "--aggregator-permissions",
-            "namespaceAdmin",
-            "--kubernetes-version",
-            "ignore",
-        ]
-    )
-    with ports.reserved() as reservation:
-        documents = [d for d in yaml.safe_load_all(generated) if d]
-        manifest = on_host.aggregator_on_host(
-            documents, info.server, (real_node.REAL_NODE,), reservation.take(), reservation.take()
-        )
-        with client_from_kubeconfig(info.kubeconfig) as api_client:
-            shipped.apply(api_client, manifest)
-        _run(
-            [
-                str(sonobuoy),
-                "wait",
-                "--kubeconfig",
-                kubeconfig,
-                f"--wait={SONOBUOY_WAIT_MINUTES}",
-                "--wait-output=silent",
-            ],
-            timeout=60 * SONOBUOY_WAIT_MINUTES + SONOBUOY_COMMAND_DEADLINE,
-        )
-    retrieved = _run([str(sonobuoy), "retrieve", "--kubeconfig", kubeconfig, str(tmp_path)]).strip().splitlines()
-    tarball = Path(retrieved[-1])
-    results = _run([str(sonobuoy), "results", str(tarball)])
-    print(results)
+    code, ran = _as_written(commands[0], environment, work, RUN_DEADLINE)
+    print(ran)
+    assert code == runner.EXIT_CERTIFIED, f"{commands[0]}: exit {code}\n{ran[-OUTPUT_TAIL:]}"
+    code, shown = _as_written(commands[1], environment, work, RESULTS_DEADLINE)
+    print(shown)
+    assert code == runner.EXIT_CERTIFIED, f"{commands[1]}: exit {code}\n{shown[-OUTPUT_TAIL:]}"
 
-    summary = _our_summary(tarball)
-    shown = re.search(r"^Status: (.+)$", results, re.MULTILINE)
-    assert shown is not None, f"no Status line in `sonobuoy results`:\n{results}"
-    # Sorted first among the statuses, so `sonobuoy status` shows it as the plugin's RESULT (sonobuoy/results.py).
-    assert shown.group(1).startswith(results_format.verdict_status(summary["verdict"])), (
-        f"`sonobuoy results` does not lead with our verdict {summary['verdict']!r}:\n{results}"
-    )
-    totals = summary["totals"]
-    assert not totals.get("failed") and not totals.get("error"), f"in-cluster run: {summary['reasons']}"
-    assert totals.get("passed"), f"no check passed in the pod: {totals}; {summary['reasons']}"
+    verdict = re.search(r"^verdict: (.+?) \(", shown, re.MULTILINE)
+    assert verdict is not None and verdict.group(1) == "certified", f"`sonobuoy results` shows no certified:\n{shown}"
+    # `  <outcome>  <node id>  (<where>)`, the outcome one or two words.
+    listed = [line.split() for line in shown.splitlines() if "::" in line]
+    checks = {next(word for word in words if "::" in word): words for words in listed}
+    for case in (*(f"{FOUR_LAYERS}*{c}" for c in FOUR_LAYER_CASES), f"{ROLLING_UPDATE}*"):
+        prefix, _, suffix = case.partition("*")
+        found = [words for nodeid, words in checks.items() if nodeid.startswith(prefix) and suffix in nodeid]
+        assert found, f"`sonobuoy results` lists no check {case}:\n{shown}"
+        judged = [words for words in found if words[0] == "passed" and words[-2:] == ["(node", f"{REAL_NODE})"]]
+        assert judged == found, f"{case} was not judged (passed) on the node in-cluster: {found}"
+
+    # The fleet report reads the merged verdict, the only summary.json of the run (the parts' are part-summary.json).
+    summaries = read_inputs([work / "results"]).summaries
+    merged = work / "results" / CLUSTER_NAME / retrieved.VERDICT_DIR / SUMMARY_JSON
+    assert [(Path(s.source), s.document["verdict"]) for s in summaries] == [(merged, "certified")], [
+        s.source for s in summaries
+    ]

@@ -37,6 +37,7 @@ CLASS_CREATORS = (
     "allocation",
     "binding",
     "capacity",
+    "explore",
     "kubelet",
     "partitions",
     "protocol",
@@ -138,7 +139,7 @@ def test_refusal_is_one_line_naming_each_missing_right_its_suites_and_the_ways_o
     assert str(check.refusal()) == (
         "cluster https://10.0.0.1:6443 (kubeconfig ci.kubeconfig) is not usable: the suite's identity alice lacks: "
         "create deviceclasses.resource.k8s.io "
-        "(allocation, binding, capacity, kubelet, partitions, protocol, rbac, rollback, status, taints), "
+        "(allocation, binding, capacity, explore, kubelet, partitions, protocol, rbac, rollback, status, taints), "
         f"create clusterroles.rbac.authorization.k8s.io (rbac); grant the ClusterRole in {CLUSTER_ROLE_MANIFEST} "
         "or pass --allow-partial (pytest: --dra-allow-partial) to skip the checks that need them"
     )

@@ -1,0 +1,307 @@
+"""The `World` of a real cluster: the driver under test on a leased set-aside node, where the suite plays the kubelet.
+
+Claims are allocated by the real scheduler for pods pinned to the node (tolerating its set-aside taint, held where
+the node has a real kubelet); the suite calls the driver's kubelet-plugin sockets as the kubelet would
+(`KubeletRole`); the backend kills and starts the driver's process (`Disruption`); the CDI dir is the directory the
+local backend gave the driver on that node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import DynamicApiError
+
+from dra_conformance.driver.disruption import Disruption
+from dra_conformance.driver.pool import node_pools
+from dra_conformance.errors import ConformanceError, WaitTimeout
+from dra_conformance.explore.cdi import read_spec_files
+from dra_conformance.explore.model import ClaimShape, allocated_devices
+from dra_conformance.explore.world import (
+    SIGKILL,
+    SIGTERM,
+    CreatedClaim,
+    DriverDidNotComeBack,
+    HarnessProblem,
+    Observation,
+    PoolView,
+    PrepareOutcome,
+    UnprepareOutcome,
+)
+from dra_conformance.kube import waits
+from dra_conformance.kube.builders import RESOURCE_API, Builder
+from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.pods import describe_pod
+from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.kubelet.client import ClaimRef, DriverClient
+from dra_conformance.kubelet.latency import LatencyLog
+from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.timeouts import Timeouts
+
+# A namespace must carry this label before a claim in it may ask for admin access (resource.k8s.io/v1).
+ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
+# A pool observed mid-republish is looked at again for this long before it is judged incomplete (a restart waits for
+# a complete pool already; this covers a republish the driver starts on its own).
+POOL_SETTLE_SECONDS = 10.0
+# What the cluster or the API may answer that ends the exploration as the suite's problem.
+HARNESS_ERRORS = (ApiException, DynamicApiError, WaitTimeout, ConformanceError)
+
+
+class ClusterWorld:
+    """The driver under test on the node `disruption` leased, explored through the API and its sockets."""
+
+    def __init__(
+        self,
+        disruption: Disruption,
+        driver: str,
+        tracker: ResourceTracker,
+        build: Builder,
+        api_client: client.ApiClient,
+        device_class: str,
+        open_client: Callable[[DriverEndpoint], DriverClient],
+        latencies: LatencyLog,
+        timeouts: Timeouts,
+        *,
+        admin_access: bool,
+    ) -> None:
+        """Explore `driver` on the disruption node, its claims asking for `device_class`."""
+        self.disruption = disruption
+        self._driver = driver
+        self.tracker = tracker
+        self.build = build
+        self.api_client = api_client
+        self.device_class = device_class
+        self.timeouts = timeouts
+        self._open_client = open_client
+        self._client: DriverClient | None = None
+        # The kubelet's role, with one client per driver process (a new one after each restart).
+        self.kubelet = KubeletRole(self._reach, latencies, api_client)
+        self._admin = admin_access
+        self._claims: dict[str, dict[str, Any]] = {}
+        self._pods: dict[str, dict[str, Any]] = {}
+        self._down = False
+        if admin_access:
+            client.CoreV1Api(api_client).patch_namespace(
+                build.namespace, {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}}
+            )
+        self._capacity = sum(len(pool.devices) for pool in self._pools().values())
+        if self._capacity == 0:
+            raise HarnessProblem(f"{driver} publishes no device on {disruption.node}")
+
+    # --- what the node is -----------------------------------------------------------------------------------------
+
+    @property
+    def node(self) -> str:
+        """The leased node."""
+        return self.disruption.node
+
+    @property
+    def driver(self) -> str:
+        """The driver under test."""
+        return self._driver
+
+    @property
+    def endpoint(self) -> DriverEndpoint:
+        """The driver's sockets on the node."""
+        return self.disruption.endpoint
+
+    def capacity(self) -> int:
+        """Devices the driver publishes on the node (when the exploration started)."""
+        return self._capacity
+
+    def admin_access(self) -> bool:
+        """Whether the profile declares adminAccess."""
+        return self._admin
+
+    def restarts(self) -> tuple[str, ...]:
+        """SIGKILL (every backend that runs the driver's processes), and SIGTERM where the backend offers it."""
+        return (SIGKILL, SIGTERM) if self._terminate() is not None else (SIGKILL,)
+
+    def can_wipe(self) -> bool:
+        """Where this machine reads the driver's CDI dir (the local backend)."""
+        return self.endpoint.cdi_dir is not None
+
+    # --- operations -------------------------------------------------------------------------------------------------
+
+    def create_claim(self, shape: ClaimShape) -> CreatedClaim:
+        """A claim of `shape` and a pod using it, pinned to the node; returns once the scheduler bound the pod."""
+        try:
+            claim = self.tracker.create(self.build.claim_from_spec(shape.spec(self.device_class)))
+            name = claim["metadata"]["name"]
+            pod = self.build.pod(claim=name, node=self.node, tolerations=(self.disruption.toleration,))
+            pod = self.tracker.create(self.build.held(pod))
+            self._claims[claim["metadata"]["uid"]] = claim
+            self._pods[claim["metadata"]["uid"]] = pod
+            core = client.CoreV1Api(self.api_client)
+            waits.until(
+                lambda: core.read_namespaced_pod(pod["metadata"]["name"], self.build.namespace),
+                lambda p: bool(p.spec.node_name),
+                timeout=self.timeouts.pod_scheduled,
+                what=f"pod {pod['metadata']['name']} (claim {shape.label()}) bound to {self.node}",
+                describe=describe_pod,
+            )
+            allocated = self.tracker.get(RESOURCE_API, "ResourceClaim", name, self.build.namespace)
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"allocate a claim of shape {shape.label()} on {self.node}: {error}") from None
+        results = allocated_devices(allocated["status"]["allocation"]["devices"]["results"], self.driver)
+        if len(results) != shape.devices():
+            raise HarnessProblem(
+                f"claim {name} of shape {shape.label()} was allocated {len(results)} devices of {self.driver}"
+            )
+        return CreatedClaim(ClaimRef.of(allocated), results)
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> PrepareOutcome:
+        """NodePrepareResources for `claims` in one call, as the kubelet makes it."""
+        outcome = self.kubelet.prepare_outcome(self.endpoint, list(claims))
+        if outcome.error is not None:
+            return PrepareOutcome(error=_rpc_error(outcome.error))
+        return PrepareOutcome(dict(outcome.result.claims) if outcome.result else {})
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> UnprepareOutcome:
+        """NodeUnprepareResources for `claims` in one call."""
+        try:
+            result = self.kubelet.unprepare(self.endpoint, list(claims))
+        except grpc.RpcError as error:
+            return UnprepareOutcome(error=_rpc_error(error))
+        return UnprepareOutcome({uid: answer.error for uid, answer in result.claims.items()})
+
+    def restart(self, how: str) -> None:
+        """Stop the driver with `how`, start it again; DriverDidNotComeBack where it has no complete pool in time."""
+        try:
+            if how == SIGTERM:
+                terminate = self._terminate()
+                if terminate is None:
+                    raise HarnessProblem(f"the backend cannot SIGTERM the driver on {self.node}")
+                terminate(self.node)
+                self.disruption.killed = True
+            else:
+                self.disruption.kill()
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"stop the driver on {self.node} ({how}): {error}") from None
+        self._forget_client()
+        self._down = True
+        try:
+            self.disruption.start()
+        except HARNESS_ERRORS as error:
+            raise DriverDidNotComeBack(str(error)) from None
+        self._down = False
+
+    def wipe_cdi(self) -> int:
+        """Remove every file of the driver's CDI dir, the directory kept."""
+        directory = self.endpoint.cdi_dir
+        if directory is None or not directory.is_dir():
+            return 0
+        removed = 0
+        for path in sorted(directory.iterdir()):
+            if path.is_file() or path.is_symlink():
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+    def delete_claim(self, claim: ClaimRef, force: bool) -> None:
+        """Delete the claim's pod (at once where `force`, else with its grace period), then the claim."""
+        try:
+            pod = self._pods.pop(claim.uid, None)
+            if pod is not None:
+                self.tracker.delete(pod, grace_seconds=0 if force else None)
+            self.tracker.delete(self._claims.pop(claim.uid))
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"delete claim {claim.name} and its pod: {error}") from None
+
+    def observe(self) -> Observation:
+        """The CDI spec files, the explorer's claims' status.devices, and the driver's pools on the node."""
+        try:
+            listed = client.CustomObjectsApi(self.api_client).list_namespaced_custom_object(
+                *RESOURCE_API.split("/"), self.build.namespace, "resourceclaims"
+            )
+            statuses = {
+                item["metadata"]["uid"]: device_statuses(item)
+                for item in listed["items"]
+                if item["metadata"]["uid"] in self._claims
+            }
+            pools = self._settled_pools()
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"observe {self.node}: {error}") from None
+        cdi = read_spec_files(self.endpoint.cdi_dir) if self.endpoint.cdi_dir is not None else None
+        return Observation(cdi, statuses, pools)
+
+    def reset(self, prepared: Sequence[ClaimRef]) -> None:
+        """Unprepare what is still prepared (errors ignored: the steps judged the driver), delete claims and pods."""
+        if self._down:
+            self._start_again()
+        for claim in prepared:
+            self.kubelet.prepared.setdefault((self.endpoint, claim.uid), claim)
+        self.kubelet.unprepare_leftovers()
+        pods, claims = list(self._pods.values()), list(self._claims.values())
+        self._pods, self._claims = {}, {}
+        try:
+            for obj in [*pods, *claims]:
+                self.tracker.delete(obj, wait=False)
+            for obj in [*pods, *claims]:
+                self.tracker.delete(obj)
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"delete the explorer's claims and pods: {error}") from None
+
+    def close(self) -> list[str]:
+        """After the exploration: what could not be unprepared (the claims and pods go with the test's tracker)."""
+        failures = self.kubelet.unprepare_leftovers()
+        self._forget_client()
+        return failures
+
+    # --- helpers ------------------------------------------------------------------------------------------------------
+
+    def _reach(self, endpoint: DriverEndpoint) -> DriverClient:
+        if self._client is None:
+            self._client = self._open_client(endpoint)
+        return self._client
+
+    def _forget_client(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _terminate(self) -> Callable[[str], object] | None:
+        """The backend's graceful stop of the driver (`terminate_driver(node)`), where it has one."""
+        terminate = getattr(self.disruption.processes, "terminate_driver", None)
+        return terminate if callable(terminate) else None
+
+    def _start_again(self) -> None:
+        try:
+            self.disruption.kill()
+        except HARNESS_ERRORS:
+            pass  # it is not running: start it
+        try:
+            self.disruption.start()
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"start the driver on {self.node} again after it did not come back: {error}") from None
+        self._down = False
+
+    def _pools(self) -> dict[str, PoolView]:
+        return {
+            name: PoolView(pool.generation, pool.slices, pool.expected_slices, pool.devices)
+            for name, pool in node_pools(self.api_client, self.driver, self.node).items()
+        }
+
+    def _settled_pools(self) -> dict[str, PoolView]:
+        try:
+            return waits.until(
+                self._pools,
+                lambda pools: all(pool.complete for pool in pools.values()),
+                timeout=POOL_SETTLE_SECONDS,
+                what=f"the pools of {self.driver} on {self.node} complete",
+                describe=str,
+            )
+        except WaitTimeout:
+            return self._pools()
+
+
+def _rpc_error(error: grpc.RpcError) -> str:
+    code = getattr(error, "code", None)
+    details = getattr(error, "details", None)
+    name = code().name if callable(code) else "?"
+    return f"{name}: {details() if callable(details) else error}"

@@ -1,0 +1,288 @@
+"""The explorer's invariants: each an obligation of `registry/explore.yaml`, checked from the model and what was seen.
+
+Every function here is pure: it takes the model (what the explorer knows must hold), what a call answered or what
+the node shows, and states obligations through a `Checks` collector, which keeps the verdicts the way
+`dra_conformance.model.findings.Obligations` does (by registry id, with what was observed and where). The state
+machine decides what a broken one means (`runner`): a finding to shrink, or an advisory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dra_conformance.explore.cdi import defined_ids
+from dra_conformance.explore.model import AnsweredDevice, ClaimState, Model, PoolSeen, answered_devices, base_request
+from dra_conformance.explore.world import Observation, PrepareOutcome, UnprepareOutcome
+
+PREPARES = "explore.allocated-claim-prepares"
+ANSWER_KEYS = "explore.answers-name-exactly-the-requested-claims"
+ONLY_ALLOCATED = "explore.answer-reports-only-allocated-devices"
+EVERY_ALLOCATED = "explore.answer-reports-every-allocated-device"
+REQUEST_NAMES = "explore.answer-request-names-match-allocation"
+REPEATED_SAME_DEVICES = "explore.repeated-prepare-reports-same-devices"
+REPEATED_IDENTICAL = "explore.repeated-prepare-answers-identically"
+UNPREPARES = "explore.unprepare-succeeds"
+CDI_RESOLVES = "explore.prepared-claims-cdi-ids-resolve"
+CDI_REMOVED = "explore.unprepare-removes-the-claims-cdi-specs"
+CDI_REMOVED_AFTER_RESTART = "explore.unprepare-after-restart-removes-cdi-specs"
+STATUS_ALLOCATED = "explore.status-entries-name-allocated-devices"
+STATUS_REMOVED = "explore.status-entries-removed-after-unprepare"
+POOL_COMPLETE = "explore.pool-stays-complete"
+POOL_DEVICES = "explore.pool-keeps-its-devices"
+POOL_GENERATION = "explore.pool-generation-never-goes-back"
+COMES_BACK = "explore.driver-comes-back-after-restart"
+HARNESS = "explore.harness-explores-the-node"
+
+# A driver may remove its status.devices entries after the unprepare returns (one API round trip, retried on a
+# conflict): entries are judged only once the unprepare is this many seconds old.
+STATUS_SETTLE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One obligation that did not hold: its id, what was observed, and where."""
+
+    obligation: str
+    observed: str
+    where: str
+
+    def describe(self) -> str:
+        """'explore.x broken at c1 (claim-2) on node: observed ...'."""
+        return f"{self.obligation} broken at {self.where}: {self.observed}"
+
+
+@dataclass
+class Checks:
+    """Collects the verdicts of one step: the obligations checked, and those that did not hold."""
+
+    exercised: set[str] = field(default_factory=set)
+    violations: list[Violation] = field(default_factory=list)
+
+    def expect(self, obligation: str, holds: bool, observed: object, where: str) -> bool:
+        """State `obligation`; returns whether it held."""
+        self.exercised.add(obligation)
+        if not holds:
+            self.violations.append(Violation(obligation, str(observed), where))
+        return holds
+
+
+def _where(model: Model, claim: ClaimState, call: str) -> str:
+    return f"{call}: claim {claim.name} on {model.node}"
+
+
+def _effective_requests(claim: ClaimState, device: AnsweredDevice) -> set[str]:
+    """The requests the kubelet gives `device` to: those it names, or every request of the claim when it names none.
+
+    The kubelet hands a container the CDI devices whose request names hold the request it references, or that name
+    none (pkg/kubelet/cm/dra/claiminfo.go cdiDevicesAsList).
+    """
+    names = {base_request(name) for name in device.request_names}
+    return names or set(claim.shape.names)
+
+
+def check_prepare(
+    model: Model, claims: Sequence[ClaimState], outcome: PrepareOutcome, call: str, checks: Checks
+) -> dict[str, tuple[AnsweredDevice, ...]]:
+    """Obligations of one NodePrepareResources answer for live claims of the model; returns the successful answers.
+
+    Checked against the model as it was before the call (whether each claim was already prepared, and what it
+    answered then).
+    """
+    succeeded: dict[str, tuple[AnsweredDevice, ...]] = {}
+    # Claims the driver may refuse for now: a device of theirs is still held by another claim prepared on the node.
+    held = {claim.ref.uid: model.held_by_others(claim) for claim in claims}
+    if outcome.error is not None:
+        excused = any(held.values())  # a refusal of the whole call, where one of its claims may be refused
+        for claim in claims:
+            checks.expect(PREPARES, excused, f"whole-call error: {outcome.error}", _where(model, claim, call))
+        return succeeded
+    requested = sorted(claim.ref.uid for claim in claims)
+    answered = sorted(outcome.claims)
+    checks.expect(
+        ANSWER_KEYS,
+        answered == requested,
+        f"answered for UIDs {answered}, asked for {requested}",
+        f"{call} of {[c.name for c in claims]} on {model.node}",
+    )
+    for claim in claims:
+        where = _where(model, claim, call)
+        answer = outcome.claims.get(claim.ref.uid)
+        refused = answer is not None and bool(answer.error) and bool(held[claim.ref.uid])
+        observed = f"{answer}; held by other claims: {held[claim.ref.uid]}" if held[claim.ref.uid] else answer
+        prepared = answer is not None and not answer.error
+        if not checks.expect(PREPARES, prepared or refused, observed, where) or answer is None or answer.error:
+            continue
+        devices = answered_devices(answer.devices)
+        _check_devices(claim, devices, where, checks)
+        if claim.prepared and claim.answer is not None:
+            before = sorted({d.key for d in claim.answer})
+            now = sorted({d.key for d in devices})
+            checks.expect(REPEATED_SAME_DEVICES, now == before, f"now {now}, before {before}", where)
+            checks.expect(
+                REPEATED_IDENTICAL,
+                devices == claim.answer,
+                f"now {[d.describe() for d in devices]}, before {[d.describe() for d in claim.answer]}",
+                where,
+            )
+        succeeded[claim.ref.uid] = devices
+    return succeeded
+
+
+def _check_devices(claim: ClaimState, devices: tuple[AnsweredDevice, ...], where: str, checks: Checks) -> None:
+    allocated = claim.allocated_keys()
+    reported = {d.key for d in devices}
+    compared = f"reported {sorted(reported)}, allocated {sorted(allocated)}"
+    checks.expect(ONLY_ALLOCATED, reported <= allocated, compared, where)
+    checks.expect(EVERY_ALLOCATED, allocated <= reported, compared, where)
+    given: dict[tuple[str, str], set[str]] = {}
+    for device in devices:
+        if device.key in allocated:
+            given.setdefault(device.key, set()).update(_effective_requests(claim, device))
+    wrong = {
+        f"{pool}/{name}": {"answered for": sorted(requests), "allocated for": sorted(expected)}
+        for (pool, name), requests in sorted(given.items())
+        if requests != (expected := {a.request for a in claim.allocated if a.key == (pool, name)})
+    }
+    checks.expect(REQUEST_NAMES, not wrong, wrong, where)
+
+
+def check_unprepare(
+    model: Model, claims: Sequence[ClaimState], outcome: UnprepareOutcome, call: str, checks: Checks
+) -> set[str]:
+    """Obligations of one NodeUnprepareResources answer; returns the UIDs it unprepared."""
+    if outcome.error is not None:
+        for claim in claims:
+            checks.expect(UNPREPARES, False, f"whole-call error: {outcome.error}", _where(model, claim, call))
+        return set()
+    requested = sorted(claim.ref.uid for claim in claims)
+    answered = sorted(outcome.claims)
+    checks.expect(
+        ANSWER_KEYS,
+        answered == requested,
+        f"answered for UIDs {answered}, asked for {requested}",
+        f"{call} of {[c.name for c in claims]} on {model.node}",
+    )
+    done = set()
+    for claim in claims:
+        error = outcome.claims.get(claim.ref.uid)
+        if checks.expect(UNPREPARES, error == "", "no answer" if error is None else error, _where(model, claim, call)):
+            done.add(claim.ref.uid)
+    return done
+
+
+def check_state(model: Model, seen: Observation, now: float, checks: Checks) -> None:
+    """Obligations of the node's state between two steps: CDI specs, status.devices and pools."""
+    if seen.cdi_files is not None:
+        _check_cdi(model, seen.cdi_files, checks)
+    _check_statuses(model, seen.statuses, now, checks)
+    _check_pools(model, seen, checks)
+
+
+def _check_cdi(model: Model, files: dict[str, str], checks: Checks) -> None:
+    defined = defined_ids(files)
+    for claim in model.claims.values():
+        where = f"claim {claim.name} on {model.node}"
+        if claim.prepared and claim.cdi_expected and claim.answer is not None:
+            ids = [cdi for device in claim.answer for cdi in device.cdi_ids]
+            missing = [cdi for cdi in ids if cdi not in defined]
+            checks.expect(
+                CDI_RESOLVES,
+                not missing,
+                f"prepared, its answer names {ids}; not defined by any spec file: {missing} (the CDI dir defines "
+                f"{sorted(defined)})",
+                where,
+            )
+        elif not claim.prepared and claim.unprepared_at is not None:
+            left = sorted(name for name, text in files.items() if claim.ref.uid in name or claim.ref.uid in text)
+            obligation = CDI_REMOVED_AFTER_RESTART if claim.restarted_since_prepare else CDI_REMOVED
+            checks.expect(obligation, not left, f"unprepared; spec files naming its UID remain: {left}", where)
+
+
+def _check_statuses(model: Model, statuses: dict[str, list[dict[str, Any]]], now: float, checks: Checks) -> None:
+    for uid, entries in statuses.items():
+        claim = model.claims.get(uid)
+        if claim is None:
+            continue
+        where = f"claim {claim.name} on {model.node}"
+        ours = [e for e in entries if e.get("driver") == model.driver]
+        allocated = claim.allocated_keys()
+        stray = [
+            f"{e.get('pool')}/{e.get('device')}" for e in ours if (e.get("pool"), e.get("device")) not in allocated
+        ]
+        checks.expect(
+            STATUS_ALLOCATED,
+            not stray,
+            f"entries of {model.driver} for {stray}; allocated {sorted(allocated)}",
+            where,
+        )
+        if claim.prepared or claim.unprepared_at is None:
+            continue
+        left = [f"{e.get('pool')}/{e.get('device')}" for e in ours]
+        # Entries still there are judged once the unprepare is STATUS_SETTLE_SECONDS old; none left holds at once.
+        if not left or now - claim.unprepared_at >= STATUS_SETTLE_SECONDS:
+            checks.expect(
+                STATUS_REMOVED,
+                not left,
+                f"unprepared {now - claim.unprepared_at:.1f}s ago; entries of {model.driver} remain: {left}",
+                where,
+            )
+
+
+def status_settles_at(model: Model, seen: Observation) -> float | None:
+    """When the status.devices entries of this driver that claims unprepared still carry can be judged (None: none).
+
+    An entry left after an unprepare is judged only once the unprepare is STATUS_SETTLE_SECONDS old; the explorer
+    looks again until then rather than leave it unjudged when the example ends sooner.
+    """
+    due = [
+        claim.unprepared_at + STATUS_SETTLE_SECONDS
+        for uid, entries in seen.statuses.items()
+        if (claim := model.claims.get(uid)) is not None
+        and not claim.prepared
+        and claim.unprepared_at is not None
+        and any(e.get("driver") == model.driver for e in entries)
+    ]
+    return max(due) if due else None
+
+
+def _check_pools(model: Model, seen: Observation, checks: Checks) -> None:
+    for name, pool in sorted(seen.pools.items()):
+        where = f"pool {name} of node {model.node}"
+        checks.expect(
+            POOL_COMPLETE,
+            pool.complete,
+            f"generation {pool.generation}: {pool.slices} slices, resourceSliceCount {pool.expected_slices}",
+            where,
+        )
+        before = model.pools.get(name)
+        if before is None:
+            continue
+        checks.expect(
+            POOL_GENERATION,
+            pool.generation >= before.generation,
+            f"generation {pool.generation} after {before.generation}",
+            where,
+        )
+        checks.expect(
+            POOL_DEVICES,
+            pool.devices == before.devices,
+            f"devices {list(pool.devices)}, first seen {list(before.devices)}",
+            where,
+        )
+    for name, before in sorted(model.pools.items()):
+        if name not in seen.pools:
+            checks.expect(
+                POOL_DEVICES, False, f"gone (it had devices {list(before.devices)})", f"pool {name} of {model.node}"
+            )
+
+
+def remember_pools(model: Model, seen: Observation) -> None:
+    """Keep each pool's highest generation, and its devices as first seen."""
+    for name, pool in seen.pools.items():
+        before = model.pools.get(name)
+        if before is None:
+            model.pools[name] = PoolSeen(pool.generation, pool.devices)
+        else:
+            before.generation = max(before.generation, pool.generation)

@@ -1,0 +1,437 @@
+"""The rule-based state machine: random operations on a `World`, the model kept in step, invariants after each step.
+
+Hypothesis draws the operations (one `step` rule drawing from `OPERATIONS`; one that cannot run in the state is
+skipped), runs them against the world, and calls the `invariant` after each one. A broken obligation that fails the
+check raises `BrokenObligation`, which Hypothesis shrinks to the shortest sequence that still raises it; one that
+does not (defensive, outside strict) is kept as an advisory and the exploration goes on. Each machine is one
+example; `RunState` carries what the whole run learned across them, and `StopExploring` ends the run.
+
+The steps are written down as they run, with the example's own claim labels (c1, c2, ...), so the sequence Hypothesis
+replays last (the shrunk one) reads the same as any other.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, TypeVar
+
+from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from dra_conformance.explore.invariants import (
+    COMES_BACK,
+    STATUS_REMOVED,
+    Checks,
+    Violation,
+    check_prepare,
+    check_state,
+    check_unprepare,
+    remember_pools,
+    status_settles_at,
+)
+from dra_conformance.explore.model import (
+    MAX_DEVICES_PER_REQUEST,
+    MAX_REQUESTS,
+    ClaimShape,
+    ClaimState,
+    Model,
+    RequestShape,
+)
+from dra_conformance.explore.world import DriverDidNotComeBack, HarnessProblem, World
+
+T = TypeVar("T")
+
+# How often the status.devices an unprepare left are looked at again, until they can be judged.
+STATUS_POLL_SECONDS = 0.5
+# Claims one prepare or unprepare names at most (a pod with several claims of one driver is one batched call).
+MAX_BATCH = 3
+# Claims that exist at once in one example: enough for batches and for claims in every state, and a bound on what
+# an example costs on a cluster (each claim is a pod the scheduler binds, deleted again between examples).
+MAX_LIVE_CLAIMS = 4
+
+
+class StopExploring(BaseException):
+    """The run is over (its budget spent, or the suite cannot go on): raised through Hypothesis, which stops at once.
+
+    A BaseException, not an Exception: Hypothesis takes an Exception for a failure to shrink. Where the example
+    stopped at a point an earlier one went past, Hypothesis reports inconsistent data generation instead (Flaky):
+    `RunState.stop_raised` tells the runner that was this stop.
+    """
+
+
+class BrokenObligation(AssertionError):
+    """An obligation that fails the check did not hold: what Hypothesis shrinks."""
+
+    def __init__(self, violation: Violation) -> None:
+        """The broken obligation, what was observed and where."""
+        super().__init__(violation.describe())
+        self.violation = violation
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A finding as one example met it: the broken obligation and the steps up to it."""
+
+    violation: Violation
+    steps: tuple[str, ...]
+    example: int
+    # Raised while Hypothesis replayed its shrunk example for the last time.
+    final: bool
+    # Operations the run had made, and the clock, when it was met.
+    steps_before: int
+    at: float
+
+
+@dataclass
+class RunState:
+    """What one exploration learns across its examples, and when it must stop."""
+
+    # Whether a broken obligation (by id) fails the check: contract ones, and defensive ones under strict.
+    fails: Callable[[str], bool]
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    # When new examples stop being explored (clock seconds); None: never, only the example count ends the run.
+    explore_until: float | None
+    # How long shrinking may go on after the first finding.
+    shrink_seconds: float
+    # Operations one example runs at most.
+    max_steps: int
+    examples: int = 0
+    steps: int = 0
+    operations: Counter[str] = field(default_factory=Counter)
+    shapes: Counter[str] = field(default_factory=Counter)
+    exercised: set[str] = field(default_factory=set)
+    # The first violation of each obligation that does not fail the check.
+    advisories: dict[str, Violation] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+    # Why the suite could not go on (a HarnessProblem), once it happened.
+    harness: str | None = None
+    budget_spent: bool = False
+    # StopExploring was raised: the run is over, whatever Hypothesis makes of it.
+    stop_raised: bool = False
+    # The steps of the example running now.
+    log: list[str] = field(default_factory=list)
+    final: bool = False
+    # When shrinking stops (clock seconds), once the first finding set it.
+    shrink_until: float | None = None
+
+    def stopped(self) -> bool:
+        """Whether no further example (or shrink attempt) should run: a harness problem, or the budget spent."""
+        if self.harness is not None:
+            return True
+        until = self.shrink_until if self.failures else self.explore_until
+        spent = until is not None and self.clock() >= until
+        self.budget_spent = self.budget_spent or spent
+        return spent
+
+    @property
+    def target(self) -> str | None:
+        """The obligation shrinking is after: the first finding's (None until there is one)."""
+        return self.failures[0].violation.obligation if self.failures else None
+
+    def begin(self, final: bool) -> None:
+        """A new example (a new machine) starts."""
+        self.examples += 1
+        self.final = final
+        self.log = []
+
+    def found(self, violation: Violation) -> None:
+        """`violation` fails the check: remember it with the steps that led to it."""
+        if not self.failures:
+            self.shrink_until = self.clock() + self.shrink_seconds
+        now = self.clock()
+        self.failures.append(Failure(violation, tuple(self.log), self.examples, self.final, self.steps, now))
+
+
+def claim_shapes(free: int, capacity: int, admin: bool) -> st.SearchStrategy[ClaimShape]:
+    """Shapes that fit the node: requests held for the claim fit `free` devices, and all of them `capacity`."""
+
+    @st.composite
+    def shapes(draw: st.DrawFn) -> ClaimShape:
+        requests: list[RequestShape] = []
+        held = total = 0
+        for _ in range(draw(st.integers(1, MAX_REQUESTS), label="requests")):
+            # Admin access where the profile declares it; where no device is free, only admin access fits.
+            with_admin = admin and (free - held < 1 or draw(st.booleans(), label="admin access"))
+            room = capacity - total if with_admin else min(free - held, capacity - total)
+            if room < 1:
+                break
+            count = draw(st.integers(1, min(MAX_DEVICES_PER_REQUEST, room)), label="devices")
+            requests.append(RequestShape(count, with_admin))
+            total += count
+            held += 0 if with_admin else count
+        return ClaimShape(tuple(requests))
+
+    return shapes()
+
+
+def _some(claims: Sequence[ClaimState]) -> st.SearchStrategy[list[ClaimState]]:
+    """1 to MAX_BATCH distinct claims of `claims` in a drawn order; shrinking goes towards one claim, the first.
+
+    The size is drawn first, so batches are as likely as single claims (a list strategy alone mostly draws one).
+    """
+    most = min(MAX_BATCH, len(claims))
+    indices = st.integers(1, most).flatmap(
+        lambda size: st.lists(st.integers(0, len(claims) - 1), min_size=size, max_size=size, unique=True)
+    )
+    return indices.map(lambda chosen: [claims[index] for index in chosen])
+
+
+def _is_final() -> bool:
+    """Whether Hypothesis is replaying its shrunk failing example for the last time (it must run, budget or not)."""
+    return bool(current_build_context().is_final)
+
+
+def _call(count: int) -> str:
+    return "1 claim" if count == 1 else f"batch of {count}"
+
+
+class ExploreMachine(RuleBasedStateMachine):
+    """One example: a fresh model of the node, then the operations Hypothesis draws (see the module docstring)."""
+
+    world: ClassVar[World]
+    run: ClassVar[RunState]
+
+    def __init__(self) -> None:
+        """Start an example with nothing created on the node."""
+        super().__init__()
+        self.final = _is_final()
+        self.run.begin(self.final)
+        self.model = Model(self.world.node, self.world.driver, self.world.capacity())
+        self.operations = 0
+
+    # --- helpers ------------------------------------------------------------------------------------------------
+
+    def _go_on(self) -> None:
+        """End the whole run once its budget is spent, unless this is Hypothesis's final replay of a finding."""
+        if not self.final and self.run.stopped():
+            self.run.stop_raised = True
+            raise StopExploring
+
+    def _act(self, operation: Callable[[], T]) -> T:
+        try:
+            return operation()
+        except HarnessProblem as problem:
+            self.run.harness = self.run.harness or str(problem)
+            self.run.stop_raised = True
+            raise StopExploring from None
+
+    def _step(self, operation: str, text: str) -> None:
+        self.run.steps += 1
+        self.run.operations[operation] += 1
+        self.run.log.append(text)
+
+    def _judge(self, checks: Checks) -> None:
+        """Raise the first violation that fails the check; keep the others as advisories.
+
+        Once there is a finding, only its obligation counts: shrinking looks for the shortest sequence that breaks
+        that one, and does not slip to another that a shorter sequence happens to break.
+        """
+        self.run.exercised |= checks.exercised
+        target = self.run.target
+        for violation in checks.violations:
+            if target is not None and violation.obligation != target:
+                continue
+            if self.run.fails(violation.obligation):
+                self.run.found(violation)
+                raise BrokenObligation(violation)
+            self.run.advisories.setdefault(violation.obligation, violation)
+
+    def _prepare(self, claims: list[ClaimState], call: str) -> None:
+        outcome = self._act(lambda: self.world.prepare([c.ref for c in claims]))
+        checks = Checks()
+        succeeded = check_prepare(self.model, claims, outcome, call, checks)
+        for claim in claims:
+            if claim.ref.uid in succeeded:
+                self.model.prepared_ok(claim, succeeded[claim.ref.uid])
+        self._step(f"{call} ({_call(len(claims))})", f"{call} {[c.label for c in claims]} -> {outcome.describe()}")
+        self._judge(checks)
+
+    # --- operations ---------------------------------------------------------------------------------------------
+
+    def can_create(self) -> bool:
+        """Room for another claim: fewer than MAX_LIVE_CLAIMS, and a free device (or admin access, which needs none)."""
+        return len(self.model.live()) < MAX_LIVE_CLAIMS and (self.model.free_devices() > 0 or self.world.admin_access())
+
+    def create_claim(self, data: st.DataObject) -> None:
+        """A claim of a random shape, allocated on the node by the scheduler for a pod that uses it."""
+        shape = data.draw(claim_shapes(self.model.free_devices(), self.model.capacity, self.world.admin_access()))
+        created = self._act(lambda: self.world.create_claim(shape))
+        claim = self.model.add(created.ref, shape, created.allocated)
+        self.run.shapes[shape.label()] += 1
+        devices = ", ".join(f"{d.device} ({d.request}{', admin' if d.admin else ''})" for d in created.allocated)
+        self._step("create claim", f"create {claim.name}: {shape.describe()} -> allocated {devices}")
+
+    def can_prepare(self) -> bool:
+        """A claim to prepare."""
+        return bool(self.model.live())
+
+    def prepare(self, data: st.DataObject) -> None:
+        """NodePrepareResources for one claim or a batch (prepared ones among them or not)."""
+        self._prepare(data.draw(_some(self.model.live()), label="claims"), "prepare")
+
+    def can_prepare_again(self) -> bool:
+        """A prepared claim that still exists."""
+        return any(not c.deleted for c in self.model.prepared())
+
+    def prepare_again(self, data: st.DataObject) -> None:
+        """NodePrepareResources again for claims prepared already (idempotency; also across restarts and wipes)."""
+        prepared = [c for c in self.model.prepared() if not c.deleted]
+        self._prepare(data.draw(_some(prepared), label="claims"), "prepare again")
+
+    def can_unprepare(self) -> bool:
+        """A claim an unprepare may name."""
+        return bool(self.model.unpreparable())
+
+    def unprepare(self, data: st.DataObject) -> None:
+        """NodeUnprepareResources for one claim or a batch: prepared ones, deleted ones, never or no longer prepared.
+
+        Half the time among prepared claims only (where there are any), so that batches of prepared claims, the
+        kubelet's usual call, are not left to chance.
+        """
+        prepared = self.model.prepared()
+        only_prepared = bool(prepared) and not data.draw(st.booleans(), label="also unprepared claims")
+        claims = data.draw(_some(prepared if only_prepared else self.model.unpreparable()), label="claims")
+        outcome = self._act(lambda: self.world.unprepare([c.ref for c in claims]))
+        checks = Checks()
+        done = check_unprepare(self.model, claims, outcome, "unprepare", checks)
+        now = self.run.clock()
+        for claim in claims:
+            if claim.ref.uid in done:
+                self.model.unprepared_ok(claim, now)
+        self._step(
+            f"unprepare ({_call(len(claims))})", f"unprepare {[c.label for c in claims]} -> {outcome.describe()}"
+        )
+        self._judge(checks)
+
+    def can_delete(self) -> bool:
+        """A claim to delete."""
+        return bool(self.model.live())
+
+    def delete_claim(self, data: st.DataObject) -> None:
+        """Delete a claim's pod (gracefully or at once) and the claim; a prepared one still awaits its unprepare."""
+        live = self.model.live()
+        claim = live[data.draw(st.integers(0, len(live) - 1), label="claim")]
+        force = data.draw(st.booleans(), label="force")
+        self._act(lambda: self.world.delete_claim(claim.ref, force))
+        self.model.deleted(claim)
+        how = "at once" if force else "gracefully"
+        self._step(f"delete claim ({'force' if force else 'graceful'})", f"delete {claim.label} and its pod ({how})")
+
+    def can_restart(self) -> bool:
+        """The backend can restart the driver, and some claim exists (an idle driver's restart shows little)."""
+        return bool(self.world.restarts()) and bool(self.model.claims)
+
+    def restart_driver(self, data: st.DataObject) -> None:
+        """Stop the driver (SIGKILL or SIGTERM, where the backend can send it) and start it again."""
+        how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
+        checks = Checks()
+        try:
+            self._act(lambda: self.world.restart(how))
+            came_back = ""
+        except DriverDidNotComeBack as error:
+            came_back = str(error)
+        checks.expect(COMES_BACK, not came_back, came_back, f"restart by {how} on {self.model.node}")
+        self.model.restarted()
+        self._step(f"restart driver ({how})", f"restart the driver ({how})" + (f" -> {came_back}" if came_back else ""))
+        self._judge(checks)
+
+    def can_wipe(self) -> bool:
+        """The CDI dir can be emptied from this machine, and a claim is prepared (whose specs go with it)."""
+        return self.world.can_wipe() and bool(self.model.prepared())
+
+    def wipe_cdi_dir(self, data: st.DataObject) -> None:
+        """Empty the driver's CDI dir, as a node reboot empties /var/run/cdi."""
+        del data
+        removed = self._act(self.world.wipe_cdi)
+        self.model.wiped()
+        self._step("wipe CDI dir", f"wipe the CDI dir ({removed} files)")
+
+    @rule(data=st.data())
+    def step(self, data: st.DataObject) -> None:
+        """One operation of a fixed list; one that cannot run in this state makes the step do nothing.
+
+        One rule draws the operation, rather than one rule per operation, and a drawn operation that cannot run is
+        skipped rather than replaced, so that one choice always means one operation. Shrinking then deletes steps
+        and moves operations towards the first of the list (see OPERATIONS) without changing what the other steps
+        mean. (Rules per operation shrank worse: Hypothesis's swarm testing draws, per rule and lazily, whether an
+        example uses it, inside whichever step first meets the rule; and a filtered draw gives the shrinker a reason
+        to keep claims around that only disable operations.)
+        """
+        self._go_on()
+        operation = data.draw(st.sampled_from(OPERATIONS), label="operation")
+        if self.operations < self.run.max_steps and operation.enabled(self):
+            self.operations += 1
+            operation.run(self, data)
+
+    # --- after every step ---------------------------------------------------------------------------------------
+
+    @invariant()
+    def node_agrees_with_the_model(self) -> None:
+        """CDI specs, status.devices and pools as the model says they must be."""
+        seen = self._act(self.world.observe)
+        now = self.run.clock()
+        checks = Checks()
+        check_state(self.model, seen, now, checks)
+        # Entries an unprepare left, where nothing else is wrong: looked at again until they can be judged (a correct
+        # driver has none, so this costs it nothing; nor does shrinking a finding of another obligation).
+        target = self.run.target
+        if target in (None, STATUS_REMOVED) and not any(self.run.fails(v.obligation) for v in checks.violations):
+            settled = False
+            while (settles := status_settles_at(self.model, seen)) is not None and now < settles:
+                self.run.sleep(min(STATUS_POLL_SECONDS, settles - now))
+                seen, now, settled = self._act(self.world.observe), self.run.clock(), True
+            if settled:
+                checks = Checks()
+                check_state(self.model, seen, now, checks)
+        remember_pools(self.model, seen)
+        self._judge(checks)
+
+    def teardown(self) -> None:
+        """Leave the node as the example found it: nothing prepared, no claim or pod of the explorer."""
+        try:
+            self.world.reset([c.ref for c in self.model.prepared()])
+        except HarnessProblem as problem:
+            self.run.harness = self.run.harness or f"reset between examples: {problem}"
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One kind of step: whether it can run in the machine's state, and what it does."""
+
+    name: str
+    enabled: Callable[[ExploreMachine], bool]
+    run: Callable[[ExploreMachine, st.DataObject], None]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+# In the order shrinking prefers. First an operation that never runs: shrinking moves a step it does not need to the
+# first operation, and where that is one that does nothing, a sequence whose shrinking its budget cut short already
+# lists only the steps that matter (creating claims first left more of them behind).
+OPERATIONS = (
+    Operation("nothing", lambda machine: False, lambda machine, data: None),
+    Operation("create claim", ExploreMachine.can_create, ExploreMachine.create_claim),
+    Operation("prepare", ExploreMachine.can_prepare, ExploreMachine.prepare),
+    Operation("unprepare", ExploreMachine.can_unprepare, ExploreMachine.unprepare),
+    Operation("prepare again", ExploreMachine.can_prepare_again, ExploreMachine.prepare_again),
+    Operation("delete claim", ExploreMachine.can_delete, ExploreMachine.delete_claim),
+    Operation("restart driver", ExploreMachine.can_restart, ExploreMachine.restart_driver),
+    Operation("wipe CDI dir", ExploreMachine.can_wipe, ExploreMachine.wipe_cdi_dir),
+)
+
+
+def machine_for(world: World, run: RunState) -> type[ExploreMachine]:
+    """A machine class bound to `world` and `run` (Hypothesis makes one instance per example)."""
+
+    class Bound(ExploreMachine):
+        pass
+
+    Bound.world = world
+    Bound.run = run
+    Bound.__name__ = Bound.__qualname__ = "ExploreMachine"
+    return Bound

@@ -1,0 +1,154 @@
+"""What the explorer does to a node, and what it sees there: the `World` a state machine runs against.
+
+`cluster.ClusterWorld` is a real cluster's node, where the suite plays the kubelet; the unit tests use an in-memory
+one. A `World` raises `HarnessProblem` when the suite itself cannot go on (an allocation the scheduler never made, an
+API error), which ends the exploration as the suite's problem, never as the driver's finding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from dra_conformance.explore.model import AllocatedDevice, ClaimShape
+from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
+
+# How the explorer restarts the driver: the signal its process gets before the backend starts it again.
+SIGKILL = "SIGKILL"
+SIGTERM = "SIGTERM"
+
+
+class HarnessProblem(Exception):
+    """The suite cannot go on exploring (its own or the cluster's problem, not a finding about the driver)."""
+
+
+class DriverDidNotComeBack(Exception):
+    """The driver, stopped by the explorer, was not serving again with a complete pool within the deadline."""
+
+
+@dataclass(frozen=True)
+class CreatedClaim:
+    """A claim the scheduler allocated on the explorer's node: its reference and the driver's allocation results."""
+
+    ref: ClaimRef
+    allocated: tuple[AllocatedDevice, ...]
+
+
+@dataclass(frozen=True)
+class PrepareOutcome:
+    """A NodePrepareResources call as the kubelet sees it: a whole-call error, or per-claim answers."""
+
+    claims: dict[str, ClaimAnswer] = field(default_factory=dict)
+    error: str | None = None
+
+    def describe(self) -> str:
+        """One line for the steps of a finding."""
+        if self.error is not None:
+            return f"whole-call error: {self.error}"
+        failed = {uid: answer.error for uid, answer in self.claims.items() if answer.error}
+        return f"errors {failed}" if failed else "ok"
+
+
+@dataclass(frozen=True)
+class UnprepareOutcome:
+    """A NodeUnprepareResources call: a whole-call error, or per-claim errors ("" for success)."""
+
+    claims: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+
+    def describe(self) -> str:
+        """One line for the steps of a finding."""
+        if self.error is not None:
+            return f"whole-call error: {self.error}"
+        failed = {uid: error for uid, error in self.claims.items() if error}
+        return f"errors {failed}" if failed else "ok"
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """One pool of the node at its highest generation."""
+
+    generation: int
+    slices: int
+    expected_slices: int
+    devices: tuple[str, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Every slice of the highest generation is there."""
+        return self.slices == self.expected_slices
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the node shows between two steps."""
+
+    # Text of each CDI spec file in the driver's CDI dir, by file name; None where this machine cannot read the dir.
+    cdi_files: dict[str, str] | None
+    # Each explorer claim's status.devices entries (every driver's), by claim UID; deleted claims are absent.
+    statuses: dict[str, list[dict[str, Any]]]
+    # The driver's pools bound to the node, by name.
+    pools: dict[str, PoolView]
+
+
+class World(Protocol):
+    """A node of the driver under test that the explorer can act on and observe."""
+
+    @property
+    def node(self) -> str:
+        """The node's name."""
+        ...
+
+    @property
+    def driver(self) -> str:
+        """The driver's name."""
+        ...
+
+    def capacity(self) -> int:
+        """Devices the driver publishes on the node, all of them free when the exploration starts."""
+        ...
+
+    def admin_access(self) -> bool:
+        """Whether claims may ask for admin access (the profile declares adminAccess)."""
+        ...
+
+    def restarts(self) -> tuple[str, ...]:
+        """The signals (SIGKILL, SIGTERM) the backend can stop the driver with before starting it again."""
+        ...
+
+    def can_wipe(self) -> bool:
+        """Whether this machine can empty the driver's CDI dir."""
+        ...
+
+    def create_claim(self, shape: ClaimShape) -> CreatedClaim:
+        """A claim of `shape` and a pod using it on the node; returns once the scheduler allocated it."""
+        ...
+
+    def prepare(self, claims: Sequence[ClaimRef]) -> PrepareOutcome:
+        """NodePrepareResources for `claims`, in one call."""
+        ...
+
+    def unprepare(self, claims: Sequence[ClaimRef]) -> UnprepareOutcome:
+        """NodeUnprepareResources for `claims`, in one call."""
+        ...
+
+    def restart(self, how: str) -> None:
+        """Stop the driver with signal `how`, start it again and wait for its complete pool (DriverDidNotComeBack)."""
+        ...
+
+    def wipe_cdi(self) -> int:
+        """Remove every file of the driver's CDI dir (as a reboot empties /var/run/cdi); returns how many."""
+        ...
+
+    def delete_claim(self, claim: ClaimRef, force: bool) -> None:
+        """Delete the claim's pod (gracefully, or at once) and the claim; returns once both are gone."""
+        ...
+
+    def observe(self) -> Observation:
+        """What the node shows now."""
+        ...
+
+    def reset(self, prepared: Sequence[ClaimRef]) -> None:
+        """Between two examples: unprepare `prepared` (errors ignored), delete every claim and pod it created."""
+        ...

@@ -1,0 +1,225 @@
+"""The explorer's invariants as functions of the model and what was seen (pure logic, no cluster)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from dra_conformance.explore import invariants as inv
+from dra_conformance.explore.model import AllocatedDevice, ClaimShape, ClaimState, Model, RequestShape, answered_devices
+from dra_conformance.explore.world import Observation, PoolView, PrepareOutcome, UnprepareOutcome
+from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
+
+NODE, DRIVER = "node-a", "gpu.x"
+TWO_REQUESTS = ClaimShape((RequestShape(1), RequestShape(1)))
+ALLOCATED = (AllocatedDevice("req-0", NODE, "gpu-0"), AllocatedDevice("req-1", NODE, "gpu-1"))
+POOL = PoolView(generation=3, slices=1, expected_slices=1, devices=("gpu-0", "gpu-1", "gpu-2"))
+
+
+def _device(device: str, *requests: str, cdi: str | None = None) -> dict[str, Any]:
+    return {
+        "requestNames": list(requests),
+        "poolName": NODE,
+        "deviceName": device,
+        "cdiDeviceIDs": [cdi or f"example.com/gpu=u1-{device}"],
+    }
+
+
+def _model() -> tuple[Model, ClaimState]:
+    model = Model(NODE, DRIVER, capacity=3)
+    return model, model.add(ClaimRef("ns", "u1", "claim-1"), TWO_REQUESTS, ALLOCATED)
+
+
+def _prepare(model: Model, claims: list[ClaimState], outcome: PrepareOutcome) -> inv.Checks:
+    checks = inv.Checks()
+    inv.check_prepare(model, claims, outcome, "prepare", checks)
+    return checks
+
+
+def _broken(checks: inv.Checks) -> list[str]:
+    return [v.obligation for v in checks.violations]
+
+
+RIGHT = [_device("gpu-0", "req-0"), _device("gpu-1", "req-1")]
+
+
+def test_an_answer_naming_the_allocated_devices_under_their_requests_holds_every_obligation() -> None:
+    model, claim = _model()
+    checks = _prepare(model, [claim], PrepareOutcome({"u1": ClaimAnswer(devices=RIGHT)}))
+    assert checks.violations == []
+    assert {
+        inv.PREPARES,
+        inv.ANSWER_KEYS,
+        inv.ONLY_ALLOCATED,
+        inv.EVERY_ALLOCATED,
+        inv.REQUEST_NAMES,
+    } <= checks.exercised
+
+
+@pytest.mark.parametrize(
+    ("devices", "broken"),
+    [
+        # The issue's bug: every device of a multi-request claim answered under the first request's name.
+        ([_device("gpu-0", "req-0"), _device("gpu-1", "req-0")], [inv.REQUEST_NAMES]),
+        # No request names: each device goes to both requests' containers.
+        ([_device("gpu-0"), _device("gpu-1")], [inv.REQUEST_NAMES]),
+        # A device that is not the claim's (another claim's answer, or the next device of the pool).
+        ([_device("gpu-0", "req-0"), _device("gpu-2", "req-1")], [inv.ONLY_ALLOCATED, inv.EVERY_ALLOCATED]),
+        # One device left out: zero devices is valid, so this is defensive.
+        ([_device("gpu-0", "req-0")], [inv.EVERY_ALLOCATED]),
+    ],
+)
+def test_answers_that_name_other_devices_or_requests_break_their_obligation(
+    devices: list[dict[str, Any]], broken: list[str]
+) -> None:
+    model, claim = _model()
+    assert _broken(_prepare(model, [claim], PrepareOutcome({"u1": ClaimAnswer(devices=devices)}))) == broken
+
+
+def test_empty_request_names_are_right_for_a_claim_of_one_request() -> None:
+    model = Model(NODE, DRIVER, capacity=3)
+    claim = model.add(
+        ClaimRef("ns", "u1", "c"),
+        ClaimShape((RequestShape(2),)),
+        (ALLOCATED[0], AllocatedDevice("req-0", NODE, "gpu-1")),
+    )
+    assert (
+        _prepare(
+            model, [claim], PrepareOutcome({"u1": ClaimAnswer(devices=[_device("gpu-0"), _device("gpu-1")])})
+        ).violations
+        == []
+    )
+
+
+def test_a_whole_call_error_a_claim_error_and_a_missing_key_each_break_prepare() -> None:
+    model, claim = _model()
+    other = model.add(ClaimRef("ns", "u2", "claim-2"), TWO_REQUESTS, ())
+    assert _broken(_prepare(model, [claim], PrepareOutcome(error="UNAVAILABLE: gone"))) == [inv.PREPARES]
+    assert _broken(_prepare(model, [claim], PrepareOutcome({"u1": ClaimAnswer(error="busy")}))) == [inv.PREPARES]
+    missing = _prepare(model, [claim, other], PrepareOutcome({"u1": ClaimAnswer(devices=RIGHT)}))
+    assert _broken(missing) == [inv.ANSWER_KEYS, inv.PREPARES]
+
+
+def test_a_claim_whose_device_a_deleted_claim_still_holds_may_be_refused_until_that_claim_is_unprepared() -> None:
+    model, holder = _model()
+    model.prepared_ok(holder, answered_devices(RIGHT))
+    model.deleted(holder)  # deleted while prepared: its devices are allocated again before its unprepare
+    admin = (AllocatedDevice("req-1", NODE, "gpu-2", admin=True),)
+    claim = model.add(ClaimRef("ns", "u2", "claim-2"), TWO_REQUESTS, (AllocatedDevice("req-0", NODE, "gpu-1"), *admin))
+    refusal = PrepareOutcome({"u2": ClaimAnswer(error="gpu-1 is held by ns/claim-1")})
+    assert model.held_by_others(claim) == [(NODE, "gpu-1", "c1")]
+    assert _prepare(model, [claim], refusal).violations == []
+    assert _prepare(model, [claim], PrepareOutcome(error="FAILED_PRECONDITION: held")).violations == []
+    model.unprepared_ok(holder, at=1.0)
+    assert _broken(_prepare(model, [claim], refusal)) == [inv.PREPARES]
+    shared = model.add(ClaimRef("ns", "u3", "claim-3"), TWO_REQUESTS, admin)  # admin access holds nothing
+    model.prepared_ok(claim, ())
+    assert model.held_by_others(shared) == []
+
+
+def test_a_repeated_prepare_must_report_the_same_devices_and_should_answer_identically() -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    same = _prepare(model, [claim], PrepareOutcome({"u1": ClaimAnswer(devices=list(reversed(RIGHT)))}))
+    assert _broken(same) == [inv.REPEATED_IDENTICAL]  # reordered: harmless, but not identical
+    moved = [_device("gpu-0", "req-0"), _device("gpu-2", "req-1")]
+    assert inv.REPEATED_SAME_DEVICES in _broken(
+        _prepare(model, [claim], PrepareOutcome({"u1": ClaimAnswer(devices=moved)}))
+    )
+
+
+def test_unprepare_must_succeed_for_every_claim_it_names() -> None:
+    model, claim = _model()
+    checks = inv.Checks()
+    assert inv.check_unprepare(model, [claim], UnprepareOutcome({"u1": ""}), "unprepare", checks) == {"u1"}
+    assert checks.violations == []
+    for outcome in (UnprepareOutcome({"u1": "remove CDI spec: no such file"}), UnprepareOutcome(error="INTERNAL: x")):
+        checks = inv.Checks()
+        assert inv.check_unprepare(model, [claim], outcome, "unprepare", checks) == set()
+        assert _broken(checks) == [inv.UNPREPARES]
+
+
+def _spec(uid: str, *devices: str) -> str:
+    return json.dumps({"kind": "example.com/gpu", "devices": [{"name": f"{uid}-{d}"} for d in devices]})
+
+
+def _seen(
+    files: dict[str, str] | None = None,
+    statuses: dict[str, list[dict[str, Any]]] | None = None,
+    pools: dict[str, PoolView] | None = None,
+) -> Observation:
+    return Observation(files, statuses or {}, {NODE: POOL} if pools is None else pools)
+
+
+def _state(model: Model, seen: Observation, now: float = 100.0) -> list[str]:
+    checks = inv.Checks()
+    inv.check_state(model, seen, now, checks)
+    return _broken(checks)
+
+
+def test_cdi_ids_of_a_prepared_claim_must_resolve_unless_the_explorer_wiped_them() -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    assert _state(model, _seen({"u1.json": _spec("u1", "gpu-0", "gpu-1")})) == []
+    assert _state(model, _seen({"u1.json": _spec("u1", "gpu-0")})) == [inv.CDI_RESOLVES]
+    assert _state(model, _seen(None)) == []  # the CDI dir is not readable here: not judged
+    model.wiped()
+    assert _state(model, _seen({})) == []
+
+
+def test_an_unprepared_claim_leaves_no_spec_naming_it_and_a_restart_makes_that_defensive() -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    model.unprepared_ok(claim, at=1.0)
+    left = {"u1.json": _spec("u1", "gpu-0", "gpu-1"), "static.yaml": "kind: example.com/gpu\ndevices: []\n"}
+    assert _state(model, _seen(left)) == [inv.CDI_REMOVED]
+    assert _state(model, _seen({"static.yaml": left["static.yaml"]})) == []
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    model.restarted()
+    model.unprepared_ok(claim, at=2.0)
+    assert _state(model, _seen(left)) == [inv.CDI_REMOVED_AFTER_RESTART]
+
+
+def test_status_entries_name_only_allocated_devices_and_go_once_the_unprepare_settled() -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    mine = [{"driver": DRIVER, "pool": NODE, "device": "gpu-0"}, {"driver": DRIVER, "pool": NODE, "device": "gpu-1"}]
+    assert _state(model, _seen(statuses={"u1": mine})) == []
+    stray = [*mine, {"driver": DRIVER, "pool": NODE, "device": "gpu-2"}]
+    assert _state(model, _seen(statuses={"u1": stray})) == [inv.STATUS_ALLOCATED]
+    model.unprepared_ok(claim, at=100.0)
+    assert _state(model, _seen(statuses={"u1": mine}), now=100.0 + inv.STATUS_SETTLE_SECONDS / 2) == []
+    assert _state(model, _seen(statuses={"u1": mine}), now=100.0 + inv.STATUS_SETTLE_SECONDS) == [inv.STATUS_REMOVED]
+    others = [{"driver": "nic.x", "pool": NODE, "device": "nic-0"}]
+    assert _state(model, _seen(statuses={"u1": others}), now=200.0) == []
+
+
+def test_entries_an_unprepare_left_are_due_for_judgement_once_it_settled() -> None:
+    model, claim = _model()
+    mine = [{"driver": DRIVER, "pool": NODE, "device": "gpu-0"}]
+    assert inv.status_settles_at(model, _seen(statuses={"u1": mine})) is None  # never unprepared
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    model.unprepared_ok(claim, at=10.0)
+    assert inv.status_settles_at(model, _seen(statuses={"u1": mine})) == 10.0 + inv.STATUS_SETTLE_SECONDS
+    assert inv.status_settles_at(model, _seen(statuses={"u1": []})) is None
+
+
+def test_pools_stay_complete_keep_their_devices_and_their_generation_never_goes_back() -> None:
+    model, _ = _model()
+    assert _state(model, _seen()) == []
+    inv.remember_pools(model, _seen())
+    assert _state(model, _seen(pools={NODE: PoolView(4, 1, 1, POOL.devices)})) == []
+    assert _state(model, _seen(pools={NODE: PoolView(4, 1, 2, POOL.devices)})) == [inv.POOL_COMPLETE]
+    assert _state(model, _seen(pools={NODE: PoolView(1, 1, 1, POOL.devices)})) == [inv.POOL_GENERATION]
+    assert _state(model, _seen(pools={NODE: PoolView(4, 1, 1, POOL.devices[:2])})) == [inv.POOL_DEVICES]
+    assert _state(model, _seen(pools={})) == [inv.POOL_DEVICES]
+    inv.remember_pools(model, _seen(pools={NODE: PoolView(7, 1, 1, POOL.devices)}))
+    assert model.pools[NODE].generation == 7 and model.pools[NODE].devices == POOL.devices
+
+
+def test_violations_say_which_obligation_broke_where_and_what_was_seen() -> None:
+    checks = inv.Checks()
+    assert not checks.expect(inv.POOL_COMPLETE, False, "1/2 slices", "pool p")
+    assert checks.violations[0].describe() == "explore.pool-stays-complete broken at pool p: 1/2 slices"
