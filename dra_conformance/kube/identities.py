@@ -6,7 +6,7 @@ from typing import Any
 
 from kubernetes import client
 
-from dra_conformance.kube.builders import PAUSE_IMAGE
+from dra_conformance.kube.builders import PAUSE_IMAGE, TEST_POD_GRACE_SECONDS
 from dra_conformance.kube.client import server_configuration
 
 # Tokens only need to outlive one test; the API server's minimum is 10 minutes.
@@ -52,7 +52,7 @@ def token_holder_pod(namespace: str, service_account: str, node: str, name: str)
         "spec": {
             "nodeName": node,
             "serviceAccountName": service_account,
-            "terminationGracePeriodSeconds": 0,
+            "terminationGracePeriodSeconds": TEST_POD_GRACE_SECONDS,
             "containers": [{"name": "driver", "image": PAUSE_IMAGE}],
         },
     }

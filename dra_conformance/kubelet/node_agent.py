@@ -28,7 +28,7 @@ from kubernetes.stream import portforward, stream
 
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import Manifest, pin_to_node
+from dra_conformance.kube.builders import TEST_POD_GRACE_SECONDS, Manifest, pin_to_node
 from dra_conformance.kube.client import sibling_client
 from dra_conformance.kube.pods import describe_pod, pod_ready, start_failure
 
@@ -74,7 +74,7 @@ def agent_pod(name: str, namespace: str, node: str, image: str, tolerations: tup
         "metadata": {"name": name, "namespace": namespace, "labels": {"app.kubernetes.io/name": "dra-node-agent"}},
         "spec": {
             "hostPID": True,
-            "terminationGracePeriodSeconds": 0,
+            "terminationGracePeriodSeconds": TEST_POD_GRACE_SECONDS,
             "affinity": pin_to_node(node),
             "tolerations": list(tolerations),
             "containers": [

@@ -18,7 +18,7 @@ from kubernetes import client
 
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import PAUSE_IMAGE
+from dra_conformance.kube.builders import PAUSE_IMAGE, TEST_POD_GRACE_SECONDS
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics import rollback as metrics_rollback
 from dra_conformance.metrics.adapter import wait_serving
@@ -87,7 +87,7 @@ class MetricsRehearsal:
                 "kind": "Pod",
                 "metadata": {"name": self.setup.pod, "labels": CONSUMER_LABELS},
                 "spec": {
-                    "terminationGracePeriodSeconds": 0,
+                    "terminationGracePeriodSeconds": TEST_POD_GRACE_SECONDS,
                     "containers": [{"name": "app", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "100m"}}}],
                 },
             },

@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from dra_conformance import versions
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import PAUSE_IMAGE
+from dra_conformance.kube.builders import PAUSE_IMAGE, TEST_POD_GRACE_SECONDS
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics import rollback as metrics_rollback
@@ -427,7 +427,7 @@ def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
                 "template": {
                     "metadata": {"labels": labels},
                     "spec": {
-                        "terminationGracePeriodSeconds": 0,
+                        "terminationGracePeriodSeconds": TEST_POD_GRACE_SECONDS,
                         "containers": [
                             {"name": "app", "image": PAUSE_IMAGE, "resources": {"requests": {"cpu": "100m"}}}
                         ],
