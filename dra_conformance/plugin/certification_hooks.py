@@ -44,6 +44,7 @@ from dra_conformance.report.certification import (
     Selection,
     merge,
     outcome_of,
+    phase_reason,
     render_markdown,
     summarize,
     terminal_lines,
@@ -182,20 +183,6 @@ def obligation_properties(error: BaseException | None) -> list[tuple[str, str]]:
     return []
 
 
-def _skip_reason(report: pytest.TestReport) -> str:
-    longrepr: Any = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
-    return str(longrepr or "")
-
-
-def _failure_reason(report: pytest.TestReport) -> str:
-    """The first line of what a failed phase raised."""
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = str(getattr(crash, "message", "") or report.longreprtext)
-    return message.splitlines()[0] if message else ""
-
-
 class OutcomeCollector:
     """Folds every phase report (the controller sees every worker's) into one result per test."""
 
@@ -307,7 +294,7 @@ class OutcomeCollector:
         """One phase (setup, call, teardown) of one test."""
         properties = dict(report.user_properties)
         basis = str(properties.get(BASIS_PROPERTY, ""))
-        reason = _skip_reason(report) if report.skipped else _failure_reason(report) if report.failed else ""
+        reason = phase_reason(report)
         found = outcome_of(report.when, report.passed, report.skipped, reason, basis)
         if found is None:
             return

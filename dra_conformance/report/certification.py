@@ -58,6 +58,20 @@ DEVICE_PLUGIN_ROLLBACK_KEY = "device_plugin_rollback"
 DEVICE_PLUGIN_ROLLBACK = canary_gate.DEVICE_PLUGIN_ROLLBACK
 
 
+def phase_reason(report: Any) -> str:
+    """Why a pytest phase report ended as it did: a skip's reason, the first line a failure raised, else ""."""
+    longrepr: Any = report.longrepr
+    if report.skipped:
+        if isinstance(longrepr, tuple) and len(longrepr) == 3:
+            return str(longrepr[2])
+        return str(longrepr or "")
+    if report.failed:
+        crash = getattr(longrepr, "reprcrash", None)
+        message = str(getattr(crash, "message", "") or report.longreprtext)
+        return message.splitlines()[0] if message else ""
+    return ""
+
+
 class Outcome(StrEnum):
     """How one test ended."""
 

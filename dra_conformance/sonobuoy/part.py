@@ -23,7 +23,15 @@ from typing import Any
 
 import pytest
 
-from dra_conformance.report.certification import PHASES, WORKER_CRASH, CheckResult, Outcome, merge, outcome_of
+from dra_conformance.report.certification import (
+    PHASES,
+    WORKER_CRASH,
+    CheckResult,
+    Outcome,
+    merge,
+    outcome_of,
+    phase_reason,
+)
 
 NODE_MARKER = "node_level"
 # The fixtures that reach the driver's sockets or the node's kubelet root (dra_conformance/plugin/driver_fixtures.py).
@@ -96,19 +104,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(NODE_MARKER)
 
 
-def _skip_reason(report: pytest.TestReport) -> str:
-    longrepr: Any = report.longrepr
-    if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
-    return str(longrepr or "")
-
-
-def _failure_reason(report: pytest.TestReport) -> str:
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = str(getattr(crash, "message", "") or report.longreprtext)
-    return message.splitlines()[0] if message else ""
-
-
 class PartRecorder:
     """Folds the phase reports the controller sees into one result per check, as the certification summary does."""
 
@@ -133,7 +128,7 @@ class PartRecorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """One phase of one check."""
         properties = dict(report.user_properties)
-        reason = _skip_reason(report) if report.skipped else _failure_reason(report) if report.failed else ""
+        reason = phase_reason(report)
         found = outcome_of(report.when, report.passed, report.skipped, reason, str(properties.get(BASIS_PROPERTY, "")))
         if found is None:
             return
