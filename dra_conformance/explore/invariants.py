@@ -82,6 +82,20 @@ def _effective_requests(claim: ClaimState, device: AnsweredDevice) -> set[str]:
     return names or set(claim.shape.names)
 
 
+def _check_answer_keys(
+    checks: Checks, model: Model, claims: Sequence[ClaimState], outcome: PrepareOutcome | UnprepareOutcome, call: str
+) -> None:
+    """The answer names exactly the claims the call asked for."""
+    requested = sorted(claim.ref.uid for claim in claims)
+    answered = sorted(outcome.claims)
+    checks.expect(
+        ANSWER_KEYS,
+        answered == requested,
+        f"answered for UIDs {answered}, asked for {requested}",
+        f"{call} of {[c.name for c in claims]} on {model.node}",
+    )
+
+
 def check_prepare(
     model: Model, claims: Sequence[ClaimState], outcome: PrepareOutcome, call: str, checks: Checks
 ) -> dict[str, tuple[AnsweredDevice, ...]]:
@@ -98,14 +112,7 @@ def check_prepare(
         for claim in claims:
             checks.expect(PREPARES, excused, f"whole-call error: {outcome.error}", _where(model, claim, call))
         return succeeded
-    requested = sorted(claim.ref.uid for claim in claims)
-    answered = sorted(outcome.claims)
-    checks.expect(
-        ANSWER_KEYS,
-        answered == requested,
-        f"answered for UIDs {answered}, asked for {requested}",
-        f"{call} of {[c.name for c in claims]} on {model.node}",
-    )
+    _check_answer_keys(checks, model, claims, outcome, call)
     for claim in claims:
         where = _where(model, claim, call)
         answer = outcome.claims.get(claim.ref.uid)
@@ -156,14 +163,7 @@ def check_unprepare(
         for claim in claims:
             checks.expect(UNPREPARES, False, f"whole-call error: {outcome.error}", _where(model, claim, call))
         return set()
-    requested = sorted(claim.ref.uid for claim in claims)
-    answered = sorted(outcome.claims)
-    checks.expect(
-        ANSWER_KEYS,
-        answered == requested,
-        f"answered for UIDs {answered}, asked for {requested}",
-        f"{call} of {[c.name for c in claims]} on {model.node}",
-    )
+    _check_answer_keys(checks, model, claims, outcome, call)
     done = set()
     for claim in claims:
         error = outcome.claims.get(claim.ref.uid)
