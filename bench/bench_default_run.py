@@ -11,7 +11,10 @@ of that checkout is timed in the same invocation, interleaved with this one's (b
 so load on a shared machine hits both alike; the ratio this / baseline is printed. The baseline runs on this
 checkout's Python with the other checkout first on the path (its engine, suites and reference programs).
 
-    python bench/default_run [--runs 1] [--baseline DIR] [--json [PATH]]
+    python bench/default_run [--runs 1] [--baseline DIR] [--workers N] [--without-explore] [--json [PATH]]
+
+Each run also prints the explorer's tier (suites/explore) beside the other checks, from the run's JUnit: what the
+exploration costs the default run.
 
 Target (issue 24): at most 60 s on 2 cores.
 """
@@ -26,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import bench_record
@@ -36,6 +40,12 @@ TARGET_SECONDS = 60.0
 # A default run takes minutes; an hour means it hung (its own deadlines are far shorter).
 RUN_DEADLINE = 3600.0
 RUN_CLI = "from dra_conformance.cli import main; raise SystemExit(main())"
+# The JUnit class names of the explorer's tier (suites/explore), and its one check (--without-explore deselects it).
+EXPLORE_CLASSES = "suites.explore."
+EXPLORE_CHECK = (
+    "suites/explore/test_explore.py::"
+    "test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_node_operations"
+)
 
 
 def _environment(checkout: Path) -> dict[str, str]:
@@ -48,16 +58,20 @@ def _environment(checkout: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), *([inherited] if inherited else [])])}
 
 
-def timed_run(checkout: Path, scratch: Path) -> dict[str, object]:
-    """One default run of `checkout`: wall seconds, exit code, pytest seconds and outcome totals."""
+def timed_run(
+    checkout: Path, scratch: Path, workers: int | None = None, extra: tuple[str, ...] = ()
+) -> dict[str, object]:
+    """One default run of `checkout`: wall seconds, exit code, pytest seconds, outcome totals and explore seconds."""
     reports = scratch / "reports"
     argv = [
         sys.executable,
         "-c",
         RUN_CLI,
         "run",
-        f"--dra-cluster-state-dir={scratch / 'cluster'}",
+        f"--dra-state-dir={scratch / 'cluster'}",
         f"--dra-reports-dir={reports}",
+        *([f"--workers={workers}"] if workers is not None else []),
+        *extra,
     ]
     started = time.monotonic()
     environment = _environment(checkout)
@@ -67,6 +81,8 @@ def timed_run(checkout: Path, scratch: Path) -> dict[str, object]:
     wall = time.monotonic() - started
     summaries = sorted(reports.glob("*/summary.json"))
     summary = json.loads(summaries[-1].read_text()) if summaries else {}
+    junits = sorted(reports.glob("*/junit.xml"))
+    explore, checks = explore_seconds(junits[-1]) if junits else (0.0, 0.0)
     tail = [line for line in result.stdout.splitlines() if " in " in line and ("passed" in line or "failed" in line)]
     return {
         "wall": wall,
@@ -74,7 +90,20 @@ def timed_run(checkout: Path, scratch: Path) -> dict[str, object]:
         "verdict": summary.get("verdict", "no summary"),
         "totals": summary.get("totals", {}),
         "pytest": tail[-1].strip("= ") if tail else (result.stderr.strip().splitlines() or ["no output"])[-1],
+        "explore": explore,
+        "checks": checks,
     }
+
+
+def explore_seconds(junit: Path) -> tuple[float, float]:
+    """Seconds of the explorer's checks (suites/explore) and of every check, from the run's JUnit.
+
+    Checks run on several workers at once, so these are check-seconds, not wall time: the explorer's share of them
+    is what it costs the run's workers, and its check's time is the wall time it adds where nothing else is left.
+    """
+    cases = ElementTree.parse(junit).getroot().iter("testcase")
+    times = [(case.get("classname", ""), float(case.get("time", "0"))) for case in cases]
+    return sum(t for name, t in times if name.startswith(EXPLORE_CLASSES)), sum(t for _, t in times)
 
 
 def main() -> None:
@@ -82,6 +111,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1, help="runs per checkout (medians are reported)")
     parser.add_argument("--baseline", type=Path, help="another checkout to time alongside, interleaved")
+    parser.add_argument("--workers", type=int, help="`run --workers` (default: run's own), e.g. on a shared machine")
+    parser.add_argument(
+        "--without-explore",
+        action="store_true",
+        help="also time this checkout's run with the explorer's tier deselected, interleaved (what the tier costs)",
+    )
     bench_record.add_option(parser)
     args = parser.parse_args()
     checkouts = {"this": CHECKOUT}
@@ -89,16 +124,28 @@ def main() -> None:
         if not (args.baseline / "dra_conformance" / "cli.py").is_file():
             parser.error(f"--baseline {args.baseline}: not a checkout of dra-conformance (no dra_conformance/cli.py)")
         checkouts = {"baseline": args.baseline.resolve(), "this": CHECKOUT}
-    walls: dict[str, list[float]] = {label: [] for label in checkouts}
+    # Label -> (checkout, extra `run` arguments).
+    variants: dict[str, tuple[Path, tuple[str, ...]]] = {label: (checkout, ()) for label, checkout in checkouts.items()}
+    if args.without_explore:
+        variants["this without explore"] = (CHECKOUT, (f"--deselect={EXPLORE_CHECK}",))
+    walls: dict[str, list[float]] = {label: [] for label in variants}
+    explores: dict[str, list[float]] = {label: [] for label in variants}
     with tempfile.TemporaryDirectory(prefix="dra-bench-default-") as scratch:
         for index in range(args.runs):
-            for label, checkout in checkouts.items():
-                run_dir = Path(scratch) / f"{label}-{index}"
-                found = timed_run(checkout, run_dir)
+            for label, (checkout, extra) in variants.items():
+                run_dir = Path(scratch) / f"{label.replace(' ', '-')}-{index}"
+                found = timed_run(checkout, run_dir, args.workers, extra)
                 walls[label].append(float(str(found["wall"])))
+                explores[label].append(float(str(found["explore"])))
                 print(
                     f"{label} run {index + 1}: {found['wall']:.1f} s wall, exit {found['code']}, "
                     f"{found['verdict']}, {found['totals']} ({found['pytest']})",
+                    flush=True,
+                )
+                checks = float(str(found["checks"]))
+                print(
+                    f"{label} run {index + 1}: explore tier {found['explore']:.1f} s | the other checks "
+                    f"{checks - float(str(found['explore'])):.1f} s (check-seconds over the workers)",
                     flush=True,
                 )
     load = os.getloadavg()
@@ -110,7 +157,12 @@ def main() -> None:
             f"{label}: warm default run median {median:.1f} s over {len(values)} run(s); target {TARGET_SECONDS:g} s "
             f"-> {median / TARGET_SECONDS:.2f} of target"
         )
-        figures.append(lower(f"default_run_{label}_s", median, "s"))
+        name = label.replace(" ", "_")
+        figures.append(lower(f"default_run_{name}_s", median, "s"))
+        figures.append(lower(f"default_run_{name}_explore_s", statistics.median(explores[label]), "s"))
+    if "this without explore" in walls:
+        with_it, without = statistics.median(walls["this"]), statistics.median(walls["this without explore"])
+        print(f"explore tier: the default run {with_it:.1f} s with it, {without:.1f} s without")
     if "baseline" in walls:
         ratio = statistics.median(walls["this"]) / statistics.median(walls["baseline"])
         print(f"ratio this / baseline: {ratio:.2f}")

@@ -66,6 +66,7 @@ from dra_conformance import paths
 from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.layout import ClusterLayout
+from dra_conformance.driver import confinement
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import DriverProfile, load_profile
 from dra_conformance.errors import ConformanceError
@@ -153,6 +154,7 @@ def sized_copy(profile_path: Path, devices: int, directory: Path) -> Path:
     if "rbac" in controller:
         controller["rbac"] = [str((profile_path.parent / p).resolve()) for p in controller["rbac"]]
     raw["devices"]["perNode"] = devices
+    raw["hostPaths"] = confinement.host_paths_of_copy(raw, profile_path.parent)
     directory.mkdir(parents=True, exist_ok=True)
     copy = directory / f"{profile_path.stem}-{devices}-devices.yaml"
     copy.write_text(yaml.safe_dump(raw, sort_keys=False))

@@ -612,7 +612,7 @@ def run_suites(
         "pytest",
         "--dra-cluster=local",
         f"--dra-nodes={SuiteConfig.nodes}",
-        f"--dra-cluster-state-dir={state_dir}",
+        f"--dra-state-dir={state_dir}",
         f"--dra-reports-dir={scratch / f'reports-{label}'}",
         "--rootdir",
         str(paths.CHECKOUT),

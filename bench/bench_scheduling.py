@@ -73,6 +73,7 @@ from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.backend import NODE_LABEL, SET_ASIDE_NODES, LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.network import LOOPBACK, node_address
+from dra_conformance.driver import confinement
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
@@ -179,6 +180,7 @@ def sized_profile(devices: int, directory: Path) -> Path:
     controller = raw["identity"].get("controller") or {}
     if "rbac" in controller:
         controller["rbac"] = [str((source.parent / p).resolve()) for p in controller["rbac"]]
+    raw["hostPaths"] = confinement.host_paths_of_copy(raw, source.parent)
     copy = directory / f"reference-driver-{devices}-devices.yaml"
     copy.write_text(yaml.safe_dump(raw, sort_keys=False))
     return copy

@@ -82,7 +82,7 @@ def run(
             "no:cacheprovider",
             "-n",
             str(workers),
-            f"--dra-cluster-state-dir={state_dir}",
+            f"--dra-state-dir={state_dir}",
             f"--junitxml={junit}",
             *([f"--dra-phases-file={phases}"] if phases else []),
             *suites,

@@ -1,8 +1,8 @@
-"""`dra-conformance`: a thin CLI. Flags map onto `SuiteConfig`; work is done by backends and pytest.
+"""`dra-conformance`: certify a Kubernetes DRA driver (and check the resource Metrics API) on a real cluster.
 
 dra-conformance build [--cache-dir DIR]
 dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
-dra-conformance run [--cluster local|existing] [--kubeconfig PATH] [pytest args...]
+dra-conformance run [--cluster local|existing|kind] [--kubeconfig FILE] [--context NAME] [pytest args...]
 dra-conformance explore [--profile P] [--seed N | --replay SEED] [--max-steps N] [--max-examples N] [--budget-seconds S]
 dra-conformance report RUN [--serve [--port N]]
 dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR]
@@ -19,16 +19,16 @@ import argparse
 import dataclasses
 import os
 import signal
+import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from dra_conformance import paths, versions
+from dra_conformance import paths, settings, versions
 from dra_conformance.backends.registry import (
-    BACKENDS,
     build_local_binaries,
     build_sonobuoy,
     install_host_packages,
@@ -37,9 +37,10 @@ from dra_conformance.backends.registry import (
     real_node_blocker,
     socket_relays,
 )
-from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
+from dra_conformance.config import SuiteConfig
 from dra_conformance.cpus import MAX_DEFAULT_WORKERS, WORKERS_PER_CPU, available_cpus, default_workers
-from dra_conformance.driver.profile import load_profile
+from dra_conformance.driver.confinement import host_paths_line
+from dra_conformance.driver.profile import DriverProfile, load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
 from dra_conformance.explore import runner as explore_runner
 from dra_conformance.image import builder as image_builder
@@ -72,6 +73,15 @@ EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, suite_options: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # `run`'s help also lists the suite's pytest options, grouped as the plugin registers them.
+        self.suite_options = suite_options
+
+    def format_help(self) -> str:
+        shown = super().format_help()
+        return shown + "\n" + suite_options_help() if self.suite_options else shown
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # One line, non-zero exit: argparse's default prints the whole usage block first.
         self.exit(EXIT_USAGE, f"dra-conformance: error: {message} (see --help)\n")
@@ -130,13 +140,108 @@ REPLACE_DRIVER_HELP = (
 CLUSTER_DEADLINES = ("etcd_ready", "apiserver_ready", "node_ready", "driver_ready", "metrics_available", "process_stop")
 
 
+# How the CLI reads a shared setting's value, by its kind (a choice or a name is the text as given).
+CONVERTERS: dict[str, Callable[[str], object]] = {"path": Path, "count": _positive_int, "choice": str, "text": str}
+
+
+def add_shared(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add the shared settings `command` takes (`settings.SHARED`), spelled as everywhere else."""
+    for setting in settings.shared_by(command):
+        # The choices and the counts have a default the command passes on; a path or a name left out is looked up
+        # where it is used ($KUBECONFIG, the checkout's reports/, the build cache).
+        default: object = int(setting.default) if setting.kind == "count" else None
+        default = setting.default if setting.kind == "choice" else default
+        parser.add_argument(
+            setting.flag,
+            type=CONVERTERS[setting.kind],
+            choices=setting.choices or None,
+            default=default,
+            metavar=setting.metavar or None,
+            help=setting.help_text(),
+        )
+
+
+def version_line() -> str:
+    """`dra-conformance --version`: this version, the pinned Kubernetes and the commit it was built from."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ours = version("dra-conformance")
+    except PackageNotFoundError:
+        ours = "unknown"
+    return f"dra-conformance {ours} (Kubernetes {versions.KUBERNETES}, commit {_commit()})"
+
+
+def _commit() -> str:
+    if paths.installed():
+        return "unknown: installed from a wheel"
+    try:
+        described = subprocess.run(
+            ["git", "-C", str(paths.CHECKOUT), "describe", "--always", "--dirty", "--abbrev=12", "--exclude=*"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"unknown: git: {error}"
+    return described.stdout.strip()
+
+
+class _Version(argparse.Action):
+    """`--version`: the line is worked out only when asked for (it runs git)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version, the pinned Kubernetes and the commit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_line())
+        parser.exit(EXIT_OK)
+
+
+def suite_options_help() -> str:
+    """The plugin's option groups of `pytest --help`, as pytest itself prints them (every `--dra-*` option)."""
+    import tempfile
+
+    # In an empty directory, so no ini file or conftest of the caller's adds to them.
+    with tempfile.TemporaryDirectory(prefix="dra-conformance-help-") as empty:
+        shown = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--help"],
+            capture_output=True,
+            text=True,
+            cwd=empty,
+            timeout=120,
+            check=False,
+        )
+    groups = plugin_groups(shown.stdout)
+    if not groups:
+        return f"(pytest --help did not list the suite's options: exit {shown.returncode}: {shown.stderr.strip()})\n"
+    return (
+        "suite options (pytest plugin): pass them after the run's own flags; each shared setting above is also "
+        "--dra-<name>\n\n" + groups
+    )
+
+
+def plugin_groups(pytest_help: str) -> str:
+    """The option groups of `pytest --help` text whose title starts with "DRA conformance"."""
+    kept: list[str] = []
+    keep = False
+    for line in pytest_help.splitlines():
+        if line and not line[0].isspace():
+            keep = line.startswith("DRA conformance")
+        if keep:
+            kept.append(line)
+    return "\n".join(kept) + "\n" if kept else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the CLI."""
     parser = _Parser(prog="dra-conformance", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     build = commands.add_parser("build", help="build the pinned upstream binaries of the local backend (cached)")
-    build.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    add_shared(build, "build")
     build.add_argument(
         "--real-node", action="store_true", help="also the real node's binaries and Debian packages (root)"
     )
@@ -146,20 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     cluster = commands.add_parser("cluster", help="manage the embedded local cluster")
     cluster.add_argument("action", choices=["up", "down", "status", "kubeconfig"])
-    cluster.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes, help="fake nodes (default 2)")
-    cluster.add_argument("--state-dir", type=Path, help="cluster state directory (default reports/clusters/local)")
-    cluster.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
-    cluster.add_argument("--profile", type=Path, help="driver profile of the driver to run (default: reference driver)")
+    add_shared(cluster, "cluster")
     cluster.add_argument(
         "--real-node", action="store_true", help="add a real node: kubelet on containerd and runc (root only)"
     )
     cluster.add_argument("--replace-driver", action="store_true", help=REPLACE_DRIVER_HELP)
-    cluster.add_argument(
-        "--metrics",
-        choices=METRICS_IMPLEMENTATIONS,
-        default="fake",
-        help="Metrics API: fake (reference adapter, default), metrics-server (real, v1beta1), none",
-    )
     for name in CLUSTER_DEADLINES:
         cluster.add_argument(
             timeout_option(name),
@@ -169,11 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"the {name} deadline (default {getattr(Timeouts(), name):g}s)",
         )
 
-    run = commands.add_parser("run", help="run the conformance suites (extra arguments go to pytest)")
-    run.add_argument("--cluster", choices=tuple(BACKENDS), default="local")
-    run.add_argument("--kubeconfig", type=Path)
-    run.add_argument("--profile", type=Path, help="driver profile of the driver under test (default: reference driver)")
-    run.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
+    run = commands.add_parser(
+        "run",
+        help="run the conformance suites (extra arguments go to pytest)",
+        description="Run the conformance suites: start or attach to the cluster, run pytest with the suite's "
+        "plugin, print the verdict last. Arguments the run does not know go to pytest (test paths, -k, -x, the "
+        "suite options listed at the end).",
+        suite_options=True,
+    )
+    add_shared(run, "run")
     run.add_argument(
         "--real-node",
         action="store_true",
@@ -230,8 +330,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--output", type=Path, help="with --fleet: also write fleet.md, fleet.json, fleet.html there")
     report.add_argument("--serve", action="store_true", help="then serve the HTML on 127.0.0.1 until Ctrl-C")
     report.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
-    report.add_argument("--reports-dir", type=Path, help="where run ids are looked up (default ./reports)")
-    report.add_argument("--cache-dir", type=Path, help="tool cache (default ~/.cache/dra-conformance)")
+    add_shared(report, "report")
+    profile = commands.add_parser(
+        "profile", help="check driver profiles against the schema: one line per file, exit 2 when any is invalid"
+    )
+    profile.add_argument("action", choices=["check"])
+    profile.add_argument("files", nargs="+", type=Path, metavar="FILE")
     obligations = commands.add_parser(
         "obligations", help="print the obligations registry and the field coverage table as Markdown"
     )
@@ -244,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", choices=image_recipes.IMAGE_KINDS, default="suite", help="which image (default suite)"
     )
     image.add_argument("--output", type=Path, help="copy the archive to PATH (a directory gets <image>.tar)")
-    image.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    add_shared(image, "image")
     image.add_argument("--rebuild", action="store_true", help="build even when cached (checks the digest reproduces)")
     image.add_argument(
         "--source-date-epoch",
@@ -331,7 +435,7 @@ def _add_sonobuoy_commands(commands: Any) -> None:
         metavar="MINUTES",
         help=f"how long the parts may take together (default {sonobuoy_runner.DEFAULT_WAIT_MINUTES})",
     )
-    run.add_argument("--cache-dir", type=Path, help="build cache (default ~/.cache/dra-conformance)")
+    add_shared(run, "sonobuoy")
     results = actions.add_parser(
         "results", help="print the merged verdict of a retrieved run (a tarball, or the directory holding it)"
     )
@@ -410,6 +514,22 @@ def _sonobuoy(args: argparse.Namespace, run_args: list[str]) -> int:
         cache_dir=args.cache_dir,
     )
     return sonobuoy_runner.run(settings)
+
+
+def _profile(args: argparse.Namespace) -> int:
+    """`profile check FILE...`: each profile validated as a run would, one line each."""
+    invalid = 0
+    for path in args.files:
+        try:
+            loaded = load_profile(path)
+        except UsageError as error:
+            print(error, file=sys.stderr)
+            invalid += 1
+            continue
+        declared = ", ".join(sorted(str(capability) for capability in loaded.capabilities)) or "none"
+        version = f" {loaded.version}" if loaded.version else ""
+        print(f"{path}: valid: driver {loaded.driver}{version}, capabilities {declared} (sha256 {loaded.digest})")
+    return EXIT_USAGE if invalid else EXIT_OK
 
 
 def _obligations(args: argparse.Namespace) -> int:
@@ -515,6 +635,12 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _announce_host_paths(profile: DriverProfile) -> None:
+    line = host_paths_line(profile.source, profile.host_paths)
+    if line is not None:
+        _stderr(line)
+
+
 def cluster_config(args: argparse.Namespace) -> SuiteConfig:
     """The settings of a `cluster` command, its deadlines included."""
     return SuiteConfig(
@@ -524,6 +650,7 @@ def cluster_config(args: argparse.Namespace) -> SuiteConfig:
         metrics=args.metrics,
         profile=args.profile,
         real_node=args.real_node,
+        real_nodes=getattr(args, "real_nodes", None) or SuiteConfig.real_nodes,
         replace_driver=args.replace_driver,
         timeouts=Timeouts().override(
             **{name: value for name in CLUSTER_DEADLINES if (value := getattr(args, f"timeout_{name}")) is not None}
@@ -533,7 +660,7 @@ def cluster_config(args: argparse.Namespace) -> SuiteConfig:
 
 def _cluster(args: argparse.Namespace) -> int:
     if args.profile:
-        load_profile(args.profile)  # a bad profile is one line before anything starts
+        _announce_host_paths(load_profile(args.profile))  # a bad profile is one line before anything starts
     backend = make_backend(cluster_config(args))
     if args.action == "up":
         started = backend.start()
@@ -573,14 +700,14 @@ PYTEST_VALUE_OPTIONS = frozenset(
 # The plugin's options whose value is a path (tests/unit/test_cli.py keeps this in step with the plugin): given as
 # `--dra-reports-dir DIR`, DIR is a value, not a test path.
 PLUGIN_PATH_OPTIONS = frozenset(
-    {"--dra-kubeconfig", "--dra-cluster-state-dir", "--dra-profile", "--dra-catalog", "--dra-audit-log"}
+    {"--dra-kubeconfig", "--dra-state-dir", "--dra-cache-dir", "--dra-profile", "--dra-catalog", "--dra-audit-log"}
     | {"--dra-reports-dir", "--dra-rbac-matrix", "--dra-rollback-state", "--dra-phases-file"}
     | {"--dra-read-allowlist"}
 )
 
 
 def chosen_targets(pytest_args: Sequence[str]) -> list[str]:
-    """The test paths or node ids among `pytest_args`, leaving out option values (`--dra-cluster-state-dir DIR`)."""
+    """The test paths or node ids among `pytest_args`, leaving out option values (`--dra-state-dir DIR`)."""
     takes_value = PLUGIN_PATH_OPTIONS | PYTEST_VALUE_OPTIONS
     chosen = []
     for index, arg in enumerate(pytest_args):
@@ -639,16 +766,23 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def one_line_usage_error(text: str) -> str:
-    """The usage error pytest gives for a bad option (usage text, error, inifile and rootdir lines) as one line."""
+def one_line_usage_error(text: str, command: str = "run") -> str:
+    """The usage error pytest gives for a bad option (usage text, error, inifile and rootdir lines) as one line.
+
+    `command` is the CLI command whose pytest run it was (`run`, `explore`), which the line names.
+    """
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     error = next((line.split(" error: ", 1)[1] for line in lines if " error: " in line), None)
     if error is None:
         return " ".join(lines)
-    return f"dra-conformance run: {error} (the run's own flags: dra-conformance run --help; the rest goes to pytest)"
+    own = "the run's" if command == "run" else "its"
+    return (
+        f"dra-conformance {command}: {error} ({own} own flags: dra-conformance {command} --help; the rest goes to "
+        "pytest)"
+    )
 
 
-def _one_line_usage_errors() -> object:
+def _one_line_usage_errors(command: str = "run") -> object:
     """A pytest plugin that shortens a usage error raised while pytest parses the command line to one line."""
     import pytest
 
@@ -658,61 +792,48 @@ def _one_line_usage_errors() -> object:
             try:
                 return (yield)
             except pytest.UsageError as error:
-                raise pytest.UsageError(one_line_usage_error(str(error))) from None
+                raise pytest.UsageError(one_line_usage_error(str(error), command)) from None
 
     return OneLineUsageErrors()
 
 
-def _pytest_then_html(pytest_args: list[str], html: bool) -> int:
+def _pytest_then_html(pytest_args: list[str], html: bool, command: str = "run") -> int:
     """One pytest run, then (`html`) its Allure HTML; the exit code is pytest's, whatever the rendering does."""
     import pytest
 
     if not html:
-        return int(pytest.main(pytest_args, plugins=[_one_line_usage_errors()]))
+        return int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(command)]))
     renderer = RunRenderer(default_cache_dir())
-    code = int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(), renderer]))
+    code = int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(command), renderer]))
     renderer.render_now(lambda line: print(line, file=sys.stderr))
     return code
 
 
-# The plugin's pytest options before every one of them took the `--dra-` prefix: an old command line gets one line
-# naming the new spelling instead of pytest's usage error. The run's own flags (--cluster, --kubeconfig, --profile,
-# --nodes, --real-node) are this CLI's and kept their names.
-FORMER_PLUGIN_OPTIONS = (
-    "audit-log",
-    "canary-allocation-slo",
-    "canary-error-budget",
-    "canary-ready-slo",
-    "canary-tolerance",
-    "catalog",
-    "cluster-state-dir",
-    "context",
-    "keep-cluster",
-    "keep-cluster-for-next-run",
-    "keep-resources",
-    "metrics-freshness-slo",
-    "metrics-implementation",
-    "metrics-watch",
-    "no-mask",
-    "rbac-matrix",
-    "reports-dir",
-    "rollback-drive",
-    "rollback-phase",
-    "rollback-resource",
-    "rollback-state",
-    "strictness",
-    "workload-image",
-)
-
-
 def refuse_former_options(pytest_args: list[str]) -> None:
-    """Raise UsageError for a plugin option given by its name before the `--dra-` prefix."""
+    """Raise UsageError for an option given by a former spelling (`settings.former_spelling`), naming the new one."""
+    run_flags = frozenset(setting.flag for setting in settings.shared_by("run"))
     for arg in pytest_args:
-        name = arg.removeprefix("--").split("=", 1)[0]
-        if arg.startswith("--") and name in FORMER_PLUGIN_OPTIONS:
-            raise UsageError(
-                f"--{name} is now --dra-{name} (every pytest option of dra-conformance starts with --dra-)"
-            )
+        if (line := settings.former_spelling(arg, run_flags)) is not None:
+            raise UsageError(line)
+
+
+def parse_command_line(argv: Sequence[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The CLI's own arguments, and those it hands to pytest (`run`, `explore`) or to the run in a pod (Sonobuoy).
+
+    Exits (SystemExit) on an unknown flag of a command that hands nothing on; raises UsageError for a former
+    spelling.
+    """
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command not in PASSES_ON:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.command in ("run", "explore"):
+        refuse_former_options(rest)
+    return args, rest
+
+
+# The commands whose arguments they do not know go to pytest (run, explore) or to `dra-conformance run` in a pod.
+PASSES_ON = ("run", "explore", "sonobuoy", "sonobuoy-plugin", "sonobuoy-entry")
 
 
 def _add_explore_command(commands: Any) -> None:
@@ -721,10 +842,7 @@ def _add_explore_command(commands: Any) -> None:
         help="explore the driver's kubelet contract with random operation sequences (suites/explore): the shrunk "
         "failing sequence and its seed, or what was covered; extra arguments go to pytest",
     )
-    explore.add_argument("--profile", type=Path, help="driver profile of the driver under test (default: reference)")
-    explore.add_argument("--cluster", choices=tuple(BACKENDS), default="local")
-    explore.add_argument("--kubeconfig", type=Path)
-    explore.add_argument("--nodes", type=_positive_int, default=SuiteConfig.nodes)
+    add_shared(explore, "explore")
     explore.add_argument("--replace-driver", action="store_true", help=REPLACE_DRIVER_HELP)
     seeds = explore.add_mutually_exclusive_group()
     seeds.add_argument("--seed", type=_seed, help="the seed to explore from (default: derived from the run's id)")
@@ -780,11 +898,11 @@ def _explore(args: argparse.Namespace, pytest_args: list[str]) -> int:
         "-o",
         f"timeout={0 if args.replay is not None else args.budget_seconds + args.shrink_seconds + EXPLORE_SLACK:g}",
     ]
+    shared = {
+        (dest := setting.name.replace("-", "_")): getattr(args, dest, None) for setting in settings.shared_by("run")
+    }
     run = argparse.Namespace(
-        cluster=args.cluster,
-        kubeconfig=args.kubeconfig,
-        profile=args.profile,
-        nodes=args.nodes,
+        **shared,
         real_node=False,
         real_node_auto=False,
         replace_driver=args.replace_driver,
@@ -792,6 +910,7 @@ def _explore(args: argparse.Namespace, pytest_args: list[str]) -> int:
         workers=0,
         allow_partial=False,
         repeat=1,
+        usage_command="explore",
     )
     code = _run(run, [*options, *pytest_args, str(paths.suites_dir() / "explore")])
     for record in (r for run_dir in sorted(reports.glob("*/")) for r in read_records(run_dir, "explore")):
@@ -802,25 +921,28 @@ def _explore(args: argparse.Namespace, pytest_args: list[str]) -> int:
 def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     refuse_former_options(pytest_args)
     if args.profile:
-        load_profile(args.profile)  # a bad profile is one line before pytest starts
+        _announce_host_paths(load_profile(args.profile))  # a bad profile is one line before pytest starts
+        args.profile = args.profile.resolve()
     root = _reports_root()
     if args.cluster == "existing" and args.kubeconfig is None:
-        # In a pod (the suite's image), the existing cluster is the pod's own, as its ServiceAccount.
-        args.kubeconfig = in_cluster_kubeconfig(os.environ, root / "reports" / "clusters" / "in-cluster.kubeconfig")
-    make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, nodes=args.nodes))  # validate early
-    # The plugin's options are this CLI's flags with the `--dra-` prefix; `--dra-cluster`, always given, also opts
-    # the run in to DRA conformance before pytest collects (see dra_conformance.plugin.opt_in).
+        # $KUBECONFIG, as kubectl reads it; else, in a pod (the suite's image), the pod's own cluster as its
+        # ServiceAccount.
+        args.kubeconfig = settings.kubeconfig_from(os.environ) or in_cluster_kubeconfig(
+            os.environ, root / "reports" / "clusters" / "in-cluster.kubeconfig"
+        )
+    # validate early
+    make_backend(SuiteConfig(backend=args.cluster, kubeconfig=args.kubeconfig, context=args.context, nodes=args.nodes))
+    # The plugin's options are this CLI's flags with the `--dra-` prefix (one table, dra_conformance.settings);
+    # `--dra-cluster`, always given, also opts the run in to DRA conformance before pytest collects (see
+    # dra_conformance.plugin.opt_in).
     options = [
-        f"--dra-cluster={args.cluster}",
-        f"--dra-nodes={args.nodes}",
+        *shared_plugin_options(args),
         "--rootdir",
         str(root),
         "-n",
         str(args.workers),
         *SUITE_PYTEST_OPTIONS,
     ]
-    if args.kubeconfig:
-        options.append(f"--dra-kubeconfig={args.kubeconfig}")
     real_node, why = real_node_wanted(real_node_choice(args), args.cluster)
     if real_node:
         if args.real_node_auto:
@@ -832,13 +954,13 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
         options.append("--dra-allow-partial")
     if args.replace_driver:
         options.append("--dra-replace-driver")
-    if args.profile:
-        options.append(f"--dra-profile={args.profile.resolve()}")
     targets = [] if chosen_targets(pytest_args) else [str(paths.suites_dir())]
     if args.repeat == 1:
-        return _pytest_then_html([*options, *pytest_args, *targets], html=not args.no_html)
-    if any(arg.startswith("--dra-reports-dir") for arg in pytest_args):
-        raise UsageError("--repeat writes each run under reports/repeat-<time>/run-<n>/; leave out --dra-reports-dir")
+        # `explore` runs pytest through here too: its usage errors name it (`usage_command`).
+        command = getattr(args, "usage_command", "run")
+        return _pytest_then_html([*options, *pytest_args, *targets], html=not args.no_html, command=command)
+    if args.reports_dir or any(arg.startswith("--dra-reports-dir") for arg in pytest_args):
+        raise UsageError("--repeat writes each run under reports/repeat-<time>/run-<n>/; leave out --reports-dir")
     batch = root / "reports" / f"repeat-{time.strftime('%Y%m%d-%H%M%S')}"
     codes: list[int] = []
     summaries: list[Path] = []
@@ -857,15 +979,24 @@ def _run(args: argparse.Namespace, pytest_args: list[str]) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def shared_plugin_options(args: argparse.Namespace) -> list[str]:
+    """`run`'s shared settings as the plugin's options: `--state-dir DIR` is `--dra-state-dir=DIR`.
+
+    The cluster is always named (it opts the run in and asks for the preflight); any other setting only when given
+    and not its default, which the plugin applies alike.
+    """
+    given = ((setting, getattr(args, setting.name.replace("-", "_"))) for setting in settings.shared_by("run"))
+    return [
+        f"{setting.plugin_option}={value}"
+        for setting, value in given
+        if setting.name == "cluster" or (value is not None and str(value) != setting.default)
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every expected failure is one line on stderr and a non-zero exit code."""
-    parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    # explore hands what it does not know to pytest, as run does.
-    explore_args, rest = (rest, []) if args.command == "explore" else ([], rest)
-    if rest and args.command not in ("run", "sonobuoy", "sonobuoy-plugin", "sonobuoy-entry"):
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
+        args, rest = parse_command_line(argv)
         if args.command == "build":
             return _build(args)
         if args.command == "cluster":
@@ -873,9 +1004,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "report":
             return _report(args)
         if args.command == "explore":
-            return _explore(args, explore_args)
+            return _explore(args, rest)
         if args.command == "obligations":
             return _obligations(args)
+        if args.command == "profile":
+            return _profile(args)
         if args.command == "sonobuoy-plugin":
             return _sonobuoy_plugin(args, rest)
         if args.command == "sonobuoy-entry":
@@ -894,6 +1027,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConformanceError as error:
         print(f"dra-conformance: {error}", file=sys.stderr)
         return EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILED
+    except PermissionError as error:  # a state or cache directory of another user (its lock, its files)
+        where = error.filename or "a file"
+        print(f"dra-conformance: {where}: {error.strerror} (running as uid {os.geteuid()})", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("dra-conformance: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -36,6 +36,8 @@ class SuiteConfig:
     profile: Path | None = None
     # Add a real node (kubelet on containerd and runc, as root on this machine) to a local cluster.
     real_node: bool = False
+    # With real_node, how many real nodes: node 0 in this machine's namespaces, each further one in its own.
+    real_nodes: int = 2
     # A running local cluster of the state directory with another profile's driver gets this profile's instead.
     replace_driver: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)

@@ -49,6 +49,12 @@ class RelayUnavailable(HarnessFault):
     obligation = "run.node-agent-relay-carries-the-driver-sockets"
 
 
+class ReportsFull(HarnessFault):
+    """The reports' file system has no room for what a check records: the suite's problem, not the driver's."""
+
+    obligation = "run.reports-dir-has-room"
+
+
 class DriverError(ConformanceError):
     """A DRA driver under test misbehaved in a way that stops the check itself."""
 

@@ -7,9 +7,9 @@ has an override on the command line:
 
 - scenario catalog: `--dra-catalog DIR` (pytest);
 - authorization matrix: `--dra-rbac-matrix FILE` (pytest);
-- local cluster state: `--dra-cluster-state-dir DIR` (pytest) / `cluster --state-dir DIR` (CLI);
-- build cache: `--cache-dir DIR` (CLI), else `$XDG_CACHE_HOME/dra-conformance`;
-- reports: `--dra-reports-dir DIR` (pytest), else `<rootdir>/reports`.
+- local cluster state: `--state-dir DIR` (CLI) / `--dra-state-dir DIR` (pytest);
+- build cache: `--cache-dir DIR` (CLI) / `--dra-cache-dir DIR` (pytest), else `$XDG_CACHE_HOME/dra-conformance`;
+- reports: `--reports-dir DIR` (CLI) / `--dra-reports-dir DIR` (pytest), else `<rootdir>/reports`.
 """
 
 from __future__ import annotations

@@ -39,13 +39,18 @@ def build_reference_image(output: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def shipped_driver_cluster(state_dir: Path) -> Iterator[LocalBackend]:
-    """A local cluster (not started) whose real node runs the reference driver as shipped; stopped on the way out."""
+def shipped_driver_cluster(state_dir: Path, real_nodes: int = 1) -> Iterator[LocalBackend]:
+    """A local cluster (not started) whose `real_nodes` run the reference driver as shipped; stopped on the way out."""
     failed = build_reference_image(paths.CHECKOUT / "reports" / "images" / "reference-driver.tar")
     assert failed is None, f"image build: {failed}"
     backend = LocalBackend(
         LocalClusterConfig(
-            state_dir=state_dir, profile=SHIPPED_PROFILE, real_node=True, nodes=1, owner_pid=os.getpid()
+            state_dir=state_dir,
+            profile=SHIPPED_PROFILE,
+            real_node=True,
+            real_nodes=real_nodes,
+            nodes=1,
+            owner_pid=os.getpid(),
         ),
         echo=lambda _: None,
     )

@@ -15,6 +15,7 @@ import yaml
 
 from dra_conformance import paths
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
+from dra_conformance.driver import confinement
 from dra_conformance.errors import ConformanceError
 
 
@@ -41,7 +42,7 @@ def stop_shared_cluster(cluster: Path) -> None:
 def renamed_reference_profile(directory: Path, driver: str, devices: int | None = None) -> Path:
     """The reference driver's profile under another driver name (and device count), written to `directory`.
 
-    Its RBAC paths are made absolute, so the copy works from anywhere.
+    Its RBAC paths are made absolute, and allowed as host paths, so the copy works from anywhere.
     """
     source = paths.reference_driver_profile()
     profile = yaml.safe_load(source.read_text())
@@ -50,6 +51,7 @@ def renamed_reference_profile(directory: Path, driver: str, devices: int | None 
         profile["devices"]["perNode"] = devices
     for identity in (profile["identity"], profile["identity"]["controller"]):
         identity["rbac"] = [str((source.parent / path).resolve()) for path in identity["rbac"]]
+    profile["hostPaths"] = confinement.host_paths_of_copy(profile, source.parent)
     path = directory / f"{driver}.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     return path

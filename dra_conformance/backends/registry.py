@@ -15,8 +15,13 @@ from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.build import SONOBUOY, Builder, echo_stderr, socket_relay, socket_relay_name
 from dra_conformance.backends.local.real_node import CGROUP_ROOT
+from dra_conformance.backends.local.run_claims import RunClaims as RunClaims
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
+
+# Fake nodes of a local cluster: each runs a driver process of its own (tens of MB, a pool to publish and watch), so
+# a hundred already take a few GB beside the control plane; the scale benchmark grows further nodes by itself.
+MAX_LOCAL_NODES = 100
 
 
 def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClusterConfig:
@@ -31,13 +36,14 @@ def local_cluster_config(config: SuiteConfig, owner_pid: int | None) -> LocalClu
         owner_pid=owner_pid,
         profile=config.profile or defaults.profile,
         real_node=config.real_node,
+        real_nodes=config.real_nodes,
         replace_driver=config.replace_driver,
     )
 
 
 def _local(config: SuiteConfig, owner_pid: int | None) -> ClusterBackend:
-    if config.nodes < 1:
-        raise UsageError(f"--nodes must be at least 1, got {config.nodes}")
+    if not 1 <= config.nodes <= MAX_LOCAL_NODES:
+        raise UsageError(f"--nodes must be between 1 and {MAX_LOCAL_NODES} on a local cluster, got {config.nodes}")
     return LocalBackend(local_cluster_config(config, owner_pid))
 
 
@@ -71,6 +77,11 @@ BACKENDS: dict[str, Callable[[SuiteConfig, int | None], ClusterBackend]] = {
     "existing": _existing,
     "kind": _kind,
 }
+
+
+def run_claims(backend: ClusterBackend) -> RunClaims | None:
+    """The claims of runs on `backend`'s cluster where one run at a time holds it (a local cluster); else None."""
+    return RunClaims(backend.layout.root) if isinstance(backend, LocalBackend) else None
 
 
 def make_backend(config: SuiteConfig, *, owner_pid: int | None = None) -> ClusterBackend:

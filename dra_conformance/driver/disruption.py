@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import yaml
 from kubernetes import client
 
-from dra_conformance.kube.builders import Builder
+from dra_conformance.kube.builders import Builder, Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, DriverProcesses
@@ -24,10 +24,12 @@ class Disruption:
     killed: bool = False
     # The profile build running now when it is not the driver's own (`run.versions`), e.g. "previous".
     build: str | None = None
+    # Pods of a disruption check tolerate the node's taint to land there: the set-aside one, or a real node's.
+    toleration: Manifest = field(default_factory=lambda: dict(SET_ASIDE_TOLERATION))
+    # Whether the driver reads its API server from a kubeconfig the suite can rewrite (`route_through`): not so for
+    # a driver installed as DaemonSet pods.
+    reroutable: bool = True
     _original_server: str | None = None
-
-    # Pods of a disruption check must tolerate the set-aside taint to land there.
-    toleration = SET_ASIDE_TOLERATION
 
     def allocate(
         self, tracker: ResourceTracker, build: Builder, api_client: client.ApiClient, device_class: str, timeout: float

@@ -28,6 +28,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dra_conformance.driver import bounded_yaml, confinement, manifest_files
 from dra_conformance.errors import ProfileError, UsageError
 from dra_conformance.schema_errors import TOP_LEVEL, KeyPath, format_key_path, schema_problem
 from dra_conformance.timeouts import Timeouts
@@ -368,6 +369,8 @@ class DriverProfile:
     nodes: NodeScope = NodeScope.ALL
     timeouts: TimeoutScaling = field(default_factory=TimeoutScaling)
     strictness: Strictness = Strictness.CONTRACT
+    # Directories outside its own and the run's that the profile may name (`hostPaths`), absolute; printed at start.
+    host_paths: tuple[Path, ...] = ()
 
     @property
     def real_nodes_only(self) -> bool:
@@ -410,6 +413,11 @@ def _child(node: yaml.Node, step: str | int) -> tuple[yaml.Mark, yaml.Node] | No
     return None
 
 
+def _one_line(text: str) -> str:
+    """`text` with line breaks and other unprintable characters escaped: keys and values may hold them."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
 @dataclass(frozen=True)
 class _Document:
     """A profile file's data and the YAML nodes that locate every key and value in it."""
@@ -430,7 +438,9 @@ class _Document:
 
     def error(self, steps: KeyPath, problem: str, line: int | None = None) -> ProfileError:
         """The one-line error for `problem` at `steps`."""
-        return ProfileError(str(self.path), line or self.line_of(steps), format_key_path(steps), problem)
+        return ProfileError(
+            str(self.path), line or self.line_of(steps), _one_line(format_key_path(steps)), _one_line(problem)
+        )
 
     def first(self, problems: Iterable[tuple[KeyPath, str]]) -> ProfileError | None:
         """The error for the problem nearest the top of the file, if any."""
@@ -441,78 +451,74 @@ class _Document:
         return self.error(steps, problem, line)
 
 
-def _yaml_problem(error: yaml.YAMLError, text: str) -> tuple[int, str]:
-    """(line, problem) of a YAML syntax error."""
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-        context = error.context or ""
-        if context and error.context_mark is not None:
-            context += f" (line {error.context_mark.line + 1})"
-        return error.problem_mark.line + 1, ": ".join(part for part in (context, error.problem or "") if part)
-    if isinstance(error, yaml.reader.ReaderError):
-        return text[: error.position].count("\n") + 1, f"{error.reason} (#x{error.character:04x})"
-    return 1, " ".join(str(error).split())
-
-
-def _compose(text: str) -> tuple[yaml.Node | None, Any]:
-    """The document's root node (None if empty) and the data built from it: one parse for both."""
-    loader = yaml.SafeLoader(text)
-    try:
-        root = loader.get_single_node()
-        return root, loader.construct_document(root) if root is not None else None
-    finally:
-        loader.dispose()
-
-
 def _parse(path: Path, content: bytes) -> _Document:
-    """Parse the file; undecodable bytes, YAML syntax errors and non-mappings are located problems."""
+    """Parse the file within bounds; bad bytes, YAML errors, alias bombs and non-mappings are located problems."""
     try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = content[: error.start].count(b"\n") + 1
-        raise ProfileError(str(path), line, TOP_LEVEL, f"not UTF-8 text: {error.reason}") from None
-    try:
-        root, data = _compose(text)
-    except yaml.YAMLError as error:
-        line, problem = _yaml_problem(error, text)
-        raise ProfileError(str(path), line, TOP_LEVEL, f"not valid YAML: {problem}") from None
+        composed = bounded_yaml.compose_one(bounded_yaml.decode(content))
+    except bounded_yaml.BoundedYamlError as error:
+        raise ProfileError(str(path), error.line, TOP_LEVEL, _one_line(error.problem)) from None
+    root, data = composed.root, composed.data
     if root is None or not isinstance(data, dict):
         line = 1 if root is None else root.start_mark.line + 1
         raise ProfileError(str(path), line, TOP_LEVEL, "a driver profile is a mapping (apiVersion, kind, driver, ...)")
     return _Document(path, data, root)
 
 
-def _duplicate_key(node: yaml.Node, steps: tuple[str | int, ...] = ()) -> tuple[KeyPath, int] | None:
-    """The first key given twice in one mapping (YAML keeps the last silently), with its line."""
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key, value in node.value:
-            if key.value in seen:
-                return (*steps, key.value), key.start_mark.line + 1
-            seen.add(key.value)
-            found = _duplicate_key(value, (*steps, key.value))
-            if found is not None:
-                return found
-    if isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            found = _duplicate_key(item, (*steps, index))
-            if found is not None:
-                return found
+def _duplicate_key(root: yaml.Node) -> tuple[KeyPath, int] | None:
+    """The first key given twice in one mapping (YAML keeps the last silently), with its line.
+
+    Each node is walked once, however many aliases refer to it: linear in the document's size. The walk is depth
+    first in document order, a duplicate key taking its place among the values, so the first one in the file wins.
+    """
+    walked: set[int] = set()
+    # A node to walk, or (as an int: its line) a duplicate key found at that place of the walk.
+    stack: list[tuple[yaml.Node | int, tuple[str | int, ...]]] = [(root, ())]
+    while stack:
+        node, steps = stack.pop()
+        if isinstance(node, int):
+            return steps, node
+        if id(node) in walked:
+            continue
+        walked.add(id(node))
+        children: list[tuple[yaml.Node | int, tuple[str | int, ...]]] = []
+        if isinstance(node, yaml.MappingNode):
+            keys: set[str] = set()
+            for key, value in node.value:
+                name = str(key.value)
+                if name in keys:
+                    children.append((key.start_mark.line + 1, (*steps, name)))
+                    break
+                keys.add(name)
+                children.append((value, (*steps, name)))
+        elif isinstance(node, yaml.SequenceNode):
+            children = [(item, (*steps, index)) for index, item in enumerate(node.value)]
+        stack.extend(reversed(children))
     return None
 
 
+def _file_problem(path: Path) -> str | None:
+    """Why `path` is not a manifest file to read (missing, unreadable, not Kubernetes objects); None if it is one."""
+    try:
+        found = path.is_file()
+    except OSError as error:  # a name too long, ...
+        return f"{path}: {error.strerror or error}"
+    return manifest_files.problem(path) if found else f"file not found: {path}"
+
+
 def _reference_problems(data: Mapping[str, Any], directory: Path) -> Iterator[tuple[KeyPath, str]]:
-    """What the schema cannot say: RBAC files exist, selectors only on created classes, unique class names."""
-    for index, relative in enumerate(data["identity"].get("rbac", [])):
-        if not (directory / relative).is_file():
-            yield ["identity", "rbac", index], f"file not found: {directory / relative}"
-    for index, relative in enumerate(data["identity"].get("controller", {}).get("rbac", [])):
-        if not (directory / relative).is_file():
-            yield ["identity", "controller", "rbac", index], f"file not found: {directory / relative}"
+    """What the schema cannot say: manifest files hold objects, selectors only on created classes, unique names."""
+    identity = data["identity"]
+    named: list[tuple[KeyPath, str]] = [
+        (["identity", "rbac", i], name) for i, name in enumerate(identity.get("rbac", []))
+    ]
+    controller = identity.get("controller", {})
+    named += [(["identity", "controller", "rbac", i], name) for i, name in enumerate(controller.get("rbac", []))]
     install = data.get("install", {})
-    for key in ("images", "manifests"):
-        for index, relative in enumerate(install.get(key, [])):
-            if key == "manifests" and not (directory / relative).is_file():
-                yield ["install", key, index], f"file not found: {directory / relative}"
+    named += [(["install", "manifests", i], name) for i, name in enumerate(install.get("manifests", []))]
+    for steps, relative in named:
+        problem = _file_problem(directory / relative)
+        if problem is not None:
+            yield steps, problem
     yield from _transform_problems(install.get("transform", {}), directory)
     if "install" in data and "run" in data:
         yield ["install"], "run and install exclude each other: the driver is either run as a process or installed"
@@ -564,6 +570,7 @@ def _validate(document: _Document) -> None:
     if duplicate is not None:
         raise document.error(duplicate[0], "duplicate key", duplicate[1])
     problem = document.first(schema_problem(error) for error in _validator().iter_errors(document.data))
+    problem = problem or document.first(confinement.problems(document.data, document.path.parent.absolute()))
     problem = problem or document.first(_reference_problems(document.data, document.path.parent))
     if problem is not None:
         raise problem
@@ -697,4 +704,5 @@ def load_profile(path: Path) -> DriverProfile:
         capabilities=frozenset(Capability(name) for name, declared in raw["capabilities"].items() if declared),
         timeouts=_timeouts(raw.get("timeouts", {})),
         strictness=Strictness(raw.get("strictness", Strictness.CONTRACT)),
+        host_paths=confinement.host_paths(raw, directory.absolute()),
     )

@@ -1,8 +1,9 @@
 """A model-based explorer of the kubelet-driver contract (issue 43).
 
 Hypothesis's stateful testing drives the driver under test through random sequences of what a kubelet and a node do
-to it (claims of random shapes allocated by the real scheduler, prepares and unprepares alone and in batches, repeated
-prepares, driver restarts, a wiped CDI dir, claims deleted), keeps a model of what must hold, and checks the contract's
+to it (claims of random shapes allocated by the real scheduler, some mixing in another driver's devices, prepares and
+unprepares alone, in batches and several in flight at once, repeated prepares, driver restarts by SIGKILL or SIGTERM,
+a wiped CDI dir, republished pools, claims deleted), keeps a model of what must hold, and checks the contract's
 invariants after every step. A failure is shrunk to the shortest sequence that reproduces it and reported with its
 seed.
 
@@ -15,3 +16,6 @@ seed.
 - `cluster`: the `World` of a real cluster: a set-aside fake node of the local backend, where the suite plays the
   kubelet.
 """
+
+# The kind of the run record each exploration writes (reports/<run-id>/records/explore/), which the summary reads.
+RECORD_KIND = "explore"

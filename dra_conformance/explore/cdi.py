@@ -7,6 +7,7 @@ devices `<vendor>/<class>=<name>`, the IDs a prepare answers and the kubelet pas
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import yaml
 
 # The file names the CDI spec loader reads.
 SPEC_SUFFIXES = (".json", ".yaml", ".yml")
+# What separates the words of an edit's value (a path, a list, KEY=VALUE, an address with a port).
+SEPARATORS = re.compile(r"[\s,;:=/]+")
 
 
 def read_spec_files(directory: Path | None) -> dict[str, str]:
@@ -42,6 +45,39 @@ def defined_ids(files: Mapping[str, str]) -> dict[str, str]:
             if isinstance(device, dict) and device.get("name"):
                 defined[f"{spec['kind']}={device['name']}"] = name
     return defined
+
+
+def edit_words(files: Mapping[str, str]) -> dict[str, set[str]]:
+    """What the container edits of each defined CDI device name, by CDI device ID.
+
+    Env values, device node and mount paths, whole and split into words; a device's edits are its own and those of
+    its whole spec.
+    """
+    words: dict[str, set[str]] = {}
+    for name, text in sorted(files.items()):
+        spec = _parse(name, text)
+        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+            continue
+        common = spec.get("containerEdits") or {}
+        for device in spec.get("devices") or []:
+            if isinstance(device, dict) and device.get("name"):
+                own = device.get("containerEdits") or {}
+                words[f"{spec['kind']}={device['name']}"] = _words(common) | _words(own)
+    return words
+
+
+def _words(edits: Any) -> set[str]:
+    if not isinstance(edits, dict):
+        return set()
+    values = [str(entry).split("=", 1)[1] for entry in edits.get("env") or [] if "=" in str(entry)]
+    for node in edits.get("deviceNodes") or []:
+        values += [str(node.get("path", "")), str(node.get("hostPath", ""))] if isinstance(node, dict) else []
+    for mount in edits.get("mounts") or []:
+        values += (
+            [str(mount.get("hostPath", "")), str(mount.get("containerPath", ""))] if isinstance(mount, dict) else []
+        )
+    whole = {value for value in values if value}
+    return whole | {part for value in whole for part in SEPARATORS.split(value) if part}
 
 
 def _parse(name: str, text: str) -> Any:

@@ -8,7 +8,11 @@ local backend gave the driver on that node.
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -17,11 +21,13 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.pool import node_pools
+from dra_conformance.driver.pool import PoolState, node_pools
+from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.errors import ConformanceError, WaitTimeout
 from dra_conformance.explore.cdi import read_spec_files
 from dra_conformance.explore.model import ClaimShape, allocated_devices
 from dra_conformance.explore.world import (
+    PREPARE,
     SIGKILL,
     SIGTERM,
     CreatedClaim,
@@ -40,6 +46,7 @@ from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import ClaimRef, DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.role import KubeletRole
+from dra_conformance.model.cluster import DriverTermination
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.timeouts import Timeouts
 
@@ -50,6 +57,11 @@ ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 POOL_SETTLE_SECONDS = 10.0
 # What the cluster or the API may answer that ends the exploration as the suite's problem.
 HARNESS_ERRORS = (ApiException, DynamicApiError, WaitTimeout, ConformanceError)
+# Calls in flight at once start together: each waits at most this long for the others' threads to be ready.
+CONCURRENT_START_SECONDS = 10.0
+# The reference driver's republish (its fault switches): an informational taint (effect None, which no scheduling
+# minds) on one device, set and cleared by turns; each change publishes the pool again.
+REPUBLISH_FAULT = "informational-taint"
 
 
 class ClusterWorld:
@@ -68,8 +80,15 @@ class ClusterWorld:
         timeouts: Timeouts,
         *,
         admin_access: bool,
+        republish: bool = False,
+        other: tuple[str, str] | None = None,
     ) -> None:
-        """Explore `driver` on the disruption node, its claims asking for `device_class`."""
+        """Explore `driver` on the disruption node, its claims asking for `device_class`.
+
+        `republish`: the profile declares the reference driver's fault switches, through which the explorer makes
+        the driver publish its pool again (REPUBLISH_FAULT). `other`: another driver on the node and its DeviceClass,
+        for claims that mix two drivers (None: none runs there).
+        """
         self.disruption = disruption
         self._driver = driver
         self.tracker = tracker
@@ -85,13 +104,30 @@ class ClusterWorld:
         self._claims: dict[str, dict[str, Any]] = {}
         self._pods: dict[str, dict[str, Any]] = {}
         self._down = False
+        self._republish = republish
+        self._other = other
+        self._other_capacity = (
+            sum(len(pool.devices) for pool in node_pools(api_client, other[0], disruption.node).values())
+            if other
+            else 0
+        )
+        # The device REPUBLISH_FAULT is set on, while it is.
+        self._republished: str | None = None
         if admin_access:
             client.CoreV1Api(api_client).patch_namespace(
                 build.namespace, {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}}
             )
-        self._capacity = sum(len(pool.devices) for pool in self._pools().values())
+        pools = node_pools(api_client, driver, disruption.node)
+        self._capacity = sum(len(pool.devices) for pool in pools.values())
         if self._capacity == 0:
             raise HarnessProblem(f"{driver} publishes no device on {disruption.node}")
+        self._first_device = min(device for pool in pools.values() for device in pool.devices)
+        self._shared = sorted(
+            name
+            for pool in pools.values()
+            for name, spec in pool.device_specs.items()
+            if spec.get("allowMultipleAllocations")
+        )
 
     # --- what the node is -----------------------------------------------------------------------------------------
 
@@ -114,6 +150,14 @@ class ClusterWorld:
         """Devices the driver publishes on the node (when the exploration started)."""
         return self._capacity
 
+    def other_driver(self) -> str:
+        """The other driver on the node ("" where none runs)."""
+        return self._other[0] if self._other else ""
+
+    def other_capacity(self) -> int:
+        """Devices the other driver publishes on the node (when the exploration started)."""
+        return self._other_capacity
+
     def admin_access(self) -> bool:
         """Whether the profile declares adminAccess."""
         return self._admin
@@ -126,12 +170,39 @@ class ClusterWorld:
         """Where this machine reads the driver's CDI dir (the local backend)."""
         return self.endpoint.cdi_dir is not None
 
+    def can_republish(self) -> bool:
+        """Where the profile declares a way (the reference driver's fault switches)."""
+        return self._republish
+
+    def not_explored(self) -> dict[str, str]:
+        """What this node, the profile or the backend rule out, and what the explorer does not do yet."""
+        skipped = {
+            "restart kubelet": f"{self.node} has no kubelet: the suite plays it",
+            "shared devices": (
+                f"shapes with shared devices are not drawn yet ({self.driver} shares {self._shared[:3]})"
+                if self._shared
+                else f"no device {self.driver} publishes on {self.node} allows multiple allocations"
+            ),
+        }
+        if not self._other_capacity:
+            skipped["claims mixing two drivers"] = f"no other driver publishes devices on {self.node}"
+        if not self._admin:
+            skipped["admin access"] = "the profile declares no adminAccess"
+        if self._terminate() is None:
+            skipped[f"restart driver ({SIGTERM})"] = "the backend cannot send SIGTERM to the driver"
+        if not self.can_wipe():
+            skipped["wipe CDI dir"] = "this machine does not read the driver's CDI dir"
+        if not self._republish:
+            skipped["republish"] = "the profile declares no way to make the driver republish (referenceFaults)"
+        return skipped
+
     # --- operations -------------------------------------------------------------------------------------------------
 
     def create_claim(self, shape: ClaimShape) -> CreatedClaim:
         """A claim of `shape` and a pod using it, pinned to the node; returns once the scheduler bound the pod."""
         try:
-            claim = self.tracker.create(self.build.claim_from_spec(shape.spec(self.device_class)))
+            other_class = self._other[1] if self._other else None
+            claim = self.tracker.create(self.build.claim_from_spec(shape.spec(self.device_class, other_class)))
             name = claim["metadata"]["name"]
             pod = self.build.pod(claim=name, node=self.node, tolerations=(self.disruption.toleration,))
             pod = self.tracker.create(self.build.held(pod))
@@ -170,6 +241,32 @@ class ClusterWorld:
             return UnprepareOutcome(error=_rpc_error(error))
         return UnprepareOutcome({uid: answer.error for uid, answer in result.claims.items()})
 
+    def concurrently(self, calls: Sequence[tuple[str, Sequence[ClaimRef]]]) -> list[PrepareOutcome | UnprepareOutcome]:
+        """Each call on a thread of its own over the one connection, released together, as the kubelet's pod workers."""
+        self._reach(self.endpoint)  # opened once, before the threads share it
+        start = threading.Barrier(len(calls))
+
+        def call(kind: str, claims: Sequence[ClaimRef]) -> PrepareOutcome | UnprepareOutcome:
+            start.wait(timeout=CONCURRENT_START_SECONDS)
+            return self.prepare(claims) if kind == PREPARE else self.unprepare(claims)
+
+        try:
+            with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="explore-call") as threads:
+                futures = [threads.submit(call, kind, claims) for kind, claims in calls]
+                return [future.result() for future in futures]
+        except threading.BrokenBarrierError:
+            raise HarnessProblem(f"start {len(calls)} calls at once on {self.node}") from None
+
+    def republish(self) -> str:
+        """Set REPUBLISH_FAULT on the first device, or clear it where it is set: the driver publishes its pool again."""
+        device, self._republished = (None, None) if self._republished else (self._first_device, self._first_device)
+        faults = [{"mode": REPUBLISH_FAULT, "device": device}] if device else []
+        try:
+            FakeDriverControl(self.endpoint).restore(faults)
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"make the driver on {self.node} republish: {error}") from None
+        return f"{REPUBLISH_FAULT} on {device}" if device else f"{REPUBLISH_FAULT} cleared"
+
     def restart(self, how: str) -> None:
         """Stop the driver with `how`, start it again; DriverDidNotComeBack where it has no complete pool in time."""
         try:
@@ -184,7 +281,7 @@ class ClusterWorld:
         except HARNESS_ERRORS as error:
             raise HarnessProblem(f"stop the driver on {self.node} ({how}): {error}") from None
         self._forget_client()
-        self._down = True
+        self._down, self._republished = True, None  # the fault switches die with the process
         try:
             self.disruption.start()
         except HARNESS_ERRORS as error:
@@ -234,6 +331,8 @@ class ClusterWorld:
         """Unprepare what is still prepared (errors ignored: the steps judged the driver), delete claims and pods."""
         if self._down:
             self._start_again()
+        if self._republished is not None:
+            self.republish()  # the pool as it was, for the next example
         for claim in prepared:
             self.kubelet.prepared.setdefault((self.endpoint, claim.uid), claim)
         self.kubelet.unprepare_leftovers()
@@ -266,9 +365,9 @@ class ClusterWorld:
             self._client = None
 
     def _terminate(self) -> Callable[[str], object] | None:
-        """The backend's graceful stop of the driver (`terminate_driver(node)`), where it has one."""
-        terminate = getattr(self.disruption.processes, "terminate_driver", None)
-        return terminate if callable(terminate) else None
+        """The backend's graceful stop of the driver (`DriverTermination.terminate_driver`), where it has one."""
+        processes = self.disruption.processes
+        return processes.terminate_driver if isinstance(processes, DriverTermination) else None
 
     def _start_again(self) -> None:
         try:
@@ -282,10 +381,7 @@ class ClusterWorld:
         self._down = False
 
     def _pools(self) -> dict[str, PoolView]:
-        return {
-            name: PoolView(pool.generation, pool.slices, pool.expected_slices, pool.devices)
-            for name, pool in node_pools(self.api_client, self.driver, self.node).items()
-        }
+        return {name: _view(pool) for name, pool in node_pools(self.api_client, self.driver, self.node).items()}
 
     def _settled_pools(self) -> dict[str, PoolView]:
         try:
@@ -298,6 +394,37 @@ class ClusterWorld:
             )
         except WaitTimeout:
             return self._pools()
+
+
+def _view(pool: PoolState) -> PoolView:
+    """What the explorer compares of a pool: its devices, their attributes' types and version values, its content."""
+    attributes = {name: dict(spec.get("attributes") or {}) for name, spec in pool.device_specs.items()}
+    return PoolView(
+        pool.generation,
+        pool.slices,
+        pool.expected_slices,
+        pool.devices,
+        attributes={
+            name: {attribute: next(iter(value), "?") for attribute, value in values.items()}
+            for name, values in attributes.items()
+        },
+        versions={
+            name: {attribute: str(value["version"]) for attribute, value in values.items() if "version" in value}
+            for name, values in attributes.items()
+        },
+        content=json.dumps(pool.device_specs, sort_keys=True),
+        identifiers=_identifiers(attributes),
+    )
+
+
+def _identifiers(attributes: dict[str, dict[str, Any]]) -> dict[str, frozenset[str]]:
+    """Per device, what names it alone: its name and the string attribute values no other device has."""
+    strings = {
+        name: {str(value["string"]) for value in values.values() if isinstance(value, dict) and "string" in value}
+        for name, values in attributes.items()
+    }
+    counts = Counter(value for values in strings.values() for value in values)
+    return {name: frozenset({name} | {v for v in values if counts[v] == 1}) for name, values in strings.items()}
 
 
 def _rpc_error(error: grpc.RpcError) -> str:

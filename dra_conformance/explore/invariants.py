@@ -8,13 +8,14 @@ machine decides what a broken one means (`runner`): a finding to shrink, or an a
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_conformance.explore.cdi import defined_ids
+from dra_conformance.explore.cdi import defined_ids, edit_words
 from dra_conformance.explore.model import AnsweredDevice, ClaimState, Model, PoolSeen, answered_devices, base_request
-from dra_conformance.explore.world import Observation, PrepareOutcome, UnprepareOutcome
+from dra_conformance.explore.world import Observation, PoolView, PrepareOutcome, UnprepareOutcome
 
 PREPARES = "explore.allocated-claim-prepares"
 ANSWER_KEYS = "explore.answers-name-exactly-the-requested-claims"
@@ -27,17 +28,23 @@ UNPREPARES = "explore.unprepare-succeeds"
 CDI_RESOLVES = "explore.prepared-claims-cdi-ids-resolve"
 CDI_REMOVED = "explore.unprepare-removes-the-claims-cdi-specs"
 CDI_REMOVED_AFTER_RESTART = "explore.unprepare-after-restart-removes-cdi-specs"
+CDI_EDITS = "explore.cdi-edits-set-up-the-answered-device"
 STATUS_ALLOCATED = "explore.status-entries-name-allocated-devices"
 STATUS_REMOVED = "explore.status-entries-removed-after-unprepare"
+STATUS_OTHER_DRIVER = "explore.no-status-entries-of-a-driver-that-did-not-prepare"
 POOL_COMPLETE = "explore.pool-stays-complete"
 POOL_DEVICES = "explore.pool-keeps-its-devices"
 POOL_GENERATION = "explore.pool-generation-never-goes-back"
+POOL_CONTENT = "explore.pool-changes-only-with-a-new-generation"
+POOL_ATTRIBUTES = "explore.pool-keeps-attribute-types"
 COMES_BACK = "explore.driver-comes-back-after-restart"
 HARNESS = "explore.harness-explores-the-node"
 
 # A driver may remove its status.devices entries after the unprepare returns (one API round trip, retried on a
 # conflict): entries are judged only once the unprepare is this many seconds old.
 STATUS_SETTLE_SECONDS = 5.0
+# A changed device field is quoted up to this long in a finding (attributes and capacity can be long).
+DIFF_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -59,10 +66,13 @@ class Checks:
 
     exercised: set[str] = field(default_factory=set)
     violations: list[Violation] = field(default_factory=list)
+    # How many times an obligation was stated (one per claim, pool or call it was judged for).
+    stated: int = 0
 
     def expect(self, obligation: str, holds: bool, observed: object, where: str) -> bool:
         """State `obligation`; returns whether it held."""
         self.exercised.add(obligation)
+        self.stated += 1
         if not holds:
             self.violations.append(Violation(obligation, str(observed), where))
         return holds
@@ -176,6 +186,7 @@ def check_state(model: Model, seen: Observation, now: float, checks: Checks) -> 
     """Obligations of the node's state between two steps: CDI specs, status.devices and pools."""
     if seen.cdi_files is not None:
         _check_cdi(model, seen.cdi_files, checks)
+        _check_cdi_edits(model, seen, checks)
     _check_statuses(model, seen.statuses, now, checks)
     _check_pools(model, seen, checks)
 
@@ -200,6 +211,31 @@ def _check_cdi(model: Model, files: dict[str, str], checks: Checks) -> None:
             checks.expect(obligation, not left, f"unprepared; spec files naming its UID remain: {left}", where)
 
 
+def _check_cdi_edits(model: Model, seen: Observation, checks: Checks) -> None:
+    """Where an answered device's CDI edits name devices of its pool, they name it and only the claim's devices."""
+    words = edit_words(seen.cdi_files or {})
+    for claim in model.claims.values():
+        if not (claim.prepared and claim.cdi_expected and claim.answer is not None):
+            continue
+        allocated = claim.allocated_keys()
+        for device in claim.answer:
+            named_words = set().union(*(words.get(cdi, set()) for cdi in device.cdi_ids))
+            pool = seen.pools.get(device.pool)
+            named = {
+                (device.pool, other)
+                for other, names in (pool.identifiers if pool is not None else {}).items()
+                if names & named_words
+            }
+            if named:
+                checks.expect(
+                    CDI_EDITS,
+                    device.key in named and named <= allocated,
+                    f"the edits of {list(device.cdi_ids)} name {sorted(named)}; answered "
+                    f"{device.pool}/{device.device}, allocated {sorted(allocated)}",
+                    f"claim {claim.name} on {model.node}",
+                )
+
+
 def _check_statuses(model: Model, statuses: dict[str, list[dict[str, Any]]], now: float, checks: Checks) -> None:
     for uid, entries in statuses.items():
         claim = model.claims.get(uid)
@@ -217,6 +253,14 @@ def _check_statuses(model: Model, statuses: dict[str, list[dict[str, Any]]], now
             f"entries of {model.driver} for {stray}; allocated {sorted(allocated)}",
             where,
         )
+        if model.other_driver and claim.shape.other_devices():
+            theirs = [f"{e.get('pool')}/{e.get('device')}" for e in entries if e.get("driver") == model.other_driver]
+            checks.expect(
+                STATUS_OTHER_DRIVER,
+                not theirs,
+                f"entries of {model.other_driver}, which was never asked to prepare the claim: {theirs}",
+                where,
+            )
         if claim.prepared or claim.unprepared_at is None:
             continue
         left = [f"{e.get('pool')}/{e.get('device')}" for e in ours]
@@ -271,6 +315,18 @@ def _check_pools(model: Model, seen: Observation, checks: Checks) -> None:
             f"devices {list(pool.devices)}, first seen {list(before.devices)}",
             where,
         )
+        if pool.generation == before.generation and pool.content and before.content:
+            checks.expect(
+                POOL_CONTENT,
+                pool.content == before.content,
+                f"still generation {pool.generation}; changed since: {_changed_devices(before.content, pool.content)}",
+                where,
+            )
+        retyped = _retyped_attributes(before, pool)
+        if before.attributes:
+            checks.expect(
+                POOL_ATTRIBUTES, not retyped, f"generation {before.generation} -> {pool.generation}: {retyped}", where
+            )
     for name, before in sorted(model.pools.items()):
         if name not in seen.pools:
             checks.expect(
@@ -278,11 +334,41 @@ def _check_pools(model: Model, seen: Observation, checks: Checks) -> None:
             )
 
 
+def _changed_devices(before: str, now: str) -> list[str]:
+    """The devices whose spec differs between two `PoolView.content` texts, with the fields that differ."""
+    old, new = json.loads(before), json.loads(now)
+    changed = []
+    for device in sorted(set(old) | set(new)):
+        a, b = old.get(device) or {}, new.get(device) or {}
+        fields = sorted(key for key in set(a) | set(b) if a.get(key) != b.get(key))
+        if fields:
+            was, now_ = [a.get(f) for f in fields], [b.get(f) for f in fields]
+            changed.append(f"{device} {', '.join(fields)}: {str(was)[:DIFF_CHARS]} -> {str(now_)[:DIFF_CHARS]}")
+    return changed
+
+
+def _retyped_attributes(before: PoolSeen, pool: PoolView) -> list[str]:
+    """'gpu-0: index int -> string' for each device whose attribute names or types changed, its versions unchanged."""
+    retyped = []
+    for device, types in sorted(pool.attributes.items()):
+        was = before.attributes.get(device)
+        if was is None or was == types or before.versions.get(device) != pool.versions.get(device):
+            continue
+        for attribute in sorted(set(was) | set(types)):
+            if was.get(attribute) != types.get(attribute):
+                retyped.append(
+                    f"{device}: {attribute} {was.get(attribute, 'absent')} -> {types.get(attribute, 'absent')}"
+                )
+    return retyped
+
+
 def remember_pools(model: Model, seen: Observation) -> None:
-    """Keep each pool's highest generation, and its devices as first seen."""
+    """Keep each pool's highest generation with what it said then, its devices as first seen, its attributes as last."""
     for name, pool in seen.pools.items():
         before = model.pools.get(name)
         if before is None:
-            model.pools[name] = PoolSeen(pool.generation, pool.devices)
-        else:
-            before.generation = max(before.generation, pool.generation)
+            model.pools[name] = PoolSeen(pool.generation, pool.devices, pool.content, pool.attributes, pool.versions)
+            continue
+        if pool.generation > before.generation:
+            before.generation, before.content = pool.generation, pool.content
+        before.attributes, before.versions = pool.attributes, pool.versions

@@ -35,12 +35,21 @@ from dra_conformance.explore.invariants import (
 from dra_conformance.explore.model import (
     MAX_DEVICES_PER_REQUEST,
     MAX_REQUESTS,
+    AnsweredDevice,
     ClaimShape,
     ClaimState,
     Model,
     RequestShape,
 )
-from dra_conformance.explore.world import DriverDidNotComeBack, HarnessProblem, World
+from dra_conformance.explore.world import (
+    PREPARE,
+    UNPREPARE,
+    DriverDidNotComeBack,
+    HarnessProblem,
+    PrepareOutcome,
+    UnprepareOutcome,
+    World,
+)
 
 T = TypeVar("T")
 
@@ -51,6 +60,9 @@ MAX_BATCH = 3
 # Claims that exist at once in one example: enough for batches and for claims in every state, and a bound on what
 # an example costs on a cluster (each claim is a pod the scheduler binds, deleted again between examples).
 MAX_LIVE_CLAIMS = 4
+# Calls in flight at once, and claims each of them names at most (every claim in one call only).
+MAX_CONCURRENT_CALLS = 3
+MAX_CONCURRENT_BATCH = 2
 
 
 class StopExploring(BaseException):
@@ -101,6 +113,12 @@ class RunState:
     max_steps: int
     examples: int = 0
     steps: int = 0
+    # Of those, the examples and steps that ran while shrinking the first finding.
+    shrink_examples: int = 0
+    shrink_steps: int = 0
+    # Obligations stated after the steps (each a verdict on one claim, pool or call) and invariant checks run.
+    stated: int = 0
+    invariant_checks: int = 0
     operations: Counter[str] = field(default_factory=Counter)
     shapes: Counter[str] = field(default_factory=Counter)
     exercised: set[str] = field(default_factory=set)
@@ -135,6 +153,7 @@ class RunState:
     def begin(self, final: bool) -> None:
         """A new example (a new machine) starts."""
         self.examples += 1
+        self.shrink_examples += 1 if self.failures else 0
         self.final = final
         self.log = []
 
@@ -146,14 +165,23 @@ class RunState:
         self.failures.append(Failure(violation, tuple(self.log), self.examples, self.final, self.steps, now))
 
 
-def claim_shapes(free: int, capacity: int, admin: bool) -> st.SearchStrategy[ClaimShape]:
-    """Shapes that fit the node: requests held for the claim fit `free` devices, and all of them `capacity`."""
+def claim_shapes(free: int, capacity: int, admin: bool, other_free: int = 0) -> st.SearchStrategy[ClaimShape]:
+    """Shapes that fit the node: requests held for the claim fit `free` devices, and all of them `capacity`.
+
+    Where the other driver has `other_free` devices, a request after the first may be for them (the first is the
+    driver under test's: a claim with none of its devices is never prepared by it).
+    """
 
     @st.composite
     def shapes(draw: st.DrawFn) -> ClaimShape:
         requests: list[RequestShape] = []
-        held = total = 0
-        for _ in range(draw(st.integers(1, MAX_REQUESTS), label="requests")):
+        held = total = others = 0
+        for index in range(draw(st.integers(1, MAX_REQUESTS), label="requests")):
+            if index > 0 and other_free - others > 0 and draw(st.booleans(), label="other driver"):
+                count = draw(st.integers(1, min(MAX_DEVICES_PER_REQUEST, other_free - others)), label="devices")
+                requests.append(RequestShape(count, other=True))
+                others += count
+                continue
             # Admin access where the profile declares it; where no device is free, only admin access fits.
             with_admin = admin and (free - held < 1 or draw(st.booleans(), label="admin access"))
             room = capacity - total if with_admin else min(free - held, capacity - total)
@@ -168,12 +196,12 @@ def claim_shapes(free: int, capacity: int, admin: bool) -> st.SearchStrategy[Cla
     return shapes()
 
 
-def _some(claims: Sequence[ClaimState]) -> st.SearchStrategy[list[ClaimState]]:
-    """1 to MAX_BATCH distinct claims of `claims` in a drawn order; shrinking goes towards one claim, the first.
+def _some(claims: Sequence[ClaimState], batch: int = MAX_BATCH) -> st.SearchStrategy[list[ClaimState]]:
+    """1 to `batch` distinct claims of `claims` in a drawn order; shrinking goes towards one claim, the first.
 
     The size is drawn first, so batches are as likely as single claims (a list strategy alone mostly draws one).
     """
-    most = min(MAX_BATCH, len(claims))
+    most = max(1, min(batch, len(claims)))
     indices = st.integers(1, most).flatmap(
         lambda size: st.lists(st.integers(0, len(claims) - 1), min_size=size, max_size=size, unique=True)
     )
@@ -200,7 +228,8 @@ class ExploreMachine(RuleBasedStateMachine):
         super().__init__()
         self.final = _is_final()
         self.run.begin(self.final)
-        self.model = Model(self.world.node, self.world.driver, self.world.capacity())
+        world = self.world
+        self.model = Model(world.node, world.driver, world.capacity(), world.other_capacity(), world.other_driver())
         self.operations = 0
 
     # --- helpers ------------------------------------------------------------------------------------------------
@@ -221,6 +250,7 @@ class ExploreMachine(RuleBasedStateMachine):
 
     def _step(self, operation: str, text: str) -> None:
         self.run.steps += 1
+        self.run.shrink_steps += 1 if self.run.failures else 0
         self.run.operations[operation] += 1
         self.run.log.append(text)
 
@@ -231,6 +261,7 @@ class ExploreMachine(RuleBasedStateMachine):
         that one, and does not slip to another that a shorter sequence happens to break.
         """
         self.run.exercised |= checks.exercised
+        self.run.stated += checks.stated
         target = self.run.target
         for violation in checks.violations:
             if target is not None and violation.obligation != target:
@@ -258,7 +289,8 @@ class ExploreMachine(RuleBasedStateMachine):
 
     def create_claim(self, data: st.DataObject) -> None:
         """A claim of a random shape, allocated on the node by the scheduler for a pod that uses it."""
-        shape = data.draw(claim_shapes(self.model.free_devices(), self.model.capacity, self.world.admin_access()))
+        free, others = self.model.free_devices(), self.model.free_other_devices()
+        shape = data.draw(claim_shapes(free, self.model.capacity, self.world.admin_access(), others))
         created = self._act(lambda: self.world.create_claim(shape))
         claim = self.model.add(created.ref, shape, created.allocated)
         self.run.shapes[shape.label()] += 1
@@ -297,14 +329,61 @@ class ExploreMachine(RuleBasedStateMachine):
         claims = data.draw(_some(prepared if only_prepared else self.model.unpreparable()), label="claims")
         outcome = self._act(lambda: self.world.unprepare([c.ref for c in claims]))
         checks = Checks()
-        done = check_unprepare(self.model, claims, outcome, "unprepare", checks)
+        self._unprepared(claims, outcome, "unprepare", checks)
+        self._step(
+            f"unprepare ({_call(len(claims))})", f"unprepare {[c.label for c in claims]} -> {outcome.describe()}"
+        )
+        self._judge(checks)
+
+    def _unprepared(self, claims: list[ClaimState], outcome: UnprepareOutcome, call: str, checks: Checks) -> None:
+        done = check_unprepare(self.model, claims, outcome, call, checks)
         now = self.run.clock()
         for claim in claims:
             if claim.ref.uid in done:
                 self.model.unprepared_ok(claim, now)
-        self._step(
-            f"unprepare ({_call(len(claims))})", f"unprepare {[c.label for c in claims]} -> {outcome.describe()}"
+
+    def can_call_concurrently(self) -> bool:
+        """Two claims for calls of their own, one of which still exists (a prepare names only those)."""
+        return len(self.model.unpreparable()) >= 2 and bool(self.model.live())
+
+    def call_concurrently(self, data: st.DataObject) -> None:
+        """2 to MAX_CONCURRENT_CALLS prepares and unprepares in flight at once, as the kubelet's workers for pods.
+
+        Each claim is named by one call only, so what each call must do does not depend on which one the driver
+        serves first: each is judged against the model as it was before them all, as if it ran alone.
+        """
+        left = self.model.unpreparable()
+        calls: list[tuple[str, list[ClaimState]]] = []
+        for index in range(data.draw(st.integers(2, MAX_CONCURRENT_CALLS), label="calls")):
+            if not left:
+                break
+            live = [c for c in left if not c.deleted]
+            kind = data.draw(st.sampled_from((PREPARE, UNPREPARE)), label="call")
+            kind = kind if live else UNPREPARE
+            choices = live if kind == PREPARE else left
+            # The first call leaves a claim for the second.
+            batch = min(MAX_CONCURRENT_BATCH, len(left) - 1) if index == 0 else MAX_CONCURRENT_BATCH
+            claims = data.draw(_some(choices, batch), label="claims")
+            calls.append((kind, claims))
+            left = [c for c in left if c not in claims]
+        outcomes = self._act(lambda: self.world.concurrently([(kind, [c.ref for c in cs]) for kind, cs in calls]))
+        checks = Checks()
+        answered: list[tuple[list[ClaimState], dict[str, tuple[AnsweredDevice, ...]]]] = []
+        for (kind, claims), outcome in zip(calls, outcomes, strict=True):
+            call = f"{kind} (concurrent)"
+            if isinstance(outcome, PrepareOutcome):
+                answered.append((claims, check_prepare(self.model, claims, outcome, call, checks)))
+            elif isinstance(outcome, UnprepareOutcome):
+                self._unprepared(claims, outcome, call, checks)
+        for claims, succeeded in answered:
+            for claim in claims:
+                if claim.ref.uid in succeeded:
+                    self.model.prepared_ok(claim, succeeded[claim.ref.uid])
+        described = " | ".join(
+            f"{kind} {[c.label for c in claims]} -> {outcome.describe()}"
+            for (kind, claims), outcome in zip(calls, outcomes, strict=True)
         )
+        self._step(f"concurrent ({' + '.join(kind for kind, _ in calls)})", f"at once: {described}")
         self._judge(checks)
 
     def can_delete(self) -> bool:
@@ -350,6 +429,17 @@ class ExploreMachine(RuleBasedStateMachine):
         self.model.wiped()
         self._step("wipe CDI dir", f"wipe the CDI dir ({removed} files)")
 
+    def can_republish(self) -> bool:
+        """The profile declares a way to make the driver republish, and a claim is prepared (its devices must stay)."""
+        return self.world.can_republish() and bool(self.model.prepared())
+
+    def republish(self, data: st.DataObject) -> None:
+        """Make the driver publish its pool again, with a change (as after a rescan of its devices)."""
+        del data
+        changed = self._act(self.world.republish)
+        self.model.republishes += 1
+        self._step("republish", f"make the driver republish ({changed})")
+
     @rule(data=st.data())
     def step(self, data: st.DataObject) -> None:
         """One operation of a fixed list; one that cannot run in this state makes the step do nothing.
@@ -374,6 +464,7 @@ class ExploreMachine(RuleBasedStateMachine):
         """CDI specs, status.devices and pools as the model says they must be."""
         seen = self._act(self.world.observe)
         now = self.run.clock()
+        self.run.invariant_checks += 1
         checks = Checks()
         check_state(self.model, seen, now, checks)
         # Entries an unprepare left, where nothing else is wrong: looked at again until they can be judged (a correct
@@ -422,6 +513,8 @@ OPERATIONS = (
     Operation("delete claim", ExploreMachine.can_delete, ExploreMachine.delete_claim),
     Operation("restart driver", ExploreMachine.can_restart, ExploreMachine.restart_driver),
     Operation("wipe CDI dir", ExploreMachine.can_wipe, ExploreMachine.wipe_cdi_dir),
+    Operation("concurrent calls", ExploreMachine.can_call_concurrently, ExploreMachine.call_concurrently),
+    Operation("republish", ExploreMachine.can_republish, ExploreMachine.republish),
 )
 
 

@@ -20,14 +20,18 @@ MAX_DEVICES_PER_REQUEST = 2
 
 @dataclass(frozen=True)
 class RequestShape:
-    """One request of a claim: `count` devices of the explorer's DeviceClass, with admin access or not."""
+    """One request of a claim: `count` devices of the explorer's DeviceClass, with admin access or not.
+
+    `other`: of the other driver's DeviceClass instead (a claim that mixes two drivers), never with admin access.
+    """
 
     count: int
     admin: bool = False
+    other: bool = False
 
     def label(self) -> str:
-        """'2' or '1a' (admin access)."""
-        return f"{self.count}{'a' if self.admin else ''}"
+        """'2', '1a' (admin access) or '1o' (the other driver's)."""
+        return f"{self.count}{'a' if self.admin else ''}{'o' if self.other else ''}"
 
 
 @dataclass(frozen=True)
@@ -42,12 +46,16 @@ class ClaimShape:
         return tuple(f"req-{index}" for index in range(len(self.requests)))
 
     def devices(self) -> int:
-        """Devices the claim is allocated in all."""
-        return sum(request.count for request in self.requests)
+        """Devices of the driver under test the claim is allocated in all."""
+        return sum(request.count for request in self.requests if not request.other)
 
     def held_devices(self) -> int:
-        """Devices it holds for itself: admin access ones may be in use by other claims too."""
-        return sum(request.count for request in self.requests if not request.admin)
+        """Devices of the driver under test it holds for itself: admin access ones may be in use by other claims."""
+        return sum(request.count for request in self.requests if not request.admin and not request.other)
+
+    def other_devices(self) -> int:
+        """Devices of the other driver it holds."""
+        return sum(request.count for request in self.requests if request.other)
 
     def label(self) -> str:
         """'2+1a': the requests' counts, `a` for admin access (how the explored space lists shapes)."""
@@ -57,15 +65,16 @@ class ClaimShape:
         """'req-0: 2 devices, req-1: 1 device (admin access)' for the steps of a finding."""
         return ", ".join(
             f"{name}: {r.count} device{'s' if r.count > 1 else ''}{' (admin access)' if r.admin else ''}"
+            f"{' of the other driver' if r.other else ''}"
             for name, r in zip(self.names, self.requests, strict=True)
         )
 
-    def spec(self, device_class: str) -> dict[str, Any]:
-        """The ResourceClaim spec (resource.k8s.io/v1) asking for these requests of `device_class`."""
+    def spec(self, device_class: str, other_class: str | None = None) -> dict[str, Any]:
+        """The ResourceClaim spec (resource.k8s.io/v1) for these requests of `device_class` (or of `other_class`)."""
         requests = []
         for name, request in zip(self.names, self.requests, strict=True):
             exactly: dict[str, Any] = {
-                "deviceClassName": device_class,
+                "deviceClassName": other_class if request.other and other_class else device_class,
                 "allocationMode": "ExactCount",
                 "count": request.count,
             }
@@ -177,10 +186,17 @@ class ClaimState:
 
 @dataclass
 class PoolSeen:
-    """What the explorer saw of one pool of the node: its highest generation and its devices the first time."""
+    """What the explorer saw of one pool of the node: its highest generation and its devices the first time.
+
+    Also what its slices said at that generation (`content`) and each device's attribute types and version values
+    the last time they were seen.
+    """
 
     generation: int
     devices: tuple[str, ...]
+    content: str = ""
+    attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -191,10 +207,15 @@ class Model:
     driver: str
     # Devices the driver publishes on the node (all of its pools).
     capacity: int
+    # Devices the other driver publishes on the node, for claims that mix two drivers (0: none runs there).
+    other_capacity: int = 0
+    # Its name: the explorer never has it prepare a claim, so no status.devices entry of it may appear.
+    other_driver: str = ""
     claims: dict[str, ClaimState] = field(default_factory=dict)
     pools: dict[str, PoolSeen] = field(default_factory=dict)
     restarts: int = 0
     wipes: int = 0
+    republishes: int = 0
 
     def add(self, ref: ClaimRef, shape: ClaimShape, allocated: tuple[AllocatedDevice, ...]) -> ClaimState:
         """A claim the scheduler allocated."""
@@ -229,6 +250,10 @@ class Model:
             if other is not claim
             for (pool, device) in {d.key for d in other.allocated if not d.admin} & mine
         )
+
+    def free_other_devices(self) -> int:
+        """Devices of the other driver no live claim holds."""
+        return self.other_capacity - sum(c.shape.other_devices() for c in self.live())
 
     def free_devices(self) -> int:
         """Devices of the node no live claim holds for itself (admin access claims hold none)."""

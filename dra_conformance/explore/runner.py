@@ -87,6 +87,14 @@ class Exploration:
     shapes: dict[str, int]
     exercised: list[str]
     advisories: list[Violation] = field(default_factory=list)
+    # Of the examples and steps, those that ran while shrinking the first finding.
+    shrink_examples: int = 0
+    shrink_steps: int = 0
+    # Invariant checks run (one after each step) and obligations stated (each a verdict on a claim, pool or call).
+    invariant_checks: int = 0
+    stated: int = 0
+    # Operations and claim shapes the driver, its profile or the backend ruled out, with the reason.
+    not_explored: dict[str, str] = field(default_factory=dict)
     finding: Finding | None = None
     # Why the suite could not go on exploring (its problem, not the driver's).
     harness: str | None = None
@@ -108,6 +116,11 @@ class Exploration:
             "steps": self.steps,
             "operations": self.operations,
             "shapes": self.shapes,
+            "shrink_examples": self.shrink_examples,
+            "shrink_steps": self.shrink_steps,
+            "invariant_checks": self.invariant_checks,
+            "stated": self.stated,
+            "not_explored": self.not_explored,
             "exercised": self.exercised,
             "advisories": [vars(v) for v in self.advisories],
             "finding": None
@@ -167,6 +180,7 @@ def explore(
         explore_until=None if budget.seconds is None else started + budget.seconds,
         shrink_seconds=budget.shrink_seconds,
     )
+    not_explored = world.not_explored()
     machine = seed(seed_value)(machine_for(world, run))
     flaky = False
     try:
@@ -189,6 +203,11 @@ def explore(
         shapes=dict(run.shapes.most_common()),
         exercised=sorted(run.exercised),
         advisories=list(run.advisories.values()),
+        shrink_examples=run.shrink_examples,
+        shrink_steps=run.shrink_steps,
+        invariant_checks=run.invariant_checks,
+        stated=run.stated,
+        not_explored=not_explored,
         finding=_finding(run.failures, flaky, started),
         harness=run.harness,
         budget_spent=run.budget_spent,
@@ -221,10 +240,13 @@ def render(exploration: Exploration, reproduce: str) -> list[str]:
         f"explored with seed {e.seed}: {e.examples} examples, {e.steps} steps in {e.seconds:.1f} s "
         f"(budget {e.budget.describe()}{_ended(e)})",
         "operations: " + (", ".join(f"{name} {count}" for name, count in e.operations.items()) or "none"),
-        "claim shapes (requests' devices, a: admin access): "
+        "claim shapes (requests' devices; a: admin access, o: the other driver's): "
         + (", ".join(f"{shape} x{count}" for shape, count in e.shapes.items()) or "none"),
-        f"obligations checked: {len(e.exercised)}",
+        f"obligations checked: {len(e.exercised)} ({e.stated} verdicts in {e.invariant_checks} invariant checks "
+        f"after steps)"
+        + (f"; shrinking ran {e.shrink_examples} examples, {e.shrink_steps} steps" if e.shrink_examples else ""),
     ]
+    lines += [f"not explored: {what}: {why}" for what, why in e.not_explored.items()]
     lines += [f"advisory: {v.describe()}" for v in e.advisories]
     if e.harness:
         lines.append(f"the exploration could not go on: {e.harness}")

@@ -17,6 +17,9 @@ from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
 # How the explorer restarts the driver: the signal its process gets before the backend starts it again.
 SIGKILL = "SIGKILL"
 SIGTERM = "SIGTERM"
+# The kubelet's two calls, as one of several in flight at once names them (`World.concurrently`).
+PREPARE = "prepare"
+UNPREPARE = "unprepare"
 
 
 class HarnessProblem(Exception):
@@ -73,6 +76,14 @@ class PoolView:
     slices: int
     expected_slices: int
     devices: tuple[str, ...]
+    # Each device's attributes: their names and value types (int, string, bool, version), by device.
+    attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Each device's version attributes' values, by device: a changed version may change the other attributes.
+    versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    # What the slices of the generation say about the devices (attributes, capacity, taints), as one comparable text.
+    content: str = ""
+    # What names each device alone, by device: its name and the string attribute values no other device has.
+    identifiers: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -109,6 +120,14 @@ class World(Protocol):
         """Devices the driver publishes on the node, all of them free when the exploration starts."""
         ...
 
+    def other_driver(self) -> str:
+        """The other driver on the node that claims may mix with the driver under test ("": none)."""
+        ...
+
+    def other_capacity(self) -> int:
+        """Devices the other driver publishes on the node (0: none runs there)."""
+        ...
+
     def admin_access(self) -> bool:
         """Whether claims may ask for admin access (the profile declares adminAccess)."""
         ...
@@ -121,6 +140,14 @@ class World(Protocol):
         """Whether this machine can empty the driver's CDI dir."""
         ...
 
+    def can_republish(self) -> bool:
+        """Whether the profile declares a way to make the driver publish its pool again."""
+        ...
+
+    def not_explored(self) -> dict[str, str]:
+        """Operations and claim shapes this driver, its profile or the backend rule out, with the reason."""
+        ...
+
     def create_claim(self, shape: ClaimShape) -> CreatedClaim:
         """A claim of `shape` and a pod using it on the node; returns once the scheduler allocated it."""
         ...
@@ -131,6 +158,14 @@ class World(Protocol):
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> UnprepareOutcome:
         """NodeUnprepareResources for `claims`, in one call."""
+        ...
+
+    def concurrently(self, calls: Sequence[tuple[str, Sequence[ClaimRef]]]) -> list[PrepareOutcome | UnprepareOutcome]:
+        """Each call ((PREPARE or UNPREPARE, its claims)) in flight at once, as the kubelet's pod workers make them."""
+        ...
+
+    def republish(self) -> str:
+        """Make the driver publish its pool again, a change in it (as after a rescan); returns what changed."""
         ...
 
     def restart(self, how: str) -> None:

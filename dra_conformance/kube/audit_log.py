@@ -30,8 +30,11 @@ def events(audit_log: Path, *, containing: str) -> Iterator[dict[str, Any]]:
     return matching(audit_log, lambda line: containing in line)
 
 
-def status_writes(audit_log: Path, namespace: str, claim: str, user: str) -> list[str]:
-    """Every attempt (allowed or not) by `user` to write the status of a ResourceClaim: "<verb> -> <code>"."""
+def status_writes(audit_log: Path, namespace: str, claim: str, user: str, *, since: float | None = None) -> list[str]:
+    """Every attempt (allowed or not) by `user` to write the status of a ResourceClaim: "<verb> -> <code>".
+
+    `since`: only those the API server received at or after that time (epoch seconds).
+    """
     attempts = []
     for event in events(audit_log, containing=f'"name":"{claim}"'):
         reference = event.get("objectRef") or {}
@@ -43,6 +46,7 @@ def status_writes(audit_log: Path, namespace: str, claim: str, user: str) -> lis
             and reference.get("name") == claim
             and event.get("verb") in ("update", "patch")
             and event.get("user", {}).get("username") == user
+            and (since is None or (received(event) or 0.0) >= since)
         ):
             code = (event.get("responseStatus") or {}).get("code", "?")
             attempts.append(f"{event['verb']} -> {code}")

@@ -41,9 +41,13 @@ def pin_to_node(node: str) -> Manifest:
 
 
 def pin_to_nodes(nodes: tuple[str, ...]) -> Manifest:
-    """A pod affinity that lets the scheduler place the pod only on one of `nodes` (see `pin_to_node`)."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": list(nodes)}]}
-    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+    """A pod affinity that lets the scheduler place the pod only on one of `nodes` (see `pin_to_node`).
+
+    One term per node: a `metadata.name` field selector takes exactly one value (the API server refuses more), and
+    terms are ORed.
+    """
+    terms = [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]} for node in nodes]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
 
 
 @dataclass(frozen=True)

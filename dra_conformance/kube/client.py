@@ -26,6 +26,7 @@ def client_from_kubeconfig(
     if not path.is_file():
         raise UsageError(f"kubeconfig {path}: no such file")
     try:
+        _check_context(path, context)
         configuration = client.Configuration()
         config.load_kube_config(
             config_file=str(path), context=context, client_configuration=configuration, persist_config=False
@@ -34,11 +35,26 @@ def client_from_kubeconfig(
         if connections is not None:
             configuration.connection_pool_maxsize = connections
         return client.ApiClient(configuration)
+    except UsageError:
+        raise
     except ConfigException as error:
         raise UsageError(f"kubeconfig {path}: {_one_line(str(error))}") from None
     except Exception as error:  # the loader raises bare YAML/KeyError/TypeError on malformed files
         reason = _one_line(f"{type(error).__name__}: {error}")
         raise UsageError(f"kubeconfig {path}: not a valid kubeconfig ({reason})") from None
+
+
+def _check_context(path: Path, context: str | None) -> None:
+    """A context the kubeconfig does not hold is one line naming those it holds (the loader names neither)."""
+    if context is None:
+        return
+    contexts, current = config.list_kube_config_contexts(config_file=str(path))
+    names = [str(entry.get("name")) for entry in contexts or [] if isinstance(entry, dict)]
+    if context not in names:
+        current_name = f" (current: {current.get('name')})" if isinstance(current, dict) else ""
+        raise UsageError(
+            f"kubeconfig {path}: no context {context!r}; it has {', '.join(map(repr, names)) or 'none'}{current_name}"
+        )
 
 
 # Where the kubelet mounts a pod's ServiceAccount token, the cluster's CA and the pod's namespace.

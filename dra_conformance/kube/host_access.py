@@ -36,9 +36,9 @@ def reach_api_server_from_host(pod_spec: dict[str, Any], server: str) -> dict[st
     return variables
 
 
-def require_nodes(pod_spec: dict[str, Any], nodes: tuple[str, ...]) -> None:
-    """Add `kubernetes.io/hostname In nodes` to every required node selector term of `pod_spec` (ANDed in each)."""
-    expression = {"key": HOSTNAME_LABEL, "operator": "In", "values": list(nodes)}
+def require_nodes(pod_spec: dict[str, Any], nodes: tuple[str, ...], *also: dict[str, Any]) -> None:
+    """Add `kubernetes.io/hostname In nodes`, and the requirements `also`, to every required node selector term."""
+    expressions = [{"key": HOSTNAME_LABEL, "operator": "In", "values": list(nodes)}, *also]
     required = (
         pod_spec.setdefault("affinity", {})
         .setdefault("nodeAffinity", {})
@@ -48,7 +48,7 @@ def require_nodes(pod_spec: dict[str, Any], nodes: tuple[str, ...]) -> None:
     if not terms:
         terms.append({})
     for term in terms:
-        term["matchExpressions"] = [*term.get("matchExpressions", []), expression]
+        term["matchExpressions"] = [*term.get("matchExpressions", []), *expressions]
 
 
 def tolerate_scheduling_taints(pod_spec: dict[str, Any]) -> None:

@@ -44,13 +44,17 @@ def allocate(
     count: int = 1,
     tolerations: tuple[dict[str, Any], ...] = (),
     device_tolerations: tuple[dict[str, Any], ...] = (),
+    spec: dict[str, Any] | None = None,
 ) -> AllocatedClaim:
     """Create a claim and a pod using it (pinned to `node` if given); return them once the pod is bound.
 
     `tolerations` are the pod's (node taints), `device_tolerations` the claim's (device taints). Where the builder
     has a hold (the driver's nodes have real kubelets), the pod is held so that only the check prepares the claim.
+    `spec`: the claim's whole v1 spec (several requests, several device classes) instead of `count` devices of
+    `device_class`.
     """
-    claim = tracker.create(build.claim(device_class, count=count, tolerations=device_tolerations))
+    manifest = build.claim(device_class, count=count, tolerations=device_tolerations)
+    claim = tracker.create(manifest if spec is None else build.claim_from_spec(spec))
     pod = tracker.create(build.held(build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations)))
     core = client.CoreV1Api(api_client)
     bound = waits.until(

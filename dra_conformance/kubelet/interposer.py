@@ -238,7 +238,8 @@ class KubeletInterposer:
         with DriverClient(self.api, self.endpoint.registration_socket) as driver:
             info = driver.get_info()
         self._versions = list(info.supported_versions)
-        self._upstream = grpc.insecure_channel(f"unix://{info.endpoint or self.endpoint.registration_socket}")
+        upstream = self.endpoint.reachable(info.endpoint) if info.endpoint else self.endpoint.registration_socket
+        self._upstream = grpc.insecure_channel(f"unix://{upstream}")
         self.socket_dir.mkdir(parents=True, exist_ok=True)
         dra = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS), handlers=self._handlers())
         dra.add_insecure_port(f"unix://{self.dra_socket}")

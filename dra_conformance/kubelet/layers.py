@@ -35,6 +35,8 @@ from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.claims import device_condition, device_statuses
 from dra_conformance.kube.pods import START_FAILURES
 
+# Kind of the run records that hold every four-layer record (the check adds one per case; the summary reads them).
+RECORD_KIND = "four-layer"
 # The workload's exit code when the environment its driver's CDI spec should have injected is absent.
 DEVICE_MISSING_EXIT = 3
 # The kubelet's event reason when NodePrepareResources fails (pkg/kubelet/events/event.go).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol, runtime_checkable
 
 from dra_conformance.model.driver import DriverEndpoint
@@ -82,7 +82,7 @@ class ClusterInfo:
             "pki_dir": _optional_str(self.pki_dir),
             "audit_log": _optional_str(self.audit_log),
             "log_dir": _optional_str(self.log_dir),
-            "drivers": [[e.driver, e.node, str(e.kubelet_root), _optional_str(e.cdi_dir)] for e in self.drivers],
+            "drivers": [endpoint_to_json(e) for e in self.drivers],
             "set_aside_nodes": list(self.set_aside_nodes),
             "real_nodes": list(self.real_nodes),
             "driver_daemonsets": list(self.driver_daemonsets),
@@ -102,10 +102,7 @@ class ClusterInfo:
             pki_dir=_optional_path(data["pki_dir"]),
             audit_log=_optional_path(data["audit_log"]),
             log_dir=_optional_path(data["log_dir"]),
-            drivers=tuple(
-                DriverEndpoint(driver, node, Path(root), _optional_path(cdi))
-                for driver, node, root, cdi in data["drivers"]
-            ),
+            drivers=tuple(endpoint_from_json(entry) for entry in data["drivers"]),
             set_aside_nodes=tuple(data.get("set_aside_nodes", ())),
             real_nodes=tuple(data.get("real_nodes", ())),
             driver_daemonsets=tuple(data.get("driver_daemonsets", ())),
@@ -114,7 +111,7 @@ class ClusterInfo:
         )
 
 
-def _optional_str(path: Path | None) -> str | None:
+def _optional_str(path: Path | PurePosixPath | None) -> str | None:
     return None if path is None else str(path)
 
 
@@ -152,6 +149,15 @@ class KubeletRestarts(Protocol):
 
 
 @runtime_checkable
+class DriverTermination(Protocol):
+    """A backend that can stop the driver under test gracefully, as the kubelet stops its pod (SIGTERM)."""
+
+    def terminate_driver(self, node: str) -> int:
+        """SIGTERM the driver on `node` (SIGKILL once it outlived process_stop); return its exit status."""
+        ...
+
+
+@runtime_checkable
 class DriverProcesses(Protocol):
     """A backend that runs the driver under test's processes itself and can disrupt them."""
 
@@ -170,3 +176,28 @@ class DriverProcesses(Protocol):
     def driver_exits(self, since: float) -> list[DriverExit]:
         """Every exit of the driver under test since `since` (epoch seconds), the suite's own kills marked."""
         ...
+
+
+def endpoint_to_json(endpoint: DriverEndpoint) -> dict[str, Any]:
+    """A driver endpoint as JSON (cluster.json, the controller's hand-over to xdist workers)."""
+    return {
+        "driver": endpoint.driver,
+        "node": endpoint.node,
+        "kubelet_root": str(endpoint.kubelet_root),
+        "cdi_dir": _optional_str(endpoint.cdi_dir),
+        "node_kubelet_root": _optional_str(endpoint.node_kubelet_root),
+        "bound": endpoint.bound,
+    }
+
+
+def endpoint_from_json(entry: dict[str, Any]) -> DriverEndpoint:
+    """The inverse of `endpoint_to_json`."""
+    node_root = entry.get("node_kubelet_root")
+    return DriverEndpoint(
+        entry["driver"],
+        entry["node"],
+        Path(entry["kubelet_root"]),
+        _optional_path(entry.get("cdi_dir")),
+        PurePosixPath(node_root) if node_root else None,
+        bool(entry.get("bound", False)),
+    )

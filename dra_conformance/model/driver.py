@@ -26,10 +26,14 @@ class DriverEndpoint:
     # Set where `kubelet_root` is a local mirror of the node's kubelet root (sockets relayed by a node agent): the
     # node's own kubelet root, which paths the driver names (GetInfo's endpoint) are relative to.
     node_kubelet_root: PurePosixPath | None = None
+    # Set with `node_kubelet_root` where `kubelet_root` is the node's own root seen through a bind mount (a further
+    # real node of the local cluster, in its own mount namespace): every file is there, not only relayed sockets,
+    # and a path elsewhere is the same path on this machine.
+    bound: bool = False
 
     def relay_errors(self) -> list[str]:
         """What the node agent's relay could not carry so far (always none where the sockets are not relayed)."""
-        if self.node_kubelet_root is None:
+        if self.node_kubelet_root is None or self.bound:
             return []
         try:
             return (self.kubelet_root / RELAY_ERRORS).read_text().splitlines()
@@ -51,12 +55,20 @@ class DriverEndpoint:
         if self.node_kubelet_root is None:
             return path
         named = PurePosixPath(path)
+        if self.bound:
+            inside = named.is_relative_to(self.node_kubelet_root)
+            return str(self.kubelet_root / named.relative_to(self.node_kubelet_root)) if inside else path
         if not any(named.is_relative_to(self.node_kubelet_root / d) for d in RELAYED_DIRECTORIES):
             raise RelayUnavailable(
                 f"{self.driver} on {self.node} names socket {path}; the node agent's relay carries only sockets under "
                 f"{', '.join(str(self.node_kubelet_root / d) for d in RELAYED_DIRECTORIES)}"
             )
         return str(self.kubelet_root / named.relative_to(self.node_kubelet_root))
+
+    @property
+    def root_on_node(self) -> PurePosixPath:
+        """The kubelet root as the node's processes see it (pods' hostPath volumes name it so)."""
+        return self.node_kubelet_root or PurePosixPath(self.kubelet_root)
 
     @property
     def registrar_dir(self) -> Path:

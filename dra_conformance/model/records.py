@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dra_conformance.errors import ReportsFull
+from dra_conformance.model.whole_files import is_full
+
 RECORDS_DIR = "records"
 
 
@@ -27,9 +30,14 @@ class RunRecords:
     def add(self, kind: str, entry: dict[str, Any]) -> None:
         """Append one entry of `kind`."""
         path = self.run_dir / RECORDS_DIR / kind / f"{self.worker}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as log:
-            log.write(json.dumps(entry) + "\n")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as log:
+                log.write(json.dumps(entry) + "\n")
+        except OSError as error:
+            if not is_full(error):
+                raise
+            raise ReportsFull(f"reports dir full: cannot record {kind} in {path} ({error.strerror})") from None
 
 
 def read_records(run_dir: Path, kind: str) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ contract packages (kube, kubelet, driver, scenarios, rbac, metrics, report, back
 # Imported in this order: a module the session hooks use is registered (and assert-rewritten) before them.
 pytest_plugins = [
     "dra_conformance.plugin.options",
+    "dra_conformance.plugin.run_claim",
     "dra_conformance.plugin.check_ids",
     "dra_conformance.plugin.scenario_fixtures",
     "dra_conformance.plugin.rbac_fixtures",
@@ -16,6 +17,7 @@ pytest_plugins = [
     "dra_conformance.plugin.metrics_fixtures",
     "dra_conformance.plugin.rollback_fixtures",
     "dra_conformance.plugin.certification_hooks",
+    "dra_conformance.plugin.reports_guard",
     "dra_conformance.plugin.masking_hooks",
     "dra_conformance.plugin.artifact_masking",
     "dra_conformance.plugin.phases",

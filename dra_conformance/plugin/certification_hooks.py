@@ -7,6 +7,8 @@ watches while the run goes on, and at the end the audit log and the rollback reh
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Generator
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +33,7 @@ from dra_conformance.plugin.opt_in import in_the_suites
 from dra_conformance.plugin.options import option_or
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.plugin.session import backend_of
-from dra_conformance.report import canary
+from dra_conformance.report import canary, reports_space
 from dra_conformance.report.allure_tables import write_global_pages
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
@@ -69,7 +71,7 @@ EVERY_DRIVER = "every driver"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The canary gate's tolerance, fallback SLOs and error budget."""
-    group = parser.getgroup("dra-conformance", "DRA conformance")
+    group = parser.getgroup("dra-conformance-verdict")
     group.addoption(
         "--dra-canary-tolerance",
         type=float,
@@ -165,8 +167,11 @@ def obligation_properties(error: BaseException | None) -> list[tuple[str, str]]:
 
     A limit of the suite (`HarnessFault`: a request of its own identity the API server refused, a relay to a
     driver's socket that broke) breaks the harness obligation it names: the check errors as the suite's problem,
-    whatever obligation it was verifying.
+    whatever obligation it was verifying. Errors of several finalizers at once (pytest's teardown ExceptionGroup)
+    name the first of them that names one.
     """
+    if isinstance(error, BaseExceptionGroup):
+        return next((found for inner in error.exceptions if (found := obligation_properties(inner))), [])
     if isinstance(error, ObligationFailed | HarnessPreconditionFailed):
         obligation = error.obligation
         return [
@@ -317,9 +322,21 @@ class OutcomeCollector:
             self.results.get(report.nodeid), report.nodeid, found, capabilities, obligation
         )
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        """After the other report sections: write summary.{md,json} and print the verdict."""
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None]:
+        """After every other section, pytest's short test summary (`-ra`) included: the verdict, printed last.
+
+        The outermost wrapper's code after its yield runs after every other implementation's, the terminal
+        reporter's own wrapper (whose short test summary follows its yield) among them; only pytest's outcome line
+        ("N passed in S s"), which CI tools parse, comes after.
+        """
+        try:
+            return (yield)
+        finally:
+            self.summarize(terminalreporter)
+
+    def summarize(self, terminalreporter: Any) -> None:
+        """Write summary.{md,json} and print the verdict block."""
         config = self.config
         # The verdict is about the conformance suites; the project's own tests (tests/) say nothing about a driver.
         results = [r for r in self.results.values() if "suites/" in r.nodeid.split("::", 1)[0]]
@@ -342,6 +359,8 @@ class OutcomeCollector:
             extra={
                 "cluster_health_watch": self.health.error or "watched" if self.health else "not watched",
                 **({"real_node_absent": why} if (why := self.real_node_absent()) else {}),
+                "rerun": self.rerun_command(),
+                "strictness": str(config.getoption("--dra-strictness") or profile.strictness),
             },
             cluster=self.cluster_name(),
             finished_at=(self.ended or datetime.now(UTC)).isoformat(timespec="seconds"),
@@ -358,16 +377,37 @@ class OutcomeCollector:
             [fault.describe() for fault in self.faults],
             self.exits,
         )
-        write_summary(summary, run_dir)
+        problem = write_summary(summary, run_dir)  # a full disk: one line, printed after the verdict
         allure_dir = getattr(config.option, "allure_report_dir", None)
-        if allure_dir:
+        if allure_dir and problem is None:
             # The verdict opens the HTML report: the whole summary is the run's first global attachment.
-            write_global_pages(
-                Path(allure_dir), [(f"certification summary: {summary['verdict']}", render_markdown(summary))]
-            )
+            try:
+                write_global_pages(
+                    Path(allure_dir), [(f"certification summary: {summary['verdict']}", render_markdown(summary))]
+                )
+            except OSError as error:
+                if not reports_space.is_full(error):
+                    raise
+                problem = reports_space.full_line(Path(allure_dir), error)
         terminalreporter.section("certification summary")
         for line in terminal_lines(summary):
             terminalreporter.line(line, red=summary["verdict"] == "not certified")
+        if problem is not None:
+            terminalreporter.line(f"dra-conformance: {problem}", red=True)
+
+    def rerun_command(self) -> str:
+        """`dra-conformance run` with the flags that name this run's cluster and driver, for the "next" lines."""
+        suite = self.config.stash[stash.SUITE_CONFIG]
+        words = ["dra-conformance", "run"]
+        if suite.backend != "local":
+            words += ["--cluster", suite.backend]
+            words += ["--kubeconfig", str(suite.kubeconfig)] if suite.kubeconfig else []
+            words += ["--context", suite.context] if suite.context else []
+        words += ["--profile", str(suite.profile)] if suite.profile else []
+        words += ["--real-node"] if suite.real_node else []
+        default = type(suite).real_nodes
+        words += ["--real-nodes", str(suite.real_nodes)] if suite.real_node and suite.real_nodes != default else []
+        return shlex.join(words)
 
     def cluster_name(self) -> str | None:
         """The run's cluster as the fleet report names it (None: no name given and no cluster attached)."""

@@ -58,7 +58,13 @@ from dra_conformance.kubelet.interposer import KubeletInterposer
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.node_agent import NodeAgents
 from dra_conformance.kubelet.role import KubeletRole
-from dra_conformance.model.cluster import BackendCapability, ClusterInfo, DriverProcesses, KubeletRestarts
+from dra_conformance.model.cluster import (
+    REAL_NODE_TAINT,
+    BackendCapability,
+    ClusterInfo,
+    DriverProcesses,
+    KubeletRestarts,
+)
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
 from dra_conformance.model.masking import ObservedMask
@@ -193,15 +199,19 @@ def disruption(
     node_leases: Path,
     timeouts: Timeouts,
 ) -> Iterator[Disruption]:
-    """The driver under test on a leased set-aside node; running again, as it was, after the test."""
+    """The driver under test on a leased node only the test uses; running again, as it was, after the test.
+
+    A driver on kwok nodes is disrupted on a set-aside node, as a process of the backend's. A driver installed as
+    DaemonSet pods on the local cluster's real nodes is disrupted on a leased real node: stopped by holding its
+    DaemonSets off the node (its pod's processes SIGKILLed), started by letting them on again.
+    """
     backend = backend_of(pytestconfig)
+    if not isinstance(backend, DriverProcesses):
+        pytest.skip(f"not applicable: backend {cluster.backend} cannot kill and restart the driver's processes")
     if driver_under_test.profile.real_nodes_only:
-        pytest.skip(
-            f"not applicable: stopping {driver_under_test.name} and starting it again when the check says needs it "
-            "as processes the backend runs; it runs as DaemonSet pods, which their DaemonSet replaces at once "
-            "(suites/kubelet restarts its pod: kubelet.driver-serves-after-restart)"
-        )
-    if not cluster.set_aside_nodes or not isinstance(backend, DriverProcesses):
+        yield from _disruption_on_a_real_node(request, cluster, driver_under_test, backend, node_leases, timeouts)
+        return
+    if not cluster.set_aside_nodes:
         pytest.skip(f"not applicable: backend {cluster.backend} cannot kill and restart the driver's processes")
     leases = NodeLeases(node_leases, "set-aside", cluster.set_aside_nodes)
     with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as node:
@@ -211,6 +221,36 @@ def disruption(
         disrupted = Disruption(node, endpoint, backend)
         yield disrupted
         disrupted.restore()
+        disrupted.back_to_own_build()
+
+
+def _disruption_on_a_real_node(
+    request: pytest.FixtureRequest,
+    cluster: ClusterInfo,
+    driver_under_test: DriverUnderTest,
+    backend: DriverProcesses,
+    node_leases: Path,
+    timeouts: Timeouts,
+) -> Iterator[Disruption]:
+    installed = driver_under_test.profile.install
+    if BackendCapability.LOCAL_PROCESSES not in cluster.capabilities or installed is None or not cluster.real_nodes:
+        pytest.skip(
+            f"not applicable: stopping {driver_under_test.name} and starting it again when the check says needs its "
+            "DaemonSet pods on a real node of the local cluster, installed by the profile's `install`"
+        )
+    if not installed.transforms.pin_to_real_nodes:
+        pytest.skip(
+            f"not applicable: stopping {driver_under_test.name} holds its DaemonSets off a node, which needs the "
+            "install's pinToRealNodes transform (its node affinity names the hold-off label)"
+        )
+    leases = NodeLeases(node_leases, "real", cluster.real_nodes)
+    with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as node:
+        endpoint = next((e for e in cluster.drivers if e.node == node and e.driver == driver_under_test.name), None)
+        if endpoint is None:
+            pytest.skip(f"not applicable: backend {cluster.backend} runs no {driver_under_test.name} on {node}")
+        toleration = {"key": REAL_NODE_TAINT["key"], "operator": "Exists", "effect": REAL_NODE_TAINT["effect"]}
+        disrupted = Disruption(node, endpoint, backend, toleration=toleration, reroutable=False)
+        yield disrupted
         disrupted.back_to_own_build()
 
 

@@ -14,7 +14,7 @@ from dra_conformance.model.masking import ObservedMask
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """`--dra-no-mask`."""
-    group = parser.getgroup("dra-conformance", "DRA conformance")
+    group = parser.getgroup("dra-conformance-reports")
     group.addoption(
         "--dra-no-mask",
         action="store_true",

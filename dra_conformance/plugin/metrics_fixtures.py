@@ -33,7 +33,7 @@ SAMPLES_BLOCKED = "metrics.version-available-for-samples"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """--dra-metrics-freshness-slo, --dra-metrics-watch."""
-    group = parser.getgroup("dra-conformance")
+    group = parser.getgroup("dra-conformance-metrics")
     group.addoption(
         "--dra-metrics-freshness-slo",
         type=float,

@@ -6,27 +6,57 @@ asked for DRA conformance (see `plugin.opt_in`). The default an option stands fo
 
 from __future__ import annotations
 
+import argparse
+import os
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
-from dra_conformance.backends.registry import BACKENDS, make_backend
-from dra_conformance.config import METRICS_IMPLEMENTATIONS, SuiteConfig
+from dra_conformance import settings
+from dra_conformance.backends.registry import make_backend
+from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import UsageError
 from dra_conformance.timeouts import Timeouts, timeout_option
 
 T = TypeVar("T")
 
-# Every option of the plugin is `--dra-<name>`, in this help group; argparse stores it as `dra_<name>`.
+# Every option of the plugin is `--dra-<name>`, in a help group named GROUP or `GROUP-<topic>`; argparse stores it
+# as `dra_<name>`.
 GROUP = "dra-conformance"
 OPTION_PREFIX = "--dra-"
 DEST_PREFIX = "dra_"
+GROUP_TITLES = {
+    "reports": "DRA conformance: reports",
+    "verdict": "DRA conformance: verdict, canary gate and strictness",
+    "rbac": "DRA conformance: authorization",
+    "scenarios": "DRA conformance: scenarios",
+    "metrics": "DRA conformance: Metrics API",
+    "rollback": "DRA conformance: rollback rehearsals",
+    "deadlines": "DRA conformance: deadlines (seconds)",
+}
+# How pytest reads a shared setting's value, by its kind (a count is checked where it is read).
+PLUGIN_TYPES: dict[str, type] = {"path": Path, "count": int, "choice": str, "text": str}
+# What naming the cluster does beyond choosing it.
+CLUSTER_PREFLIGHT = {"cluster": "; naming it checks the cluster before the first test (preflight)"}
+
+
+class _FormerSpelling(argparse.Action):
+    """A spelling the plugin dropped: one line naming the one to use (pytest exits 4 with it)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs="?", help=argparse.SUPPRESS)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: str | None = None) -> None:
+        raise pytest.UsageError(settings.former_spelling(option or self.option_strings[0]) or str(option))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register the suite's options in one group."""
-    group = parser.getgroup(GROUP, "DRA conformance")
+    """Register the suite's options, grouped by what they are about; the shared settings come from one table."""
+    # pytest lists groups in the order they are first asked for: this module registers first (plugin/__init__.py).
+    group = parser.getgroup(GROUP, "DRA conformance: cluster and driver under test")
+    for name in ("reports", "verdict", "rbac", "scenarios", "metrics", "rollback", "deadlines"):
+        parser.getgroup(f"{GROUP}-{name}", GROUP_TITLES[name])
     group.addoption(
         "--dra-conformance",
         action="store_true",
@@ -34,42 +64,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "bundled suites, and by a test using one of the plugin's fixtures (without any of these the plugin does "
         "nothing)",
     )
-    group.addoption(
-        "--dra-cluster",
-        choices=tuple(BACKENDS),
-        default=None,
-        help="cluster backend: local (embedded, the default) or existing (needs --dra-kubeconfig); naming it "
-        "checks the cluster before the first test (preflight)",
-    )
-    group.addoption("--dra-kubeconfig", type=Path, default=None, help="kubeconfig of an existing cluster")
-    group.addoption(
-        "--dra-profile",
-        type=Path,
-        default=None,
-        help="driver profile of the driver under test (default: the reference driver's bundled profile)",
-    )
-    group.addoption("--dra-context", default=None, help="kubeconfig context (default: current context)")
-    group.addoption(
+    reports = parser.getgroup(f"{GROUP}-reports")
+    for setting in settings.SHARED:
+        (reports if setting.name == "reports-dir" else group).addoption(
+            setting.plugin_option,
+            type=PLUGIN_TYPES[setting.kind],
+            choices=setting.choices or None,
+            default=None,
+            metavar=setting.metavar or None,
+            help=setting.help_text() + CLUSTER_PREFLIGHT.get(setting.name, ""),
+        )
+    for old in settings.RENAMED:
+        group.addoption(settings.PLUGIN_PREFIX + old, action=_FormerSpelling)
+    parser.getgroup(f"{GROUP}-verdict").addoption(
         "--dra-strictness",
         choices=("contract", "strict"),
         default=None,
         help="contract: defensive findings are advisories; strict: they fail (default: the profile's strictness)",
-    )
-    group.addoption(
-        "--dra-nodes", type=int, default=None, help=f"fake nodes of a local cluster (default {SuiteConfig.nodes})"
-    )
-    group.addoption(
-        "--dra-cluster-state-dir",
-        type=Path,
-        default=None,
-        help="state directory of the local cluster (default reports/clusters/local)",
-    )
-    group.addoption(
-        "--dra-metrics-implementation",
-        choices=METRICS_IMPLEMENTATIONS,
-        default=None,
-        help=f"Metrics API of a local cluster: fake (reference adapter, v1+v1beta1), metrics-server, none "
-        f"(default {SuiteConfig.metrics})",
     )
     group.addoption(
         "--dra-real-node",
@@ -121,15 +132,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="do not delete what tests created (debugging; leaks are then expected)",
     )
     group.addoption("--dra-audit-log", type=Path, default=None, help="kube-apiserver audit log of an existing cluster")
-    group.addoption("--dra-reports-dir", type=Path, default=None, help="report root (default <rootdir>/reports)")
-    group.addoption(
+    reports.addoption(
         "--dra-phases-file",
         type=Path,
         default=None,
         help="append per test phase its duration and every wait (what, seconds, deadline) as JSON lines",
     )
+    deadlines = parser.getgroup(f"{GROUP}-deadlines")
     for name in Timeouts.names():
-        group.addoption(
+        deadlines.addoption(
             timeout_option(name),
             type=float,
             default=None,
@@ -149,23 +160,29 @@ def suite_config_from(config: pytest.Config) -> SuiteConfig:
     nodes = option_or(config, "--dra-nodes", SuiteConfig.nodes)
     if nodes < 1:
         raise pytest.UsageError(f"--dra-nodes must be at least 1, got {nodes}")
+    backend = config.getoption("--dra-cluster") or "local"
+    kubeconfig = config.getoption("--dra-kubeconfig")
+    if backend == "existing" and kubeconfig is None:
+        kubeconfig = settings.kubeconfig_from(os.environ)  # $KUBECONFIG, as kubectl reads it
     suite = SuiteConfig(
-        backend=config.getoption("--dra-cluster") or "local",
-        kubeconfig=config.getoption("--dra-kubeconfig"),
+        backend=backend,
+        kubeconfig=kubeconfig,
         context=config.getoption("--dra-context"),
         nodes=nodes,
-        state_dir=config.getoption("--dra-cluster-state-dir"),
+        state_dir=config.getoption("--dra-state-dir"),
+        cache_dir=config.getoption("--dra-cache-dir"),
         keep_cluster=config.getoption("--dra-keep-cluster"),
-        metrics=option_or(config, "--dra-metrics-implementation", SuiteConfig.metrics),
+        metrics=option_or(config, "--dra-metrics", SuiteConfig.metrics),
         audit_log=config.getoption("--dra-audit-log"),
         profile=config.getoption("--dra-profile"),
         real_node=config.getoption("--dra-real-node"),
+        real_nodes=option_or(config, "--dra-real-nodes", SuiteConfig.real_nodes),
         replace_driver=config.getoption("--dra-replace-driver"),
         timeouts=Timeouts().override(**overrides),
     )
     if suite.backend == "existing" and suite.kubeconfig is None:
         # The backend says so with the CLI's flags (`--cluster`, `--kubeconfig`); here the user typed the plugin's.
-        raise pytest.UsageError("--dra-cluster=existing needs --dra-kubeconfig")
+        raise pytest.UsageError("--dra-cluster=existing needs --dra-kubeconfig (or $KUBECONFIG)")
     try:
         make_backend(suite)  # validates the backend's own inputs (kubeconfig, context) without side effects
     except UsageError as error:

@@ -35,7 +35,7 @@ RESOURCE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The authorization matrix file."""
-    group = parser.getgroup("dra-conformance")
+    group = parser.getgroup("dra-conformance-rbac")
     group.addoption(
         "--dra-rbac-matrix", type=Path, default=None, help="authorization matrix (default fixtures/rbac/matrix.yaml)"
     )

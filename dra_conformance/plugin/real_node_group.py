@@ -13,8 +13,9 @@ import pytest
 from dra_conformance.plugin import stash
 
 GROUP = "real-node"
-# Fixtures whose checks lease the driver's nodes: socket checks (`held_nodes`) and scenarios (`scenario_node`).
-LEASING_FIXTURES = frozenset({"held_nodes", "scenario_node"})
+# Fixtures whose checks lease the driver's nodes: socket checks (`held_nodes`), scenarios (`scenario_node`), and
+# checks that stop and start the driver (`disruption`).
+LEASING_FIXTURES = frozenset({"held_nodes", "scenario_node", "disruption"})
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -43,7 +43,7 @@ STATE_FILE = "rollback-state.json"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """The rehearsal's options."""
-    group = parser.getgroup("dra-conformance", "DRA conformance")
+    group = parser.getgroup("dra-conformance-rollback")
     group.addoption(
         "--dra-rollback-phase",
         choices=(ALL_PHASES, *(str(p) for p in PHASES)),

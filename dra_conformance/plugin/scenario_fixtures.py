@@ -40,7 +40,7 @@ CATALOG = pytest.StashKey[Iterable[Scenario]]()  # validated once per process
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """--dra-catalog."""
-    parser.getgroup("dra-conformance").addoption(
+    parser.getgroup("dra-conformance-scenarios").addoption(
         "--dra-catalog",
         type=Path,
         default=None,

@@ -46,6 +46,7 @@ from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.opt_in import REPORT_ATTRIBUTE, asked_before_collection, uses_the_plugin
 from dra_conformance.plugin.options import cluster_named, suite_config_from
 from dra_conformance.plugin.rbac_fixtures import load_matrix, load_read_allowlist
+from dra_conformance.plugin.run_claim import claim_cluster, release_cluster
 from dra_conformance.plugin.scenario_fixtures import load_catalog
 from dra_conformance.rbac.matrix import RECORD_KIND as MATRIX_RECORDS
 from dra_conformance.rbac.matrix import summarize_cells
@@ -100,9 +101,12 @@ def pytest_configure(config: pytest.Config) -> None:
         if cluster_named(config):
             # Before the terminal, JUnit and Allure plugins configure: a refusal is one line and writes nothing.
             try:
-                cluster = config.stash[stash.CLUSTER] = backend_of(config).start()
+                backend = backend_of(config)
+                claim_cluster(config, backend)  # one run per local cluster: refused (or waits) before it attaches
+                cluster = config.stash[stash.CLUSTER] = backend.start()
                 check_identity(config, cluster)
             except ConformanceError as error:
+                release_cluster(config)
                 refuse(error)
         # Only a path: JUnit creates the directory when it writes.
         if not config.option.xmlpath:
@@ -272,6 +276,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if stash.is_worker(config) or not stash.opted_in(config):
         return
+    release_cluster(config)
     if _keeps_cluster(config):
         return
     try:

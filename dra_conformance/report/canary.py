@@ -53,7 +53,7 @@ report or state file) and hands them to `evaluate`.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -524,9 +524,14 @@ def kubelet_error_rule(inputs: Inputs, policy: Policy) -> Rule:
         return Rule(name, "no data", threshold, RuleResult.NO_DATA, inputs.kubelet_missing)
     methods = figures(run.calls, inputs.driver)
     errors = sum(m.errors for m in methods.values())
-    calls = "; ".join(f"{method}: {m.codes}" for method, m in methods.items()) or "no call"
+    calls = "; ".join(f"{method}: {_codes(m.codes)}" for method, m in methods.items()) or "no call"
     figure = f"{errors} not OK of {sum(m.count for m in methods.values())} calls ({calls}{_kubelet_excluded(run)})"
     return Rule(name, figure, threshold, RuleResult.PASS if errors <= policy.error_budget else RuleResult.HOLD)
+
+
+def _codes(codes: Mapping[str, float]) -> str:
+    """`{'OK': 18.0, 'Unavailable': 1.0}` as "18 OK, 1 Unavailable"."""
+    return ", ".join(f"{round(count)} {code}" for code, count in sorted(codes.items())) or "none"
 
 
 def evaluate(inputs: Inputs, policy: Policy) -> dict[str, Any]:
@@ -557,15 +562,45 @@ def evaluate(inputs: Inputs, policy: Policy) -> dict[str, Any]:
     }
 
 
+def caveats(rules: list[dict[str, Any]]) -> list[str]:
+    """Each distinct reason the rules give (`why`), in order of first appearance: printed once, cited by number."""
+    notes: list[str] = []
+    for rule in rules:
+        if rule.get("why") and rule["why"] not in notes:
+            notes.append(rule["why"])
+    return notes
+
+
+def cited_rule(rule: dict[str, Any], notes: list[str]) -> tuple[str, str, str]:
+    """A rule's figure, threshold and result, each caveat of `notes` in them replaced by its number: [1]."""
+    figure, threshold = _cite(str(rule["figure"]), notes), _cite(str(rule["threshold"]), notes)
+    result = str(rule["result"])
+    why = rule.get("why")
+    if why and why in notes:
+        mark = f"[{notes.index(why) + 1}]"
+        result += "" if mark in figure or mark in threshold else f" {mark}"
+    return figure, threshold, result
+
+
+def _cite(text: str, notes: list[str]) -> str:
+    # The longest first: a caveat may hold a shorter one.
+    for note in sorted(notes, key=len, reverse=True):
+        text = text.replace(note, f"[{notes.index(note) + 1}]")
+    return text
+
+
 def markdown_lines(gate: dict[str, Any]) -> list[str]:
-    """The gate's section of summary.md."""
+    """The gate's section of summary.md: one table, then each caveat once."""
     lines = [f"## Canary gate: {gate['state']}", "", *(f"- {reason}" for reason in gate.get("reasons", [])), ""]
     if "rules" not in gate:
         return [*lines, f"{gate.get('why', '')}"]
+    notes = caveats(gate["rules"])
     lines += ["| rule | figure | threshold | result |", "|---|---|---|---|"]
     for rule in gate["rules"]:
-        result = rule["result"] + (f": {rule['why']}" if rule["why"] else "")
-        lines.append(f"| {rule['rule']} | {rule['figure']} | {rule['threshold']} | {result} |")
+        figure, threshold, result = cited_rule(rule, notes)
+        lines.append(f"| {rule['rule']} | {figure} | {threshold} | {result} |")
+    if notes:
+        lines += ["", *(f"[{number}] {note}  " for number, note in enumerate(notes, start=1))]
     excluded = gate.get("excluded") or []
     if excluded:
         lines += ["", "Excluded from the error budget, provoked on purpose by the checks named:", ""]
@@ -574,12 +609,16 @@ def markdown_lines(gate: dict[str, Any]) -> list[str]:
 
 
 def terminal_lines(gate: dict[str, Any]) -> list[str]:
-    """The gate in the printed short form: its verdict, then one line per rule."""
+    """The gate in the printed short form: its verdict, one line per rule, then each caveat once."""
     lines = [f"  canary gate: {gate['state']}"]
+    notes = caveats(gate.get("rules", []))
     for rule in gate.get("rules", []):
+        figure, threshold, result = cited_rule(rule, notes)
         if rule["result"] == RuleResult.NO_DATA:
-            # "no data", or a figure beside the missing one (the suite's own prepare latency).
-            lines.append(f"    {rule['rule']}: {rule['figure']} ({rule['why']}); threshold {rule['threshold']}")
+            # "no data", or a figure beside the missing one (the suite's own prepare latency), and its caveat.
+            mark = result.removeprefix(RuleResult.NO_DATA)
+            lines.append(f"    {rule['rule']}: {figure}{mark}; threshold {threshold}")
         else:
-            lines.append(f"    {rule['rule']}: {rule['result']}: {rule['figure']}; threshold {rule['threshold']}")
+            lines.append(f"    {rule['rule']}: {result}: {figure}; threshold {threshold}")
+    lines += [f"    [{number}] {note}" for number, note in enumerate(notes, start=1)]
     return lines

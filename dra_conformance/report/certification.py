@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -31,6 +32,9 @@ from dra_conformance.model.read_exposure import markdown_line as read_exposure_l
 from dra_conformance.model.read_exposure import summary_finding as read_exposure_finding
 from dra_conformance.model.records import read_records
 from dra_conformance.report import canary as canary_gate
+from dra_conformance.report import reports_space
+from dra_conformance.report.exploration import exploration_markdown, exploration_terminal_line, explored_space
+from dra_conformance.report.four_layers import four_layer_line, four_layer_markdown, four_layer_section
 from dra_conformance.rollback.metrics_rehearsal import REHEARSAL as METRICS_REHEARSAL
 
 NOT_APPLICABLE_PREFIX = "not applicable:"
@@ -45,6 +49,8 @@ CLUSTER_FAULT = "cluster fault"
 DRIVER_STAYS_UP = "run.driver-stays-up"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MARKDOWN = "summary.md"
+# The verdict and the counts alone, written first: a few hundred bytes, where the whole summary may not fit.
+VERDICT_JSON = "verdict.json"
 # Artifacts of other parts of the run the summary quotes, when the run wrote them.
 METRICS_VERDICT = "metrics-verdict.json"
 ROLLBACK_REPORT = "rollback-report.json"
@@ -361,6 +367,7 @@ def summarize(
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
     return {
         "verdict": str(verdict),
+        "run_dir": str(run_dir),
         "reasons": reasons,
         "cluster_faults": list(cluster_faults or []),
         "driver_exits": {
@@ -388,6 +395,8 @@ def summarize(
         DEVICE_PLUGIN_ROLLBACK_KEY: _rollback(rollback, canary_gate.DRA_REHEARSAL),
         "flake_record": {"state": "one run", "why": "pass rates per test come from `dra-conformance run --repeat N`"},
         "read_exposure": read_exposure_finding(read_records(run_dir, READ_EXPOSURE_RECORDS)),
+        "exploration": explored_space(run_dir),
+        "four_layers": four_layer_section(run_dir, {r.nodeid: str(r.outcome) for r in results}),
     }
 
 
@@ -440,28 +449,85 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         "| capability | state | checks |",
         "|---|---|---|",
-        *(f"| {c} | {row['state']} | {row['checks']} |" for c, row in summary["capabilities"].items()),
+        *(f"| {c} | {row['state']} | {spell_counts(row['checks'])} |" for c, row in summary["capabilities"].items()),
         "",
+        *four_layer_markdown(summary.get("four_layers")),
         "## Suites",
+        "",
+        "| suite | checks |",
+        "|---|---|",
+        *(f"| {suite} | {spell_counts(row['counts'])} |" for suite, row in summary["suites"].items()),
     ]
     for suite, row in summary["suites"].items():
-        lines += ["", f"### {suite}: {row['counts']}"]
-        lines += [f"- failed: {nodeid}" for nodeid in row["failed"]]
-        lines += [f"- error: {nodeid}" for nodeid in row.get("errors", [])]
-        lines += [f"- {r['tests']} x {r['reason']}" for r in row["reasons"]]
+        listed = [f"- failed: {nodeid}" for nodeid in row["failed"]]
+        listed += [f"- error: {nodeid}" for nodeid in row.get("errors", [])]
+        listed += [f"- {r['tests']} not applicable: {_reason(r['reason'])}" for r in row["reasons"]]
+        lines += ["", f"### {suite}", "", *listed] if listed else []
     lines += [
         "",
+        *exploration_markdown(summary.get("exploration")),
         *canary_gate.markdown_lines(summary["canary_gate"]),
         "",
         "## Other decisions",
         "",
         f"- metrics verdict: {_short(summary['metrics_verdict'])}",
-        f"- {METRICS_API_ROLLBACK}: {summary[METRICS_API_ROLLBACK_KEY]}",
-        f"- {DEVICE_PLUGIN_ROLLBACK}: {summary[DEVICE_PLUGIN_ROLLBACK_KEY]}",
-        f"- flake record: {summary['flake_record']}",
+        f"- {METRICS_API_ROLLBACK}: {rehearsal_text(summary[METRICS_API_ROLLBACK_KEY])}",
+        f"- {DEVICE_PLUGIN_ROLLBACK}: {rehearsal_text(summary[DEVICE_PLUGIN_ROLLBACK_KEY])}",
+        f"- flake record: {state_text(summary['flake_record'])}",
         read_exposure_line(summary.get("read_exposure") or read_exposure_finding([])),
+        "",
+        *(f"{line}  " for line in where_and_next(summary)),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _reason(reason: str) -> str:
+    # A skip's reason says "not applicable: ..." itself; the line already does.
+    return reason.removeprefix(f"{Outcome.NOT_APPLICABLE}: ")
+
+
+def spell_counts(counted: dict[str, int]) -> str:
+    """`{'passed': 18, 'not applicable': 1}` as people write it: "18 passed, 1 not applicable"."""
+    return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counted.items())) or "none"
+
+
+def state_text(document: dict[str, Any]) -> str:
+    """A `{"state": ..., "why": ...}` section as one phrase: "one run (pass rates per test come from ...)"."""
+    why = document.get("why")
+    return f"{document.get('state', 'unknown')}" + (f" ({why})" if why else "")
+
+
+def rehearsal_text(rehearsal: dict[str, Any]) -> str:
+    """One rollback rehearsal of the summary as a phrase: its verdict, failed phase, rollback time and date."""
+    if "verdict" not in rehearsal:
+        return state_text(rehearsal)
+    parts = [str(rehearsal["verdict"])]
+    if rehearsal.get("failed_phase"):
+        parts.append(f"failed in phase {rehearsal['failed_phase']}")
+    if rehearsal.get("rollback_seconds") is not None:
+        parts.append(f"rollback took {float(rehearsal['rollback_seconds']):.1f} s")
+    if rehearsal.get("rehearsed_at"):
+        parts.append(f"rehearsed {rehearsal['rehearsed_at']}")
+    return ", ".join(parts)
+
+
+def where_and_next(summary: dict[str, Any]) -> list[str]:
+    """The run's directory, then what to run next: the HTML report, the failures again, a strict certification."""
+    run_dir = summary.get("run_dir")
+    if not run_dir:
+        return []
+    extra = summary["run"].get("extra") or {}
+    rerun = str(extra.get("rerun") or "dra-conformance run")
+    lines = [
+        f"run: {run_dir} (summary.md, summary.json, junit.xml)",
+        f"next: the HTML report: dra-conformance report {run_dir} --serve",
+    ]
+    totals = summary.get("totals") or {}
+    if totals.get(str(Outcome.FAILED)) or totals.get(str(Outcome.ERROR)):
+        lines.append(f"next: only the failed checks again: {rerun} --lf")
+    if extra.get("strictness") != "strict":
+        lines.append(f"next: certify strictly (defensive findings fail): {rerun} --dra-strictness strict")
+    return lines
 
 
 def _accounting_rows(accounting: dict[str, Any] | None) -> list[str]:
@@ -506,6 +572,8 @@ def _short(document: Any) -> str:
     if isinstance(document, dict) and "decisions" in document:
         because = f" (because {document['rule']})" if document.get("rule") else ""
         return "; ".join(document["decisions"]) + because
+    if isinstance(document, dict) and "state" in document:
+        return state_text(document)
     return json.dumps(document)[:300]
 
 
@@ -523,11 +591,14 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     states = ", ".join(f"{c} {row['state']}" for c, row in summary["capabilities"].items())
     lines.append(f"  capabilities: {states or 'none declared'}")
     lines += canary_gate.terminal_lines(summary["canary_gate"])
+    lines += exploration_terminal_line(summary.get("exploration"))
+    four_layers = four_layer_line(summary.get("four_layers"))
+    lines += [f"  {four_layers}"] if four_layers else []
     real_node = real_node_line(summary)
     lines += [f"  {real_node}"] if real_node else []
     transforms = summary["run"].get("install_transforms") or []
     lines += [f"  install: {len(transforms)} declared change(s) to the driver's manifests"] if transforms else []
-    lines.append("  details: summary.md and summary.json in the run's reports")
+    lines += [f"  {line}" for line in where_and_next(summary)] or ["  details: summary.md and summary.json"]
     return lines
 
 
@@ -547,8 +618,21 @@ def real_node_line(summary: dict[str, Any]) -> str | None:
     )
 
 
-def write_summary(summary: dict[str, Any], run_dir: Path) -> None:
-    """Write summary.json and summary.md into the run's directory."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / SUMMARY_JSON).write_text(json.dumps(summary, indent=2, default=str))
-    (run_dir / SUMMARY_MARKDOWN).write_text(render_markdown(summary))
+def write_summary(summary: dict[str, Any], run_dir: Path) -> str | None:
+    """Write verdict.json (verdict and counts, small), then summary.json and summary.md, each whole or not at all.
+
+    A full file system stops the writing: the one line saying so (the path, the space left) is returned for the
+    terminal, which still gets the verdict; None once every file is written.
+    """
+    verdict = {"verdict": summary["verdict"], "totals": summary.get("totals", {})}
+    files: tuple[tuple[str, Callable[[], str]], ...] = (
+        (VERDICT_JSON, lambda: json.dumps(verdict, indent=2)),
+        (SUMMARY_JSON, lambda: json.dumps(summary, indent=2, default=str)),
+        (SUMMARY_MARKDOWN, lambda: render_markdown(summary)),
+    )
+    reports_space.release(run_dir)  # the space set aside at start: the verdict fits however full the disk is
+    for name, render in files:
+        problem = reports_space.write_or_say(run_dir / name, render())
+        if problem is not None:
+            return problem
+    return None

@@ -18,7 +18,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from dra_conformance.errors import UsageError
+from dra_conformance.errors import ReportsFull, UsageError
+from dra_conformance.model.whole_files import is_full, write_atomically
 
 STATE_VERSION = 1
 # The device plugin <-> DRA rehearsal: its phases are the file's top-level `phases`.
@@ -116,9 +117,12 @@ class RehearsalState:
             body: dict[str, Any] = {"version": STATE_VERSION, "phases": phases(found.pop(DEFAULT_REHEARSAL, {}))}
             if found:
                 body["rehearsals"] = {name: {"phases": phases(records)} for name, records in sorted(found.items())}
-            scratch = self.path.with_suffix(self.path.suffix + ".tmp")
-            scratch.write_text(json.dumps(body, indent=2, default=str))
-            scratch.replace(self.path)
+            try:
+                write_atomically(self.path, json.dumps(body, indent=2, default=str))
+            except OSError as error:
+                if not is_full(error):
+                    raise
+                raise ReportsFull(f"reports dir full: cannot save {self.path} ({error.strerror})") from None
         self.others = {name: records for name, records in _read(self.path).items() if name != self.rehearsal}
 
     def every_rehearsal(self) -> dict[str, Records]:

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 )
@@ -44,6 +46,13 @@ const (
 	duplicateDeviceNames           = "duplicate-device-names"
 	bindingConditionsBeforeAttach  = "binding-conditions-before-attach"
 	removesOtherInstancesSockets   = "removes-other-instances-sockets"
+	replayedPrepareSkipsCDISpecs   = "replayed-prepare-skips-cdi-specs"
+	answersUnderFirstRequest       = "answers-under-first-request"
+	statusForOtherDriversDevices   = "status-for-other-drivers-devices"
+	rewritesStatusAfterPrepare     = "rewrites-status-after-prepare"
+	republishChangesAttributeType  = "republish-changes-attribute-type"
+	checkpointWrittenOutsideLock   = "checkpoint-written-outside-lock"
+	reusesRegistrationSocketName   = "reuses-registration-socket-name"
 )
 
 var brokenModes = []string{
@@ -54,10 +63,16 @@ var brokenModes = []string{
 	registersProductName, batchAnswersSwapped, unprepareHandlesOnlyFirst, cdiIDUnresolvable,
 	unprepareRemovesOtherClaimsCDI, cdiEditsNameOtherDevice, republishesSameGeneration, healthWrongPool,
 	networkDataMismatch, prepareIgnoresShareID, partitionsOversubscribeCounter, republishLeavesIncompletePool,
-	duplicateDeviceNames, bindingConditionsBeforeAttach, removesOtherInstancesSockets,
+	duplicateDeviceNames, bindingConditionsBeforeAttach, removesOtherInstancesSockets, replayedPrepareSkipsCDISpecs,
+	answersUnderFirstRequest, statusForOtherDriversDevices, rewritesStatusAfterPrepare, republishChangesAttributeType,
+	checkpointWrittenOutsideLock, reusesRegistrationSocketName,
 }
 
 const (
+	// statusRefreshDelay: how long after a prepare rewrites-status-after-prepare writes the claim's status again.
+	statusRefreshDelay = 3 * time.Second
+	// checkpointWriteWindow: how long checkpoint-written-outside-lock takes from reading the file to writing it.
+	checkpointWriteWindow = 100 * time.Millisecond
 	// legacyNodeDomain: the domain an older release appended to the node name (publishes-for-wrong-node).
 	legacyNodeDomain = "nodes.fake-dra.example.com"
 	// productCDIVendor: the product's vendor name, under which cdi-id-unresolvable answers CDI device IDs and
@@ -117,4 +132,17 @@ func removeOtherInstancesSockets(c Config) {
 			_ = os.Remove(path)
 		}
 	}
+}
+
+// indexAsString is republish-changes-attribute-type's pool: every int attribute `index` published as a string.
+func indexAsString(slices []resourceapi.ResourceSlice) []resourceapi.ResourceSlice {
+	for _, slice := range slices {
+		for _, device := range slice.Spec.Devices {
+			if value, ok := device.Attributes["index"]; ok && value.IntValue != nil {
+				text := strconv.FormatInt(*value.IntValue, 10)
+				device.Attributes["index"] = resourceapi.DeviceAttribute{StringValue: &text}
+			}
+		}
+	}
+	return slices
 }

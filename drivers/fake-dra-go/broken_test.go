@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"path/filepath"
+	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -37,5 +40,50 @@ func TestDuplicateDeviceNamesRepeatsTheFirstDeviceInASecondSlice(t *testing.T) {
 	first, second := names(split[0].Spec.Devices), names(split[1].Spec.Devices)
 	if len(first) != 2 || len(second) != 3 || second[2] != first[0] || split[1].Spec.Pool.ResourceSliceCount != 2 {
 		t.Fatalf("first %v, second %v", first, second)
+	}
+}
+
+func TestIndexAsStringTurnsTheIntIndexAttributeIntoAString(t *testing.T) {
+	changed := indexAsString(resourceSlices(config(2), 1, poolShape{published: 2}))
+	for _, device := range changed[0].Spec.Devices {
+		index := device.Attributes["index"]
+		if index.IntValue != nil || index.StringValue == nil || *index.StringValue != device.Name[len(device.Name)-1:] {
+			t.Errorf("%s: index %+v", device.Name, index)
+		}
+	}
+}
+
+func TestCheckpointWrittenOutsideTheLockLosesConcurrentChangesOnDisk(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prepared.json")
+	claims, _ := loadPreparedClaims(path, "2.0.0", false)
+	claims.writesOutsideLock = true
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(uid string) {
+			defer wg.Done()
+			_ = claims.Put(uid, ClaimRecord{Name: uid})
+		}(fmt.Sprintf("uid-%d", i))
+	}
+	wg.Wait()
+	inMemory, _ := claims.All()
+	onDisk, _ := loadPreparedClaims(path, "2.0.0", false)
+	fromDisk, _ := onDisk.All()
+	if len(inMemory) != 4 || len(fromDisk) >= 4 {
+		t.Fatalf("in memory %d claims (want 4), on disk %d (want fewer)", len(inMemory), len(fromDisk))
+	}
+}
+
+func TestReusesRegistrationSocketNameDropsOnlyTheRegistrationSocketsInstanceSuffix(t *testing.T) {
+	c := Config{DriverName: "d.example.com", KubeletRoot: "/k", RollingUpdateUID: "uid-1", Broken: map[string]bool{}}
+	if got := filepath.Base(c.RegistrationSocket()); got != "d.example.com-uid-1-reg.sock" {
+		t.Errorf("registration socket: %s", got)
+	}
+	c.Broken[reusesRegistrationSocketName] = true
+	if got := filepath.Base(c.RegistrationSocket()); got != "d.example.com-reg.sock" {
+		t.Errorf("broken registration socket: %s", got)
+	}
+	if got := filepath.Base(c.DRASocket()); got != "dra-uid-1.sock" {
+		t.Errorf("broken DRA socket keeps its instance name: %s", got)
 	}
 }

@@ -91,7 +91,11 @@ func (c Config) instanceSuffix() string {
 
 // RegistrationSocket is where the kubelet's plugin watcher looks for this driver.
 func (c Config) RegistrationSocket() string {
-	return filepath.Join(c.KubeletRoot, "plugins_registry", c.DriverName+c.instanceSuffix()+"-reg.sock")
+	suffix := c.instanceSuffix()
+	if c.IsBroken(reusesRegistrationSocketName) {
+		suffix = "" // the bug: every instance of a rolling update registers through the same file name
+	}
+	return filepath.Join(c.KubeletRoot, "plugins_registry", c.DriverName+suffix+"-reg.sock")
 }
 
 // DRASocket serves DRAPlugin and DRAResourceHealth.

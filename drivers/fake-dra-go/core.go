@@ -56,6 +56,8 @@ type DriverCore struct {
 	// poolMu guards the generation and serializes republishing.
 	poolMu     sync.Mutex
 	generation int64
+	// publishes counts this process's publishes of the pool (republish-changes-attribute-type changes the second).
+	publishes int
 	// healthChanged is closed (and replaced) whenever the health of a device may have changed.
 	healthMu      sync.Mutex
 	healthChanged chan struct{}
@@ -125,6 +127,10 @@ func (d *DriverCore) Publish() error {
 
 func (d *DriverCore) publishLocked() error {
 	pool := d.pool(d.config)
+	d.publishes++
+	if d.config.IsBroken(republishChangesAttributeType) && d.publishes > 1 {
+		pool = indexAsString(pool) // the bug: a rescan reads the index back as a string
+	}
 	if d.config.IsBroken(duplicateDeviceNames) {
 		pool = splitWithRepeatedDevice(pool)
 	}
@@ -336,7 +342,29 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 		if d.config.IsBroken(nonIdempotentPrepare) {
 			return PrepareResult{Error: fmt.Sprintf("claim %s is already prepared", ref.UID)}
 		}
-		return PrepareResult{Devices: known.Devices} // idempotent per claim UID
+		if d.config.IsBroken(replayedPrepareSkipsCDISpecs) || !d.specsLost(ref.UID, known.Devices) {
+			return PrepareResult{Devices: known.Devices} // idempotent per claim UID
+		}
+		// The specs are gone (a reboot empties the CDI dir; the record survives it): the kubelet hands the recorded
+		// IDs to the runtime, so they are written again, from the claim as the first prepare wrote them.
+		if found == nil {
+			looked := d.lookup(ref)
+			found = &looked
+		}
+		if found.problem != "" {
+			return PrepareResult{Error: "write lost CDI spec again: " + found.problem}
+		}
+		names := make([]string, len(known.Devices))
+		for i, device := range known.Devices {
+			names[i] = device.DeviceName
+		}
+		if len(names) != len(found.mine) {
+			return PrepareResult{Error: fmt.Sprintf("write lost CDI spec again: recorded %d devices, the claim has %d", len(names), len(found.mine))}
+		}
+		if _, err := d.writeSpecs(ref.UID, found.mine, names); err != nil {
+			return PrepareResult{Error: "write lost CDI spec again: " + err.Error()}
+		}
+		return PrepareResult{Devices: known.Devices}
 	}
 	if d.config.IsBroken(prepareAfterUnprepareFails) && d.wasUnprepared(ref.UID) {
 		return PrepareResult{Error: fmt.Sprintf("claim %s was unprepared; it cannot be prepared again", ref.UID)}
@@ -380,11 +408,18 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 	prepared := make([]PreparedDevice, len(found.mine))
 	entries := make([]map[string]any, len(found.mine))
 	for i, result := range found.mine {
+		request := result.Request
+		if d.config.IsBroken(answersUnderFirstRequest) {
+			request = found.mine[0].Request // the bug: every device answered under the first request's name
+		}
 		prepared[i] = PreparedDevice{
-			RequestNames: []string{result.Request}, PoolName: result.Pool, DeviceName: names[i],
+			RequestNames: []string{request}, PoolName: result.Pool, DeviceName: names[i],
 			CDIDeviceIDs: []string{cdiIDs[i]}, ShareID: d.shareID(result), AdminAccess: adminAccess(result),
 		}
 		entries[i] = d.statusEntry(result, cdiIDs)
+	}
+	if d.config.IsBroken(statusForOtherDriversDevices) {
+		entries = append(entries, d.otherDriversEntries(found.claim)...)
 	}
 	if _, ok := d.faults.Find("status-write-failure", ref.UID, names); ok {
 		_ = d.removeSpecs(ref.UID, prepared)
@@ -400,7 +435,17 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 	if err := d.prepared.Put(ref.UID, ClaimRecord{Namespace: ref.Namespace, Name: ref.Name, Devices: prepared}); err != nil {
 		return PrepareResult{Error: "record prepared claim: " + err.Error()}
 	}
+	if d.config.IsBroken(rewritesStatusAfterPrepare) && !d.config.IsBroken(omitsDeclaredStatus) {
+		go d.rewriteStatusLater(found.claim, entries)
+	}
 	return PrepareResult{Devices: prepared}
+}
+
+// rewriteStatusLater is rewrites-status-after-prepare: a "refresh" of the claim's status.devices a few seconds
+// after its prepare, whether or not the claim was unprepared meanwhile.
+func (d *DriverCore) rewriteStatusLater(claim *resourceapi.ResourceClaim, entries []map[string]any) {
+	time.Sleep(statusRefreshDelay)
+	_ = d.api.ApplyDeviceStatus(claim, entries) // refused once the claim is deallocated; the attempt is the bug
 }
 
 // shareID is the answer's share ID for a result that is a share of a device (prepare-ignores-share-id leaves it
@@ -432,6 +477,27 @@ func (d *DriverCore) writeSpecs(uid string, mine []resourceapi.DeviceRequestAllo
 		}
 	}
 	return writeCDISpec(d.config, uid, names, setUp, !withoutEdits)
+}
+
+// specsLost says whether a spec file the claim's recorded devices are defined in is missing from the CDI dir.
+func (d *DriverCore) specsLost(uid string, devices []PreparedDevice) bool {
+	var paths []string
+	if d.config.Profile == sharedProfile {
+		for _, device := range devices {
+			for _, id := range device.CDIDeviceIDs {
+				_, share, _ := strings.Cut(id, "=")
+				paths = append(paths, shareSpecPath(d.config, share))
+			}
+		}
+	} else if len(devices) > 0 {
+		paths = append(paths, cdiSpecPath(d.config, uid))
+	}
+	for _, path := range paths {
+		if _, err := os.Stat(path); err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // removeSpecs deletes the CDI specs of one claim: its own file, or with shared devices the files of its shares.
@@ -542,6 +608,20 @@ func (d *DriverCore) statusEntry(result resourceapi.DeviceRequestAllocationResul
 		entry["conditions"] = []map[string]string{readyCondition("True", "Prepared", "prepared by fake-dra")}
 	}
 	return entry
+}
+
+// otherDriversEntries is status-for-other-drivers-devices: an entry for each device the claim was allocated from
+// another driver, under that driver's name, as if this driver had prepared it.
+func (d *DriverCore) otherDriversEntries(claim *resourceapi.ResourceClaim) []map[string]any {
+	var entries []map[string]any
+	for _, result := range claim.Status.Allocation.Devices.Results {
+		if result.Driver != d.config.DriverName {
+			entry := d.statusEntry(result, []string{})
+			entry["driver"] = result.Driver
+			entries = append(entries, entry)
+		}
+	}
+	return entries
 }
 
 // readyCondition is a Ready condition of a status.devices entry, as of now.

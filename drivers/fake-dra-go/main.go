@@ -53,6 +53,7 @@ func run(c Config) int {
 	if err != nil {
 		return fail("prepared claims in %s: %v", c.StateDir, err)
 	}
+	prepared.writesOutsideLock = c.IsBroken(checkpointWrittenOutsideLock)
 	core, err := newDriverCore(c, api, calls, prepared)
 	switch {
 	case err != nil:

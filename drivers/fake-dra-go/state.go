@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // envelopeFormat: release 2 writes the prepared claims inside an envelope that names its format and writer;
@@ -59,6 +60,9 @@ type PreparedClaims struct {
 	// writeMu serializes file writes (taken before mu, never while holding it); written is the last version on disk.
 	writeMu sync.Mutex
 	written int64
+	// writesOutsideLock is checkpoint-written-outside-lock: each change re-reads the file and writes it back with
+	// its own change alone, holding no lock.
+	writesOutsideLock bool
 }
 
 func loadPreparedClaims(path, driverVersion string, shared bool) (*PreparedClaims, error) {
@@ -139,26 +143,61 @@ func (p *PreparedClaims) All() (map[string]ClaimRecord, error) {
 
 // Put remembers a prepared claim; it is on disk when Put returns.
 func (p *PreparedClaims) Put(uid string, record ClaimRecord) error {
-	return p.change(func() { p.claims[uid] = record })
+	return p.change(func(claims map[string]ClaimRecord) { claims[uid] = record })
 }
 
 // Remove forgets a claim (unprepared); on disk when Remove returns.
 func (p *PreparedClaims) Remove(uid string) error {
-	return p.change(func() { delete(p.claims, uid) })
+	return p.change(func(claims map[string]ClaimRecord) { delete(claims, uid) })
+}
+
+// changeOutsideLock is checkpoint-written-outside-lock: the change is made in memory, then applied to what the file
+// holds now and written back, with no lock held from the read to the write (slow storage widens the window), so
+// concurrent changes overwrite each other on disk and a restart loads a file that lost some of them.
+func (p *PreparedClaims) changeOutsideLock(apply func(map[string]ClaimRecord)) error {
+	p.mu.Lock()
+	apply(p.claims)
+	p.mu.Unlock()
+	disk := &PreparedClaims{path: p.path, driverVersion: p.driverVersion}
+	if err := disk.load(); err != nil {
+		return err
+	}
+	time.Sleep(checkpointWriteWindow)
+	apply(disk.claims)
+	encoded, err := disk.encoded()
+	if err != nil {
+		return err
+	}
+	partial, err := os.CreateTemp(filepath.Dir(p.path), "prepared-*.partial")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(partial.Name())
+	if _, err := partial.Write(encoded); err != nil {
+		partial.Close()
+		return err
+	}
+	if err := partial.Close(); err != nil {
+		return err
+	}
+	return os.Rename(partial.Name(), p.path)
 }
 
 // change applies one change in memory and returns once a file that holds it is written. Not shared, changes made
 // while a write is in progress are committed together by the next writer, which encodes the map once for all of
 // them: under 100 concurrent prepares, one write per change queued them all behind each other's file renames.
-func (p *PreparedClaims) change(apply func()) error {
+func (p *PreparedClaims) change(apply func(map[string]ClaimRecord)) error {
+	if p.writesOutsideLock {
+		return p.changeOutsideLock(apply)
+	}
 	if p.shared { // other instances read the file under the file lock held here
 		return p.locked(func() error {
-			apply()
+			apply(p.claims)
 			return p.write()
 		})
 	}
 	p.mu.Lock()
-	apply()
+	apply(p.claims)
 	p.version++
 	version := p.version
 	p.mu.Unlock()

@@ -1,7 +1,8 @@
 """The model-based explorer (issue 43): random sequences of kubelet and node operations, the contract after each one.
 
 Nobody wrote these sequences down. Hypothesis draws them (claims of random shapes allocated by the real scheduler,
-prepares and unprepares alone and batched, repeated prepares, driver restarts, a wiped CDI dir, deleted claims) on a
+some mixing in another driver's devices, prepares and unprepares alone, batched and concurrent, repeated prepares,
+driver restarts by SIGKILL and SIGTERM, a wiped CDI dir, republished pools, deleted claims) on a
 set-aside node of the driver under test, where the suite plays the kubelet, and checks the invariants of
 `dra_conformance/model/registry/explore.yaml` after every step. A finding is shrunk to the shortest sequence that
 still breaks it and reported with its seed; `dra-conformance explore --profile P --replay SEED` runs it again.
@@ -19,6 +20,7 @@ from kubernetes import client
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.under_test import DriverUnderTest
+from dra_conformance.explore import RECORD_KIND
 from dra_conformance.explore.cluster import ClusterWorld
 from dra_conformance.explore.invariants import HARNESS
 from dra_conformance.explore.runner import Budget, Exploration, explore, render
@@ -36,8 +38,6 @@ from dra_conformance.timeouts import Timeouts
 # Every step talks to the driver's sockets: not applicable where this machine cannot reach them.
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
-# The exploration's record in reports/<run-id>/records/ (`dra-conformance explore` prints it).
-RECORD_KIND = "explore"
 # Seeds are 32-bit, as Hypothesis prints them.
 SEED_BITS = 32
 
@@ -78,6 +78,7 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
     build: Builder,
     api_client: client.ApiClient,
     device_class: str,
+    other_driver: tuple[str, str] | None,
     driver_client: Callable[[DriverEndpoint], DriverClient],
     latency_log: LatencyLog,
     timeouts: Timeouts,
@@ -99,6 +100,8 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
             latency_log,
             timeouts,
             admin_access=profile.declares(Capability.ADMIN_ACCESS),
+            republish=profile.declares(Capability.REFERENCE_FAULTS),
+            other=other_driver,
         )
     except HarnessProblem as problem:
         obligations.fail(HARNESS, str(problem), where)

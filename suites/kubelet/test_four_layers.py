@@ -30,13 +30,18 @@ from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder, ClaimUse
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.interposer import InterposedFault, KubeletInterposer
-from dra_conformance.kubelet.layers import DEVICE_MISSING_EXIT, Answer, FourLayerRecord, Layer, WorkloadObserver
+from dra_conformance.kubelet.layers import (
+    DEVICE_MISSING_EXIT,
+    RECORD_KIND,
+    Answer,
+    FourLayerRecord,
+    Layer,
+    WorkloadObserver,
+)
 from dra_conformance.model.findings import Obligations
 from dra_conformance.model.records import RunRecords
 from dra_conformance.timeouts import Timeouts
 
-# Kind of the run records that hold every four-layer record (for the summary).
-RECORD_KIND = "four-layer"
 # The environment the reference driver's CDI spec injects for every prepared device.
 REFERENCE_DEVICE_ENV = "FAKE_DRA_DEVICE"
 

@@ -204,7 +204,7 @@ def test_driver_restarted_on_the_node_registers_again_and_serves_new_pods(
     core = client.CoreV1Api(api_client)
     kubelet_root = real_node.layout.kubelet_root if real_node.layout is not None else None
     if kubelet_root is None and real_node.endpoint is not None:
-        kubelet_root = PurePosixPath(real_node.endpoint.kubelet_root)
+        kubelet_root = real_node.endpoint.root_on_node
     driver_pod, found = (None, "the node's kubelet root is unknown")
     if kubelet_root is not None:
         driver_pod, found = find_driver_pod(core, real_node.name, kubelet_root, build.driver, cluster.driver_daemonsets)

@@ -9,11 +9,14 @@ driver answered (none is a valid answer).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import allure
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import allocated_devices, check_prepare_answer, check_unprepare
@@ -82,6 +85,70 @@ def test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared(
         f"claim {second.ref.name}, still prepared, on {node}, CDI dir {cdi_dir}",
     )
     check_unprepare(obligations, kubelet, endpoint, second.ref, "protocol.unprepare-succeeds", "unprepare")
+
+
+def test_a_repeated_prepare_answers_cdi_ids_that_resolve_after_the_claims_specs_were_lost(
+    disruption: Disruption,
+    allocated_on_disruption_node: AllocatedClaim,
+    driver_under_test: DriverUnderTest,
+    kubelet: KubeletRole,
+    obligations: Obligations,
+) -> None:
+    """A reboot as the driver sees it: its CDI specs gone, its process restarted, its own state on disk kept.
+
+    The kubelet then prepares the claim again and hands the answered IDs to the runtime. The spec files defining the
+    claim's CDI devices are removed, the driver is killed and started again, and the claim is prepared again: each ID
+    of that answer must be defined in the CDI dir. Files the driver did not write back are restored at the end.
+    """
+    allocated, endpoint = allocated_on_disruption_node, disruption.endpoint
+    cdi_dir = cdi_dir_of(endpoint)
+    first = check_prepare_answer(
+        obligations, allocated, driver_under_test.name, kubelet.prepare_outcome(endpoint, [allocated.ref]), "prepare"
+    )
+    if not _ids(first.devices):
+        pytest.skip(f"not applicable: {driver_under_test.name} answered no CDI device IDs (none is a valid answer)")
+    defined = read_specs(cdi_dir)
+    where = f"claim {allocated.ref.name} on {allocated.node}, CDI dir {cdi_dir}"
+    problem = _unresolved(_ids(first.devices), defined)
+    obligations.check("protocol.cdi-device-ids-resolve", not problem, problem, where)
+    lost = _remove_defining(cdi_dir, _ids(first.devices), defined)
+    try:
+        with allure.step(f"reboot as the driver sees it: {sorted(lost)} removed, the driver killed and started again"):
+            disruption.kill()
+            disruption.start()  # waits until it registered again with a complete pool
+        again = check_prepare_answer(
+            obligations,
+            allocated,
+            driver_under_test.name,
+            kubelet.prepare_outcome(endpoint, [allocated.ref]),
+            "repeated prepare after the reboot",
+        )
+        problem = _unresolved(_ids(again.devices), read_specs(cdi_dir))
+        obligations.check(
+            "protocol.repeated-prepare-cdi-ids-resolve-after-specs-lost",
+            not problem,
+            f"after removing {sorted(lost)}, restarting the driver and preparing again: {problem}",
+            where,
+        )
+    finally:
+        for path, content in lost.items():
+            restored = cdi_dir / path
+            if not restored.exists():
+                restored.write_bytes(content)
+    check_unprepare(obligations, kubelet, endpoint, allocated.ref, "protocol.unprepare-succeeds", "unprepare")
+
+
+def _remove_defining(cdi_dir: Path, ids: list[str], defined: dict[str, CdiDevice]) -> dict[str, bytes]:
+    """Remove the spec files that define any of `ids`, as a reboot empties the CDI dir; returns name -> content."""
+    removed = {}
+    for name in sorted({defined[cdi].spec_file for cdi in ids if cdi in defined}):
+        path = cdi_dir / name
+        try:
+            removed[name] = path.read_bytes()
+            path.unlink()
+        except FileNotFoundError:  # removed meanwhile
+            continue
+    return removed
 
 
 def test_cdi_spec_edits_set_up_the_device_the_prepare_reports(

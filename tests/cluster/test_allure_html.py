@@ -151,7 +151,7 @@ def test_a_run_renders_html_that_a_browser_shows_with_the_runs_tests(
         "-n",
         "1",
         *([f"--profile={profile}"] if profile else []),
-        f"--dra-cluster-state-dir={state_dir}",
+        f"--dra-state-dir={state_dir}",
         f"--dra-reports-dir={reports}",
         "-p",
         "no:cacheprovider",

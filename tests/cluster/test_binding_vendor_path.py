@@ -67,7 +67,7 @@ def test_binding_checks_run_on_a_leased_node_of_a_driver_without_fault_switches(
             "-n",
             "1",
             f"--profile={vendor_like_profile(tmp_path)}",
-            f"--dra-cluster-state-dir={tmp_path / 'cluster'}",
+            f"--dra-state-dir={tmp_path / 'cluster'}",
             f"--dra-reports-dir={reports}",
             "-p",
             "no:cacheprovider",

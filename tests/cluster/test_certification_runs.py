@@ -129,7 +129,7 @@ def test_certification_run_ends_in_its_verdict_with_no_check_failed(run: Certifi
         "run",
         "-n",
         "1",  # CI's two workers keep both cores busy
-        f"--dra-cluster-state-dir={paths.CHECKOUT / 'reports' / 'clusters' / run.name}",
+        f"--dra-state-dir={paths.CHECKOUT / 'reports' / 'clusters' / run.name}",
         f"--dra-reports-dir={reports}",
         *run.args,
     ]

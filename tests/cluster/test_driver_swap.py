@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client
 
 from dra_conformance.backends.local import drivers
@@ -106,3 +107,35 @@ def test_replace_is_refused_while_another_run_holds_the_cluster(
     info = backend.info()
     assert info is not None and info.details["profile"] == str(backend.config.profile), "the driver was swapped"
     assert drivers.identity_path(backend.layout).exists(), "the refused swap removed the driver's identity record"
+
+
+def test_a_directory_that_existed_before_the_run_survives_the_swap_and_cluster_down(
+    tmp_path: Path, timeouts: Timeouts
+) -> None:
+    """A host directory the profile names in `createDirs` (allowed by `hostPaths`) is the user's, not the run's."""
+    host = tmp_path / "host-existing"
+    host.mkdir()
+    (host / "keep.txt").write_text("mine")
+    profile = renamed_reference_profile(tmp_path, "gpu-a.swap.example.com", 2)
+    raw = yaml.safe_load(profile.read_text())
+    raw["run"]["createDirs"] = [str(host), "{data_dir}/scratch"]
+    raw["hostPaths"] = [*raw["hostPaths"], str(host)]
+    profile.write_text(yaml.safe_dump(raw, sort_keys=False))
+    backend = LocalBackend(
+        LocalClusterConfig(state_dir=tmp_path / "cluster", nodes=1, timeouts=timeouts, owner_pid=None, profile=profile)
+    )
+    try:
+        started = backend.start()
+        scratch = [backend.layout.root / "nodes" / node / "driver-data" / "scratch" for node in started.nodes]
+        assert all(path.is_dir() for path in scratch), f"createDirs not created: {scratch}"
+        second = renamed_reference_profile(tmp_path, "gpu-b.swap.example.com", 3)
+        LocalBackend(
+            LocalClusterConfig(
+                state_dir=backend.config.state_dir, nodes=1, timeouts=timeouts, profile=second, replace_driver=True
+            )
+        ).start()
+        assert sorted(p.name for p in host.iterdir()) == ["keep.txt"], f"after the swap: {list(host.iterdir())}"
+        assert not [path for path in scratch if path.exists()], f"the swap left what it created: {scratch}"
+    finally:
+        backend.stop()
+    assert (host / "keep.txt").read_text() == "mine", f"after cluster down: {list(host.iterdir())}"

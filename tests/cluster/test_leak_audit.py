@@ -26,7 +26,7 @@ def test_an_object_left_in_the_namespace_fails_the_test_with_the_leftovers(
         "-p",
         "no:cacheprovider",
         "--dra-timeout-delete=3",
-        f"--dra-cluster-state-dir={cluster.details['state_dir']}",
+        f"--dra-state-dir={cluster.details['state_dir']}",
         f"--dra-reports-dir={pytester.path / 'reports'}",
     )
     result.assert_outcomes(passed=1, errors=1)

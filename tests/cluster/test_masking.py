@@ -75,7 +75,7 @@ def test_device_identifiers_of_any_shape_are_masked_at_the_source_in_every_file_
         "-p",
         "no:dra_conformance.plugin.artifact_masking",
         "-rA",
-        f"--dra-cluster-state-dir={state_dir}",
+        f"--dra-state-dir={state_dir}",
         f"--dra-reports-dir={reports}",
         "-k",
         CHECKS,

@@ -21,6 +21,7 @@ import pytest
 from dra_conformance.backends.local import install_record, real_node, shipped
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.layout import CONTAINERD_CDI_DIRS, STANDARD_KUBELET_ROOT, STATIC_CDI_DIR
+from dra_conformance.backends.local.node_namespace import NodeNamespace
 from dra_conformance.backends.local.real_node import HostRecord, host_record_path, snapshot
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.kube import waits
@@ -142,8 +143,19 @@ def _as_found(path: Path) -> list[str] | None:
     return snapshot(path) if path.is_dir() and not path.is_symlink() else []
 
 
+def _on_its_own_node(backend: LocalBackend, driver: str) -> NodeNamespace:
+    """The second real node, checked to run the driver in its own kubelet root (not the host's /var/lib/kubelet)."""
+    further = NodeNamespace.of(backend.layout, real_node.node_name(1), 1)
+    assert further.leftovers(), f"nothing of {further.node}'s namespaces on the host while it runs"
+    own = sorted(p.name for p in (further.kubelet_root / "plugins_registry").glob(f"{driver}-*-reg.sock"))
+    host = sorted(p.name for p in (STANDARD_KUBELET_ROOT / "plugins_registry").glob(f"{driver}-*-reg.sock"))
+    # One registration each, by different pods: the two kubelets see two roots, not one shared.
+    assert len(own) == 1 and len(host) == 1 and own != host, f"{further.node}: {own}; real-node-0: {host}"
+    return further
+
+
 @pytest.mark.timeout(IMAGE_BUILD_DEADLINE + SHIPPED_CLUSTER_DEADLINE)
-def test_down_leaves_the_host_paths_of_a_shipped_driver_as_they_were(tmp_path: Path) -> None:
+def test_down_leaves_the_host_paths_of_a_shipped_driver_on_two_real_nodes_as_they_were(tmp_path: Path) -> None:
     profile = load_profile(SHIPPED_PROFILE)
     assert profile.install is not None
     mounted = install_record.host_paths_of(shipped.load_manifests(profile.install.manifests))
@@ -151,9 +163,11 @@ def test_down_leaves_the_host_paths_of_a_shipped_driver_as_they_were(tmp_path: P
     before = {path: _as_found(path) for path in watched}
     assert not os.path.lexists(STATIC_SPEC), f"{STATIC_SPEC} is there before the test: left by an earlier run?"
     try:
-        with shipped_driver_cluster(tmp_path / "cluster") as backend:
+        with shipped_driver_cluster(tmp_path / "cluster", real_nodes=2) as backend:
             info = backend.start()
             assert info.driver_daemonsets == ("fake-dra/fake-dra-kubelet-plugin",), info.driver_daemonsets
+            assert info.real_nodes == (real_node.REAL_NODE, real_node.node_name(1)), info.real_nodes
+            further = _on_its_own_node(backend, profile.driver)
             record = HostRecord.read(host_record_path(backend.layout))
             installed = install_record.InstallRecord.read(install_record.record_path(backend.layout))
             assert record is not None and installed is not None, "no host or install record while the node runs"
@@ -165,6 +179,7 @@ def test_down_leaves_the_host_paths_of_a_shipped_driver_as_they_were(tmp_path: P
             assert during != before, f"the run changed none of {watched}, so the check below shows nothing"
             backend.stop()
         _assert_host_restored(backend, record)
+        assert further.leftovers() == [], f"left of {further.node}'s namespaces: {further.leftovers()}"
         after = {path: _as_found(path) for path in watched}
         changed = {str(path): (before[path], after[path]) for path in watched if after[path] != before[path]}
         assert changed == {}, f"not as before the cluster started (before, after): {changed}"

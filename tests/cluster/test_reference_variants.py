@@ -93,7 +93,7 @@ def test_a_legitimate_variant_breaks_no_contract_obligation(
             "0",  # in the run's own process: CI's two workers are busy with other tests
             f"--nodes={VARIANT_NODES}",
             f"--profile={profile}",
-            f"--dra-cluster-state-dir={variant_cluster}",
+            f"--dra-state-dir={variant_cluster}",
             f"--dra-reports-dir={reports}",
             "-p",
             "no:cacheprovider",

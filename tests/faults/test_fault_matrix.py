@@ -102,7 +102,7 @@ def faulted_run(tmp_path: Path) -> Iterator[Callable[..., RunUnderFault]]:
                 "run",
                 "-n",
                 "2",
-                f"--dra-cluster-state-dir={state_dir}",
+                f"--dra-state-dir={state_dir}",
                 f"--dra-reports-dir={reports}",
                 "-p",
                 "no:cacheprovider",

@@ -187,7 +187,7 @@ def test_an_unavailable_v1_ends_the_metrics_run_in_minutes_with_fix_first(
                 str(Path(sys.executable).parent / "dra-conformance"),
                 "run",
                 "--no-html",
-                f"--dra-cluster-state-dir={state_dir}",
+                f"--dra-state-dir={state_dir}",
                 "-n",
                 "1",
                 "-k",

@@ -253,7 +253,7 @@ def command(chosen: Mutant, workdir: Path, strictness: Strictness) -> list[str]:
         "--nodes",
         "2",
         f"--profile={strictness_profile(chosen, workdir, strictness)}",
-        f"--dra-cluster-state-dir={workdir / 'cluster'}",
+        f"--dra-state-dir={workdir / 'cluster'}",
         f"--dra-reports-dir={workdir / 'reports'}",
         "-p",
         "no:cacheprovider",

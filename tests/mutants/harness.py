@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from dra_conformance import paths
+from dra_conformance.driver import confinement
 from fake_dra.broken import BrokenMode
 from tests.reference_image import build_reference_image
 from tests.shared_cluster import swap_in
@@ -120,6 +121,13 @@ MUTANTS: tuple[Mutant, ...] = (
     _driver_mutant(
         BrokenMode.PREPARES_FOREIGN_CLAIMS, FOREIGN_NODE_CHECK, "protocol.foreign-node-claim-no-node-local-work"
     ),
+    # Issue 43's held-out classes, each with its named check (issue 44): a multi-request claim's devices all answered
+    # under the first request's name.
+    _driver_mutant(
+        BrokenMode.ANSWERS_UNDER_FIRST_REQUEST,
+        "test_each_device_of_a_multi_request_claim_is_answered_under_its_own_request",
+        "protocol.answer-request-names-match-allocation",
+    ),
     # NodeUnprepareResources answers.
     _driver_mutant(
         BrokenMode.UNPREPARE_UNKNOWN_FAILS,
@@ -132,6 +140,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "protocol.unprepare-of-deleted-claim-succeeds",
     ),
     _driver_mutant(BrokenMode.UNPREPARE_HANDLES_ONLY_FIRST, BATCH_CHECK, "protocol.batch-unprepare-undoes-every-claim"),
+    # Issue 43's held-out class: the record of prepared claims written outside its lock loses concurrent changes,
+    # which a restart shows.
+    _driver_mutant(
+        BrokenMode.CHECKPOINT_WRITTEN_OUTSIDE_LOCK,
+        "test_claims_prepared_and_unprepared_concurrently_are_known_as_such_after_a_restart",
+        "protocol.restart-after-concurrent-changes-knows-prepared-claims",
+    ),
     # A build that loses its prepared claims when its process goes: the rollback check's version changes restart it.
     _driver_mutant(BrokenMode.LOSES_STATE_ON_RESTART, DOWNGRADE_CHECK, "rollback.prepared-state-kept-across-versions"),
     # CDI specs.
@@ -145,6 +160,12 @@ MUTANTS: tuple[Mutant, ...] = (
         BrokenMode.UNPREPARE_REMOVES_OTHER_CLAIMS_CDI,
         CDI_RESOLVE_CHECK,
         "protocol.cdi-device-ids-resolve-until-unprepare",
+    ),
+    # Lost CDI specs (issue 44): a repeated prepare after a reboot emptied the CDI dir answers IDs no spec defines.
+    _driver_mutant(
+        BrokenMode.REPLAYED_PREPARE_SKIPS_CDI_SPECS,
+        "test_a_repeated_prepare_answers_cdi_ids_that_resolve_after_the_claims_specs_were_lost",
+        "protocol.repeated-prepare-cdi-ids-resolve-after-specs-lost",
     ),
     _driver_mutant(
         BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE,
@@ -170,6 +191,12 @@ MUTANTS: tuple[Mutant, ...] = (
         BrokenMode.REPUBLISH_LEAVES_INCOMPLETE_POOL,
         "test_pool_stays_complete_and_drops_older_generations_while_the_driver_republishes",
         "slices.pool-stays-complete-during-republish",
+    ),
+    # Issue 43's held-out class: a republish (a rescan) changes an attribute's type with no new driver version.
+    _driver_mutant(
+        BrokenMode.REPUBLISH_CHANGES_ATTRIBUTE_TYPE,
+        "test_device_attributes_keep_their_names_and_types_across_republishes",
+        "slices.attribute-names-and-types-stable",
     ),
     _driver_mutant(
         BrokenMode.DUPLICATE_DEVICE_NAMES,
@@ -202,6 +229,18 @@ MUTANTS: tuple[Mutant, ...] = (
         BrokenMode.IGNORES_STATUS_WRITE_FAILURE,
         "test_driver_keeps_its_slices_and_its_declared_status_through_api_faults",
         "protocol.declared-status-survives-api-faults",
+    ),
+    # Issue 43's held-out classes: status entries for the other driver's devices of a mixed claim; a status write a
+    # few seconds after prepare, also after the unprepare.
+    _driver_mutant(
+        BrokenMode.STATUS_FOR_OTHER_DRIVERS_DEVICES,
+        "test_a_claim_mixing_two_drivers_gets_status_entries_only_for_the_drivers_own_devices",
+        "protocol.status-entries-only-for-own-devices",
+    ),
+    _driver_mutant(
+        BrokenMode.REWRITES_STATUS_AFTER_PREPARE,
+        "test_no_status_write_by_the_driver_follows_its_unprepare",
+        "protocol.no-status-write-after-unprepare",
     ),
     _driver_mutant(
         BrokenMode.WRITES_STATUS_FOR_FOREIGN_CLAIMS,
@@ -248,6 +287,15 @@ MUTANTS: tuple[Mutant, ...] = (
         modes=(BrokenMode.REMOVES_OTHER_INSTANCES_SOCKETS,),
         shipped=True,
     ),
+    # The driver as shipped, on the real node (issue 43's held-out class): the new instance of a rolling update
+    # registers through the old one's socket file name.
+    Mutant(
+        str(BrokenMode.REUSES_REGISTRATION_SOCKET_NAME),
+        "test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to_the_new_instance",
+        "kubelet.rolling-update-instances-registered-side-by-side",
+        modes=(BrokenMode.REUSES_REGISTRATION_SOCKET_NAME,),
+        shipped=True,
+    ),
     # The RBAC the driver ships.
     Mutant(
         "rbac-arbitrary-node",
@@ -285,6 +333,7 @@ def shipped_mutant_profile(chosen: Mutant, directory: Path) -> Path:
         raise RuntimeError(f"image build for mutant {chosen}: {failed}")
     install["images"] = [str(image)]
     profile["identity"]["rbac"] = [str((source.parent / path).resolve()) for path in profile["identity"]["rbac"]]
+    profile["hostPaths"] = confinement.host_paths_of_copy(profile, source.parent)
     path = directory / f"{chosen.name}.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     return path
@@ -310,6 +359,7 @@ def mutant_profile(chosen: Mutant, directory: Path, base: Path | None = None) ->
     controller = profile["identity"].get("controller") or {}
     if "rbac" in controller:
         controller["rbac"] = [str((source.parent / path).resolve()) for path in controller["rbac"]]
+    profile["hostPaths"] = confinement.host_paths_of_copy(profile, source.parent)
     path = directory / f"{chosen.name}.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
     return path
@@ -393,7 +443,7 @@ def run_mutant(
         str(MUTANT_NODES),
         *(["--real-node"] if chosen.shipped else []),
         f"--profile={profile}",
-        f"--dra-cluster-state-dir={state_dir}",
+        f"--dra-state-dir={state_dir}",
         f"--dra-reports-dir={workdir / 'reports'}",
         "-p",
         "no:cacheprovider",

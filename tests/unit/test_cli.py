@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from dra_conformance.backends.registry import real_node_blocker
+from dra_conformance import settings, versions
+from dra_conformance.backends.registry import BACKENDS, real_node_blocker
 from dra_conformance.cli import (
     EXIT_FAILED,
     EXIT_USAGE,
-    FORMER_PLUGIN_OPTIONS,
     PLUGIN_PATH_OPTIONS,
     build_parser,
     chosen_targets,
@@ -20,6 +22,7 @@ from dra_conformance.cli import (
     main,
     one_line_usage_error,
     real_node_wanted,
+    shared_plugin_options,
 )
 from dra_conformance.errors import UsageError
 from dra_conformance.plugin import metrics_fixtures, options, rbac_fixtures, rollback_fixtures, scenario_fixtures
@@ -82,7 +85,10 @@ def test_status_of_a_cluster_that_is_not_running(tmp_path: Path, capsys: pytest.
     assert _one_line(capsys.readouterr().err) == "local cluster is not running"
 
 
-def test_run_against_existing_cluster_needs_a_kubeconfig(capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_against_existing_cluster_needs_a_kubeconfig(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     assert main(["run", "--cluster", "existing"]) == EXIT_USAGE
     assert _one_line(capsys.readouterr().err) == "dra-conformance: --cluster=existing needs --kubeconfig"
 
@@ -103,7 +109,7 @@ def test_run_with_a_malformed_kubeconfig(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_run_targets_leave_out_the_values_of_options_given_as_separate_arguments() -> None:
     """An option's value that happens to be a directory is not a test path (it would run every test under it)."""
-    assert chosen_targets(["--dra-cluster-state-dir", "suites", "-rs"]) == []
+    assert chosen_targets(["--dra-state-dir", "suites", "-rs"]) == []
     assert chosen_targets(["--dra-keep-cluster", "suites", "-k", "tests"]) == ["suites"]
     assert chosen_targets(["-rs", "suites/kubelet::test_x"]) == ["suites/kubelet::test_x"]
 
@@ -129,23 +135,95 @@ def test_the_cli_knows_every_path_option_of_the_plugin() -> None:
     assert recorder.path_options == PLUGIN_PATH_OPTIONS
 
 
-def test_a_plugin_option_by_its_former_name_gets_one_line_naming_the_new_one(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["run", "--cluster-state-dir=/tmp/x", "-k", "rbac"], "--cluster-state-dir is now --state-dir"),
+        (["run", "--dra-cluster-state-dir", "/tmp/x"], "--dra-cluster-state-dir is now --dra-state-dir"),
+        (["run", "--dra-metrics-implementation=none"], "--dra-metrics-implementation is now --dra-metrics"),
+        (["run", "--rollback-phase", "before"], "--rollback-phase is now --dra-rollback-phase"),
+        (["explore", "--keep-cluster"], "--keep-cluster is now --dra-keep-cluster"),
+    ],
+    ids=["renamed-run-flag", "renamed-plugin-option", "renamed-metrics", "prefixless", "explore"],
+)
+def test_a_former_spelling_gets_one_line_naming_the_one_to_use(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["run", "--cluster-state-dir=/tmp/x", "-k", "rbac"])
+    code = main(argv)
     assert code == EXIT_USAGE, code
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
-        "dra-conformance: --cluster-state-dir is now --dra-cluster-state-dir "
-        "(every pytest option of dra-conformance starts with --dra-)"
-    ], err
+    line = _one_line(capsys.readouterr().err)
+    assert line.startswith(f"dra-conformance: {expected} "), line
 
 
-def test_every_former_option_name_is_a_plugin_option_with_the_prefix(pytester: pytest.Pytester) -> None:
-    group = pytester.parseconfig()._parser.getgroup(options.GROUP)
-    names = {name for option in group.options for name in option.names()}
-    missing = [name for name in FORMER_PLUGIN_OPTIONS if f"--dra-{name}" not in names]
-    assert not missing, f"not options of the plugin: {missing}"
+def test_every_former_spelling_names_an_option_of_the_plugin(pytester: pytest.Pytester) -> None:
+    parser = pytester.parseconfig()._parser
+    names = {name for group in parser._groups for option in group.options for name in option.names()}
+    targets = {settings.PLUGIN_PREFIX + settings.RENAMED.get(name, name) for name in settings.PREFIXLESS}
+    targets |= {settings.PLUGIN_PREFIX + new for new in settings.RENAMED.values()}
+    missing = sorted(target for target in targets if target not in names)
+    assert not missing, f"former spellings that point at no option of the plugin: {missing}"
+
+
+def test_a_former_spelling_in_plain_pytest_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    with pytest.raises(pytest.UsageError, match=r"^--dra-cluster-state-dir is now --dra-state-dir$"):
+        pytester.parseconfig("--dra-cluster-state-dir=/tmp/x")
+
+
+def test_run_and_cluster_take_the_shared_settings_with_one_spelling(tmp_path: Path) -> None:
+    cluster = build_parser().parse_args(["cluster", "up", "--state-dir", str(tmp_path), "--cache-dir", "c"])
+    run, rest = build_parser().parse_known_args(["run", "--state-dir", str(tmp_path), "--cache-dir", "c", "-x"])
+    assert (cluster.state_dir, cluster.cache_dir) == (run.state_dir, run.cache_dir) == (tmp_path, Path("c")), (
+        cluster,
+        run,
+    )
+    assert rest == ["-x"], rest
+    passed = shared_plugin_options(run)
+    assert f"--dra-state-dir={tmp_path}" in passed and "--dra-cache-dir=c" in passed, passed
+
+
+def test_every_command_takes_the_shared_settings_the_table_says() -> None:
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    sonobuoy = next(a for a in commands["sonobuoy"]._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {name: set(sub._option_string_actions) for name, sub in commands.items()}
+    flags["sonobuoy"] = set(sonobuoy.choices["run"]._option_string_actions)
+    wrong = [
+        (setting.flag, command)
+        for setting in settings.SHARED
+        for command in setting.commands
+        if setting.flag not in flags[command]
+    ]
+    assert not wrong, f"shared settings a command does not take: {wrong}"
+    assert settings.BACKEND_NAMES == tuple(BACKENDS), (settings.BACKEND_NAMES, tuple(BACKENDS))
+
+
+def test_run_against_an_existing_cluster_reads_kubeconfig_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "from-env.kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", f"{missing}:{tmp_path / 'second'}")
+    assert main(["run", "--cluster", "existing"]) == EXIT_USAGE
+    assert _one_line(capsys.readouterr().err) == f"dra-conformance: kubeconfig {missing}: no such file"
+
+
+def test_version_names_the_release_the_pinned_kubernetes_and_the_commit(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    line = _one_line(capsys.readouterr().out)
+    assert exited.value.code == 0, exited.value.code
+    kubernetes = re.escape(versions.KUBERNETES)
+    assert re.fullmatch(rf"dra-conformance \S+ \(Kubernetes {kubernetes}, commit \S.*\)", line), line
+    assert "unknown" not in line, f"a checkout knows its commit: {line}"
+
+
+def test_run_help_lists_the_suite_options_in_their_groups(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    shown = capsys.readouterr().out
+    titles = [line for line in shown.splitlines() if line.startswith("DRA conformance")]
+    assert len(titles) >= 5 and titles[0].startswith("DRA conformance: cluster"), titles
+    for option in ("--dra-state-dir", "--dra-rollback-phase", "--dra-strictness", "--dra-timeout-pod-scheduled"):
+        assert option in shown, f"{option} not in run --help:\n{shown}"
 
 
 def test_real_node_auto_follows_what_the_machine_allows_and_says_why_not() -> None:
@@ -193,3 +271,14 @@ def test_run_with_an_unknown_option_says_so_in_one_line_and_exits_4(tmp_path: Pa
     assert result.returncode == 4, f"exit {result.returncode}; stderr: {result.stderr!r}"
     assert len(lines) == 1 and "unrecognized arguments: --no-such-option" in lines[0], f"stderr: {result.stderr!r}"
     assert not (tmp_path / "reports").exists(), f"left behind: {sorted(tmp_path.rglob('*'))}"
+
+
+def test_the_plugin_reads_kubeconfig_from_the_environment_for_an_existing_cluster(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = tmp_path / "env.kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    with pytest.raises(pytest.UsageError, match=f"kubeconfig {re.escape(str(missing))}: no such file"):
+        options.suite_config_from(pytester.parseconfig("--dra-cluster=existing"))
+    local = options.suite_config_from(pytester.parseconfig("--dra-cluster=local"))
+    assert local.kubeconfig is None, f"a local cluster writes its own kubeconfig, got {local.kubeconfig}"

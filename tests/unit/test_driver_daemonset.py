@@ -56,7 +56,7 @@ def test_profile_environment_wins_over_the_defaults_and_the_pod_stays_on_its_nod
 def test_a_relative_cluster_state_dir_gives_absolute_paths_for_the_driver_pod(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`--dra-cluster-state-dir=reports/clusters/x` (as CI passes it) must not reach the pod's hostPath mounts as is."""
+    """`--dra-state-dir=reports/clusters/x` (as CI passes it) must not reach the pod's hostPath mounts as is."""
     monkeypatch.chdir(tmp_path)
     backend = LocalBackend(LocalClusterConfig(state_dir=Path("reports/clusters/real-node")))
     assert backend.layout.root == tmp_path / "reports/clusters/real-node", backend.layout.root

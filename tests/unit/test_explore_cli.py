@@ -55,3 +55,21 @@ def test_seed_and_replay_exclude_each_other(capsys: pytest.CaptureFixture[str]) 
         cli.main(["explore", "--seed", "1", "--replay", "2"])
     assert exited.value.code == cli.EXIT_USAGE
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_flag_neither_explore_nor_pytest_knows_is_one_line_naming_explore() -> None:
+    pytest_text = "usage: pytest [options]\npytest: error: unrecognized arguments: --bogus\n  inifile: None\n"
+    line = cli.one_line_usage_error(pytest_text, "explore")
+    assert line == (
+        "dra-conformance explore: unrecognized arguments: --bogus (its own flags: dra-conformance explore --help; "
+        "the rest goes to pytest)"
+    ), line
+    assert cli.one_line_usage_error(pytest_text).startswith("dra-conformance run: unrecognized arguments: --bogus")
+
+
+def test_explore_runs_pytest_under_its_own_name_for_usage_errors(
+    runs: list[tuple[argparse.Namespace, list[str]]],
+) -> None:
+    cli.main(["explore", "--seed", "1"])
+    args, _ = runs[0]
+    assert args.usage_command == "explore"

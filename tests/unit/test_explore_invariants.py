@@ -223,3 +223,34 @@ def test_violations_say_which_obligation_broke_where_and_what_was_seen() -> None
     checks = inv.Checks()
     assert not checks.expect(inv.POOL_COMPLETE, False, "1/2 slices", "pool p")
     assert checks.violations[0].describe() == "explore.pool-stays-complete broken at pool p: 1/2 slices"
+
+
+def _edited_spec(edits: dict[str, str]) -> str:
+    """One claim's spec: each of its CDI devices (u1-<device>) with the env var its edits set."""
+    devices = [{"name": name, "containerEdits": {"env": [f"VISIBLE_DEVICE={env}"]}} for name, env in edits.items()]
+    return json.dumps({"cdiVersion": "0.6.0", "kind": "example.com/gpu", "devices": devices})
+
+
+@pytest.mark.parametrize(
+    ("edits", "holds"),
+    [
+        ({"u1-gpu-0": "gpu-0", "u1-gpu-1": "gpu-1"}, True),
+        # The edits set up the next device of the pool, which another claim may hold.
+        ({"u1-gpu-0": "gpu-1", "u1-gpu-1": "gpu-2"}, False),
+        # Edits naming no device of the pool (by name or a unique attribute): nothing to judge.
+        ({"u1-gpu-0": "all", "u1-gpu-1": "all"}, None),
+        # Named by a string attribute value only that device has (its uuid).
+        ({"u1-gpu-0": "uuid-0", "u1-gpu-1": "uuid-2"}, False),
+    ],
+)
+def test_cdi_edits_must_name_the_answered_device_and_only_the_claims_devices(
+    edits: dict[str, str], holds: bool | None
+) -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    identifiers = {f"gpu-{i}": frozenset({f"gpu-{i}", f"uuid-{i}"}) for i in range(3)}
+    pool = PoolView(3, 1, 1, POOL.devices, identifiers=identifiers)
+    checks = inv.Checks()
+    inv.check_state(model, Observation({"u1.json": _edited_spec(edits)}, {}, {NODE: pool}), 0.0, checks)
+    assert (inv.CDI_EDITS in checks.exercised) == (holds is not None), checks
+    assert (inv.CDI_EDITS in _broken(checks)) == (holds is False), checks.violations

@@ -18,6 +18,7 @@ from dra_conformance.explore import invariants
 from dra_conformance.explore.model import AllocatedDevice, ClaimShape
 from dra_conformance.explore.runner import Budget, Exploration, explore, render
 from dra_conformance.explore.world import (
+    PREPARE,
     SIGKILL,
     SIGTERM,
     CreatedClaim,
@@ -31,6 +32,7 @@ from dra_conformance.explore.world import (
 from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
 
 DRIVER = "gpu.example.com"
+OTHER = "nic.example.com"
 NODE = "node-a"
 DEVICES = 6
 # Small budgets: the in-memory node answers in microseconds, so examples, not seconds, bound these runs.
@@ -41,6 +43,8 @@ QUICK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_seconds=60.0
 class Allocation:
     ref: ClaimRef
     results: tuple[AllocatedDevice, ...]
+    # Devices of the other driver (other-0, ...).
+    others: tuple[str, ...] = ()
 
 
 @dataclass
@@ -60,6 +64,13 @@ class FakeNode:
     generation: int = 1
     _uids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     created: int = 0
+    republishing: bool = True
+    # Devices of another driver on the node (other-0, ...), for claims that mix two drivers.
+    others: int = 0
+    # The informational taint a republish toggles, as the reference driver's fault switches do.
+    tainted: bool = False
+    # The checkpoint: what the driver finds prepared after a restart (`loses-entries` drops concurrent ones).
+    checkpoint: set[str] = field(default_factory=set)
 
     node = NODE
     driver = DRIVER
@@ -76,6 +87,35 @@ class FakeNode:
     def can_wipe(self) -> bool:
         return True
 
+    def can_republish(self) -> bool:
+        return self.republishing
+
+    def other_driver(self) -> str:
+        return OTHER if self.others else ""
+
+    def other_capacity(self) -> int:
+        return self.others
+
+    def not_explored(self) -> dict[str, str]:
+        return {} if self.republishing else {"republish": "the profile declares no way"}
+
+    def concurrently(self, calls: Sequence[tuple[str, Sequence[ClaimRef]]]) -> list[PrepareOutcome | UnprepareOutcome]:
+        # In the order given; `loses-entries` is a checkpoint written outside the lock: the calls after the first
+        # overwrite it with what they read before the first one wrote.
+        read = set(self.checkpoint)
+        outcomes: list[PrepareOutcome | UnprepareOutcome] = []
+        for index, (kind, claims) in enumerate(calls):
+            outcomes.append(self.prepare(claims) if kind == PREPARE else self.unprepare(claims))
+            if "loses-entries" in self.bugs and index > 0:
+                self.checkpoint = read | ({c.uid for c in claims} & set(self.prepared) if kind == PREPARE else set())
+        return outcomes
+
+    def republish(self) -> str:
+        self.tainted = not self.tainted
+        if "republish-same-generation" not in self.bugs:
+            self.generation += 1
+        return "taint" if self.tainted else "cleared"
+
     def create_claim(self, shape: ClaimShape) -> CreatedClaim:
         self.created += 1
         if self.fail_creating_after is not None and self.created > self.fail_creating_after:
@@ -86,7 +126,15 @@ class FakeNode:
         # (it backtracks until both fit; here requests with admin access simply go last).
         results: list[AllocatedDevice] = []
         ordered = sorted(zip(shape.names, shape.requests, strict=True), key=lambda item: item[1].admin)
+        held_others = {d for a in self.claims.values() for d in a.others}
+        others: list[str] = []
         for name, request in ordered:
+            if request.other:
+                others += [d for d in (f"other-{i}" for i in range(self.others)) if d not in held_others][
+                    : request.count
+                ]
+                held_others |= set(others)
+                continue
             mine = {r.device for r in results}
             pool = [f"gpu-{i}" for i in range(DEVICES)] if request.admin else free
             taken = [d for d in pool if d not in mine][: request.count]
@@ -94,7 +142,7 @@ class FakeNode:
             results += [AllocatedDevice(name, NODE, device, request.admin) for device in taken]
         uid = f"uid-{next(self._uids)}"
         ref = ClaimRef("ns", uid, f"claim-{uid}")
-        self.claims[uid] = self.allocations[uid] = Allocation(ref, tuple(sorted(results)))
+        self.claims[uid] = self.allocations[uid] = Allocation(ref, tuple(sorted(results)), tuple(others))
         return CreatedClaim(ref, tuple(sorted(results)))
 
     def _answer(self, allocation: Allocation) -> list[dict[str, Any]]:
@@ -130,6 +178,7 @@ class FakeNode:
             if ref.uid not in self.prepared:
                 devices = self._answer(allocation)
                 self.prepared[ref.uid] = devices
+                self.checkpoint.add(ref.uid)
                 spec = {
                     "kind": "example.com/gpu",
                     "devices": [{"name": d["cdiDeviceIDs"][0].split("=")[1]} for d in devices],
@@ -138,6 +187,8 @@ class FakeNode:
                 self.statuses[ref.uid] = [
                     {"driver": DRIVER, "pool": NODE, "device": d.device} for d in allocation.results
                 ]
+                if "status-for-other-driver" in self.bugs:
+                    self.statuses[ref.uid] += [{"driver": OTHER, "pool": NODE, "device": d} for d in allocation.others]
             answers[ref.uid] = ClaimAnswer(devices=list(self.prepared[ref.uid]))
         if "batch-answers-swapped" in self.bugs and len(claims) > 1:
             uids = [c.uid for c in claims]
@@ -148,6 +199,7 @@ class FakeNode:
         for position, ref in enumerate(claims):
             if position > 0 and "unprepare-only-first" in self.bugs:
                 continue
+            self.checkpoint.discard(ref.uid)
             if ref.uid in self.prepared:
                 del self.prepared[ref.uid]
                 self.files.pop(f"{ref.uid}.json", None)
@@ -160,6 +212,11 @@ class FakeNode:
             raise DriverDidNotComeBack(f"no complete pool within 60 s after {how}")
         if "loses-state" in self.bugs:
             self.prepared.clear()
+        # What it finds prepared again is its checkpoint; the taint was a fault switch, gone with the process.
+        self.prepared = {uid: devices for uid, devices in self.prepared.items() if uid in self.checkpoint}
+        self.tainted = False
+        if "index-becomes-string" in self.bugs:
+            self.retyped = True
         # The bug: on restart the driver republishes from generation 1 (here: every second restart).
         self.generation = 1 if "generation-reset" in self.bugs and self.generation > 1 else self.generation + 1
 
@@ -172,8 +229,20 @@ class FakeNode:
         self.claims.pop(claim.uid, None)
         self.statuses.pop(claim.uid, None)
 
+    retyped: bool = False
+
     def observe(self) -> Observation:
-        pool = PoolView(self.generation, 1, 1, tuple(f"gpu-{i}" for i in range(DEVICES)))
+        names = tuple(f"gpu-{i}" for i in range(DEVICES))
+        index = "string" if self.retyped else "int"
+        pool = PoolView(
+            self.generation,
+            1,
+            1,
+            names,
+            attributes={name: {"index": index} for name in names},
+            versions={name: {} for name in names},
+            content=json.dumps({"gpu-0": {"taints": ["informational"] if self.tainted else []}}),
+        )
         statuses = {uid: list(self.statuses.get(uid, [])) for uid in self.claims}
         return Observation(dict(self.files), statuses, {NODE: pool})
 
@@ -183,6 +252,7 @@ class FakeNode:
             self.unprepare([ref])
         self.claims.clear()
         self.statuses.clear()
+        self.tainted = self.retyped = False
 
 
 def contract_only(obligation: str) -> bool:
@@ -235,7 +305,13 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
         "restart driver",
         "wipe CDI dir",
         "delete claim",
+        "concurrent",
+        "republish",
     }, done.operations
+    assert {"delete claim (graceful)", "delete claim (force)"} <= set(done.operations), done.operations
+    assert {"concurrent (prepare + unprepare)", "concurrent (prepare + prepare)"} <= set(done.operations)
+    assert done.invariant_checks >= done.steps and done.stated > done.invariant_checks, render(done, "replay")
+    assert done.shrink_examples == done.shrink_steps == 0 and not done.not_explored
     assert any("a" in shape for shape in done.shapes) and any("+" in shape for shape in done.shapes), done.shapes
     assert {invariants.CDI_RESOLVES, invariants.REQUEST_NAMES, invariants.POOL_COMPLETE} <= set(done.exercised)
     assert done.examples >= QUICK.max_examples
@@ -244,16 +320,20 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
 @pytest.mark.parametrize(
     ("bug", "obligation"),
     [
-        ("unprepare-only-first", invariants.CDI_REMOVED),
-        ("batch-answers-swapped", invariants.ONLY_ALLOCATED),
+        # Both are left: which one the example meets first depends on whether a wipe came before.
+        ("unprepare-only-first", {invariants.CDI_REMOVED, invariants.STATUS_REMOVED}),
+        ("batch-answers-swapped", {invariants.ONLY_ALLOCATED, invariants.EVERY_ALLOCATED}),
         ("first-request-name", invariants.REQUEST_NAMES),
         ("never-back", invariants.COMES_BACK),
+        ("republish-same-generation", invariants.POOL_CONTENT),
+        ("index-becomes-string", invariants.POOL_ATTRIBUTES),
     ],
 )
-def test_a_planted_bug_is_found_and_shrunk_to_a_short_sequence(bug: str, obligation: str) -> None:
+def test_a_planted_bug_is_found_and_shrunk_to_a_short_sequence(bug: str, obligation: str | set[str]) -> None:
     done = run(FakeNode(bugs=frozenset({bug})))
     assert done.finding is not None, render(done, "replay")
-    assert done.finding.violation.obligation == obligation, render(done, "replay")
+    expected = obligation if isinstance(obligation, set) else {obligation}
+    assert done.finding.violation.obligation in expected, render(done, "replay")
     assert done.finding.shrunk
     assert len(done.finding.steps) <= 5, render(done, "replay")
 
@@ -275,10 +355,11 @@ def test_shrunk_sequence_is_reported_readably_with_the_seed_and_the_replay_comma
 
 
 def test_a_defensive_finding_outside_strict_is_an_advisory_and_the_exploration_goes_on() -> None:
-    done = run(FakeNode(bugs=frozenset({"generation-reset"})), fails=contract_only)
+    # No republish: after a reset, a republish reaches a generation seen before with other devices (a finding).
+    done = run(FakeNode(bugs=frozenset({"generation-reset"}), republishing=False), fails=contract_only)
     assert done.finding is None, render(done, "replay")
     assert [v.obligation for v in done.advisories] == [invariants.POOL_GENERATION]
-    strict_run = run(FakeNode(bugs=frozenset({"generation-reset"})))
+    strict_run = run(FakeNode(bugs=frozenset({"generation-reset"}), republishing=False))
     assert strict_run.finding is not None and strict_run.finding.violation.obligation == invariants.POOL_GENERATION
 
 
@@ -335,3 +416,36 @@ def test_status_entries_left_after_an_unprepare_are_judged_once_settled_even_in_
     assert done.finding.steps[-1].startswith("unprepare"), done.finding.steps
     advisory = explore(FakeNode(bugs=frozenset({"status-kept"})), QUICK, 5, contract_only, clock, clock.sleep)
     assert advisory.finding is None and [v.obligation for v in advisory.advisories] == [invariants.STATUS_REMOVED]
+
+
+def test_a_checkpoint_that_concurrent_calls_overwrite_is_found_by_an_unprepare_after_a_restart() -> None:
+    done = run(
+        FakeNode(bugs=frozenset({"loses-entries"})), seed=2, budget=Budget(max_examples=400, max_steps=12, seconds=None)
+    )
+    assert done.finding is not None, render(done, "replay")
+    # The lost entry's unprepare after the restart leaves its CDI spec and its status entries.
+    left = {invariants.CDI_REMOVED_AFTER_RESTART, invariants.STATUS_REMOVED}
+    assert done.finding.violation.obligation in left, render(done, "replay")
+    steps = "\n".join(done.finding.steps)
+    assert "at once: prepare" in steps and "restart the driver" in steps, steps
+    assert done.shrink_examples > 0 and done.shrink_steps > 0, render(done, "replay")
+    text = "\n".join(render(done, "replay"))
+    assert f"shrinking ran {done.shrink_examples} examples, {done.shrink_steps} steps" in text, text
+
+
+def test_an_operation_the_profile_rules_out_is_never_drawn_and_the_run_says_why() -> None:
+    done = run(FakeNode(republishing=False))
+    assert "republish" not in done.operations, done.operations
+    assert done.not_explored == {"republish": "the profile declares no way"}
+    assert "not explored: republish: the profile declares no way" in render(done, "replay")
+
+
+def test_claims_mixing_two_drivers_are_drawn_where_another_driver_runs_and_its_entries_are_found() -> None:
+    done = run(FakeNode(others=2))
+    assert done.finding is None, render(done, "replay")
+    assert any("o" in shape for shape in done.shapes), done.shapes
+    assert invariants.STATUS_OTHER_DRIVER in done.exercised
+    broken = run(FakeNode(others=2, bugs=frozenset({"status-for-other-driver"})))
+    assert broken.finding is not None, render(broken, "replay")
+    assert broken.finding.violation.obligation == invariants.STATUS_OTHER_DRIVER, render(broken, "replay")
+    assert len(broken.finding.steps) <= 3 and "of the other driver" in broken.finding.steps[0], broken.finding.steps

@@ -328,6 +328,32 @@ def test_each_concurrent_put_returns_once_the_file_on_disk_holds_it(tmp_path: Pa
     assert 1 <= len(writes) <= 40, f"{len(writes)} file writes for 40 changes"
 
 
+def test_a_state_file_written_outside_the_lock_loses_concurrent_changes_the_process_keeps(tmp_path: Path) -> None:
+    """The CHECKPOINT_WRITTEN_OUTSIDE_LOCK mutant: right in memory, wrong on disk (what a restart loads)."""
+    path = tmp_path / "prepared.json"
+    claims = PreparedClaims(path, writes_outside_lock=True)
+    barrier = threading.Barrier(4)
+
+    def put(index: int) -> None:
+        barrier.wait(timeout=10)
+        claims.put(f"uid-{index}", {"name": f"c{index}"})
+
+    threads = [threading.Thread(target=put, args=(index,)) for index in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert sorted(claims.all()) == [f"uid-{index}" for index in range(4)]
+    on_disk = sorted(PreparedClaims(path).all())
+    assert len(on_disk) < 4, f"every change reached the file although written outside the lock: {on_disk}"
+
+
+def test_index_as_string_turns_only_int_index_attributes_into_strings() -> None:
+    slices = [{"spec": {"devices": [{"name": "gpu-0", "attributes": {"index": {"int": 0}, "model": {"string": "m"}}}]}}]
+    changed = broken.index_as_string(slices)
+    assert changed[0]["spec"]["devices"][0]["attributes"] == {"index": {"string": "0"}, "model": {"string": "m"}}
+
+
 def test_a_state_file_written_by_release_2_is_read_by_release_1(tmp_path: Path) -> None:
     path = tmp_path / "prepared.json"
     PreparedClaims(path, "2.0.0").put("uid-1", {"name": "c1", "devices": ["gpu-0"]})
@@ -621,3 +647,37 @@ def test_credential_refresh_runs_on_the_first_request_then_at_most_once_per_inte
     always(configuration)
     always(configuration)
     assert len(runs) == 3, f"with no interval the hook must run on every request, ran {len(runs) - 1} times"
+
+
+@pytest.mark.parametrize(
+    ("mode", "rewritten"),
+    [(None, True), (broken.BrokenMode.REPLAYED_PREPARE_SKIPS_CDI_SPECS, False)],
+    ids=["reference", "replayed-prepare-skips-cdi-specs"],
+)
+def test_a_repeated_prepare_writes_a_lost_cdi_spec_again_unless_it_answers_from_its_record(
+    tmp_path: Path, mode: broken.BrokenMode | None, rewritten: bool
+) -> None:
+    core, _ = _broken_core(tmp_path, mode)
+    first = core.prepare(_refs("a"))["uid-a"]
+    spec = cdi.spec_path(core.config.cdi_dir, "gpu.example.com", "uid-a")
+    spec.unlink()  # as a reboot empties the CDI dir; prepared.json survives it
+    again = core.prepare(_refs("a"))["uid-a"]
+    assert again == first, "the repeated prepare answers as the first"
+    assert spec.is_file() == rewritten, sorted(p.name for p in core.config.cdi_dir.iterdir())
+
+
+def test_the_first_request_mutant_answers_every_device_under_the_first_requests_name(tmp_path: Path) -> None:
+    core, api = _broken_core(tmp_path, broken.BrokenMode.ANSWERS_UNDER_FIRST_REQUEST)
+    results: list[dict[str, Any]] = api.claims["a"]["status"]["allocation"]["devices"]["results"]  # type: ignore[index]
+    results.append({**results[0], "device": "gpu-3", "request": "second"})
+    answer = core.prepare(_refs("a"))["uid-a"]
+    assert [d["requestNames"] for d in answer.devices] == [["gpu"], ["gpu"]], answer
+
+
+def test_the_other_drivers_mutant_writes_entries_for_the_other_drivers_devices(tmp_path: Path) -> None:
+    core, api = _broken_core(tmp_path, broken.BrokenMode.STATUS_FOR_OTHER_DRIVERS_DEVICES)
+    results: list[dict[str, Any]] = api.claims["a"]["status"]["allocation"]["devices"]["results"]  # type: ignore[index]
+    results.append({"driver": "other.example.com", "pool": "node-a", "device": "dev-0", "request": "theirs"})
+    core.prepare(_refs("a"))
+    written = sorted((e["driver"], e["device"]) for e in api.status["a"])
+    assert written == [("gpu.example.com", "gpu-0"), ("other.example.com", "dev-0")], written

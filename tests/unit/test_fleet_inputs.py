@@ -338,8 +338,12 @@ def test_the_summary_and_the_fleet_name_the_two_rollbacks_apart(tmp_path: Path) 
     assert written["device_plugin_rollback"] == {"state": "not run"}, written
     assert "rollback_rehearsal" not in written, written
     markdown = render_markdown(written)
-    assert "- metrics API rollback (v1 -> v1beta1): {'verdict': 'rolled back cleanly'," in markdown, markdown
-    assert "- device-plugin rollback (DRA -> device plugin): {'state': 'not run'}" in markdown, markdown
+    assert (
+        "- metrics API rollback (v1 -> v1beta1): rolled back cleanly, rollback took 2.5 s, rehearsed "
+        "2026-12-01T21:54:00+00:00\n" in markdown
+    ), markdown
+    assert "- device-plugin rollback (DRA -> device plugin): not run\n" in markdown, markdown
+    assert "{'" not in markdown, f"a Python repr in summary.md:\n{markdown}"
     assert "| device-plugin rollback rehearsed | no (phases recorded: none) |" in markdown, markdown
     write_summary(written, run_dir)
     run = run_of(read_inputs([tmp_path]).summaries[0])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from dra_conformance.kubelet.dra_metrics import (
@@ -117,6 +119,7 @@ def test_the_gate_prints_the_kubelets_prepare_p95_beside_the_suites_and_holds_on
     assert "kubelet p95 1." in prepare["figure"] and "suite client-side p95 9.6 ms" in prepare["figure"], prepare
     assert prepare["result"] == "pass", prepare
     assert errors["result"] == "hold" and "1 not OK of 26 calls" in errors["figure"], errors
+    assert re.search(r"NodePrepareResources: \d+ OK, 1 \w+", errors["figure"]), f"codes as a phrase: {errors}"
 
 
 def test_without_a_real_node_the_kubelet_rules_have_no_data_and_say_why() -> None:

@@ -192,7 +192,7 @@ def test_dra_conformance_run_maps_its_flags_to_the_plugins_and_so_opts_in(
 ) -> None:
     captured: list[list[str]] = []
 
-    def run_pytest(args: list[str], html: bool) -> int:
+    def run_pytest(args: list[str], html: bool, command: str = "run") -> int:
         captured.append(args)
         return cli.EXIT_OK
 

@@ -29,13 +29,16 @@ def _error_line(result: pytest.RunResult) -> str:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--dra-cluster=existing"], "ERROR: --dra-cluster=existing needs --dra-kubeconfig"),
+        (["--dra-cluster=existing"], "ERROR: --dra-cluster=existing needs --dra-kubeconfig (or $KUBECONFIG)"),
         (["--dra-nodes=0"], "ERROR: --dra-nodes must be at least 1, got 0"),
         (["--dra-timeout-delete=-3"], "ERROR: timeouts must be positive: --dra-timeout-delete=-3.0"),
     ],
     ids=["existing-without-kubeconfig", "zero-nodes", "negative-timeout"],
 )
-def test_bad_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str], expected: str) -> None:
+def test_bad_options_are_one_line_usage_errors(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str], expected: str
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)  # else it names the existing cluster's kubeconfig
     result = _run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert _error_line(result) == expected

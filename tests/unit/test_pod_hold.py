@@ -18,7 +18,11 @@ def test_a_held_pod_mounts_a_configmap_no_test_creates_tolerates_the_nodes_and_s
     assert container["volumeMounts"] == [{"name": volume["name"], "mountPath": "/held"}]
     assert spec["tolerations"] == [TAINT]
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a", "node-b"]}]}]
+    # One term per node: the API server takes one value per metadata.name field selector.
+    assert terms == [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]},
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-b"]}]},
+    ], terms
     assert pod["spec"]["resourceClaims"] == [{"name": "devices", "resourceClaimName": "claim-1"}]
 
 

@@ -406,7 +406,9 @@ def test_render_rejects_unknown_and_unset_placeholders(tmp_path: Path, template:
 
 
 def test_previous_version_keeps_what_it_does_not_set(tmp_path: Path) -> None:
-    text = _changed("identity:", '  versions:\n    previous: {command: ["/opt/old-driver"]}\nidentity:')
+    text = _changed(
+        "identity:", '  versions:\n    previous: {command: ["/opt/old-driver"]}\nhostPaths: [/opt]\nidentity:'
+    )
     profile = load_profile(_write(tmp_path, text))
     assert profile.run is not None
     previous = profile.run.versions["previous"]

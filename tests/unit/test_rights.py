@@ -303,7 +303,7 @@ def test_run_allow_partial_maps_onto_the_plugin_option(
 ) -> None:
     runs: list[list[str]] = []
 
-    def pytest_run(args: list[str], html: bool) -> int:
+    def pytest_run(args: list[str], html: bool, command: str = "run") -> int:
         runs.append(args)
         return 0
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from dra_conformance import paths
-from dra_conformance.backends.local import shipped
+from dra_conformance.backends.local import daemonset_disruption, shipped
 from dra_conformance.driver.profile import NodeScope, Transforms, load_profile
 from dra_conformance.errors import ProfileError
 from dra_conformance.image import recipes, wheels
@@ -157,7 +157,11 @@ def test_transforms_pin_pods_to_the_real_nodes_and_the_api_server_and_say_so() -
     assert yaml.safe_dump(documents) == before, "the vendor's documents were changed in place"
     pod = next(d for d in changed if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE]}]}]
+    # On the real nodes, and off a node the suite holds the driver off (to stop it: daemonset_disruption).
+    held_off = {"key": daemonset_disruption.HELD_OFF_LABEL, "operator": "DoesNotExist"}
+    assert terms == [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE]}, held_off]}
+    ], terms
     env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
     assert pod["hostNetwork"] is True
     assert (env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"]) == ("127.0.0.1", "6443")
@@ -194,7 +198,8 @@ def test_pinning_is_added_to_every_existing_node_selector_term() -> None:
     terms = changed["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
-    assert all(t["matchExpressions"][-1]["values"] == [NODE] for t in terms), terms
+    assert all(t["matchExpressions"][-2]["values"] == [NODE] for t in terms), terms
+    assert all(t["matchExpressions"][-1]["key"] == daemonset_disruption.HELD_OFF_LABEL for t in terms), terms
 
 
 def test_namespaces_apply_first_and_the_rest_in_file_order() -> None:

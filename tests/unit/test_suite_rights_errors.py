@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.rest import ApiException
 
-from dra_conformance.errors import HarnessFault, RelayUnavailable, SuiteForbidden
+from dra_conformance.errors import HarnessFault, RelayUnavailable, ReportsFull, SuiteForbidden
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.model.obligations import Basis, ObligationFailed, Registry
 from dra_conformance.plugin.certification_hooks import (
@@ -42,7 +42,9 @@ def test_an_obligation_failure_keeps_its_own_obligation() -> None:
     assert obligation_properties(ValueError("other")) == []
 
 
-@pytest.mark.parametrize("fault", [SuiteForbidden, RelayUnavailable], ids=["suite-rights", "node-agent-relay"])
+@pytest.mark.parametrize(
+    "fault", [SuiteForbidden, RelayUnavailable, ReportsFull], ids=["suite-rights", "node-agent-relay", "reports-full"]
+)
 def test_every_limit_of_the_suite_errors_the_check_on_a_harness_obligation_of_the_registry(
     fault: type[HarnessFault],
 ) -> None:
@@ -50,3 +52,13 @@ def test_every_limit_of_the_suite_errors_the_check_on_a_harness_obligation_of_th
     assert obligation.basis == Basis.HARNESS, obligation
     properties = dict(obligation_properties(fault("what broke")))
     assert (properties[OBLIGATION_PROPERTY], properties[BASIS_PROPERTY]) == (fault.obligation, "harness"), properties
+
+
+def test_errors_of_several_finalizers_name_the_harness_obligation_one_of_them_broke() -> None:
+    """A test's finalizers that fail together come as one group; a full reports disk breaks each of them at once."""
+    group = ExceptionGroup("errors while tearing down", [ValueError("other"), ReportsFull("reports dir full: ...")])
+    properties = dict(obligation_properties(group))
+    assert (properties[OBLIGATION_PROPERTY], properties[BASIS_PROPERTY]) == (ReportsFull.obligation, "harness"), (
+        properties
+    )
+    assert obligation_properties(ExceptionGroup("teardown", [ValueError("a"), KeyError("b")])) == []

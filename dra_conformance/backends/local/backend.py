@@ -8,6 +8,7 @@ on the running cluster, each waiting for its own readiness. `start` reads as the
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -28,6 +29,7 @@ from dra_conformance import paths
 from dra_conformance.backends.local import (
     bootstrap_rbac,
     control_plane,
+    daemonset_disruption,
     driver_swap,
     drivers,
     images,
@@ -52,7 +54,13 @@ from dra_conformance.errors import BackendError, UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.client import status_message
 from dra_conformance.kube.preflight import check_cluster
-from dra_conformance.model.cluster import BackendCapability, ClusterInfo, DriverExit
+from dra_conformance.model.cluster import (
+    BackendCapability,
+    ClusterInfo,
+    DriverExit,
+    endpoint_from_json,
+    endpoint_to_json,
+)
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.processes import process_state
 from dra_conformance.timeouts import Timeouts
@@ -121,6 +129,8 @@ class LocalClusterConfig:
     profile: Path = field(default_factory=paths.reference_driver_profile)
     # Add a real node: a kubelet on containerd and runc on this machine (root only), for kubelet-mode checks.
     real_node: bool = False
+    # With real_node, how many: node 0 in this machine's namespaces, each further one in its own (node_namespace).
+    real_nodes: int = 1
     # A running cluster of this state directory with another profile's driver gets this profile's driver instead
     # (`driver_swap`), rather than refusing the run.
     replace_driver: bool = False
@@ -183,12 +193,7 @@ class LocalBackend:
                 | {BackendCapability.SET_ASIDE_NODES}
                 | ({BackendCapability.REAL_KUBELET} if recorded.get("real_nodes") else set())
             ),
-            drivers=tuple(
-                DriverEndpoint(
-                    d["driver"], d["node"], Path(d["kubelet_root"]), Path(d["cdi_dir"]) if d.get("cdi_dir") else None
-                )
-                for d in recorded.get("drivers", [])
-            ),
+            drivers=tuple(endpoint_from_json(d) for d in recorded.get("drivers", [])),
             set_aside_nodes=SET_ASIDE_NODES,
             real_nodes=tuple(recorded.get("real_nodes", [])),
             driver_daemonsets=install_record.driver_daemonsets(self.layout),
@@ -255,7 +260,7 @@ class LocalBackend:
             except BaseException:
                 self._stop_locked()
                 raise
-            self._record(timings, endpoints, binaries, real_binaries is not None)
+            self._record(timings, endpoints, binaries, self.config.real_nodes if real_binaries is not None else 0)
             info = self.info()
             if info is None:
                 reason = self.supervised.reason()
@@ -351,11 +356,12 @@ class LocalBackend:
         timings.lap("drivers_ready")
         if real_binaries is not None:
             images = profile.install.images if profile.install else ()
-            real_node_component.RealNode(cluster, real_binaries, images).start(cluster)
+            real_nodes = real_node_component.RealNodes(cluster, real_binaries, images, self.config.real_nodes)
+            real_nodes.start(cluster)
             timings.lap("real_node_ready")
-            on_real_node = (real_node.REAL_NODE,)
+            on_real_node = real_nodes.names
             if profile.install is not None:
-                endpoints += shipped_driver.ShippedDriver(profile, on_real_node, self.echo).start(cluster)
+                endpoints += shipped_driver.ShippedDriver(profile, self.layout, on_real_node, self.echo).start(cluster)
             else:
                 endpoints += driver_component.DriverUnderTest(
                     profile, vars(binaries), on_real_node, in_pods=True
@@ -378,6 +384,11 @@ class LocalBackend:
 
     def _check_start(self, profile: DriverProfile) -> None:
         """What the profile and the real node need of this machine, checked before anything is built or started."""
+        if self.config.real_node and os.geteuid() != 0:
+            raise UsageError(
+                f"--real-node needs root (uid {os.geteuid()}): its kubelet, containerd and runc set sysctls, bind "
+                "sockets under /run and make cgroups; run as root, or leave --real-node out"
+            )
         if self.config.real_node:
             real_node.refuse_other_kubelet()
         if profile.real_nodes_only and not self.config.real_node:
@@ -392,13 +403,11 @@ class LocalBackend:
                     "driver's: dra-conformance image build --image reference-driver --output <that path>)"
                 )
 
-    def _record(
-        self, timings: Stopwatch, endpoints: list[DriverEndpoint], binaries: Binaries, with_real_node: bool
-    ) -> None:
+    def _record(self, timings: Stopwatch, endpoints: list[DriverEndpoint], binaries: Binaries, real_nodes: int) -> None:
         """Write what `info` reports beyond the supervisor's state: nodes, drivers, start-up times."""
         recorded = {
             "nodes": list(self.node_names()),
-            "real_nodes": [real_node.REAL_NODE] if with_real_node else [],
+            "real_nodes": [real_node.node_name(index) for index in range(real_nodes)],
             "startup": timings.laps,
             "metrics": self.config.metrics if self.config.metrics != "none" else None,
         }
@@ -416,10 +425,7 @@ class LocalBackend:
             "reference_driver_go": str(binaries.reference_driver_go) if go_build else None,
             "profile": str(self.config.profile),
             "profile_digest": profile_hash(self.config.profile),
-            "drivers": [
-                {"driver": e.driver, "node": e.node, "kubelet_root": str(e.kubelet_root), "cdi_dir": str(e.cdi_dir)}
-                for e in endpoints
-            ],
+            "drivers": [endpoint_to_json(e) for e in endpoints],
         }
         partial = self.layout.root / "cluster.json.partial"
         partial.write_text(json.dumps(recorded))
@@ -478,16 +484,28 @@ class LocalBackend:
 
     # --- the driver under test ----------------------------------------------------------------------------------
 
-    def kill_driver(self, node: str) -> int:
-        """SIGKILL the driver on `node`; return its exit status once the supervisor has recorded the exit."""
+    def kill_driver(self, node: str, sig: signal.Signals = signal.SIGKILL) -> int:
+        """SIGKILL (or `sig`) the driver on `node`; return its exit status once the supervisor has recorded the exit."""
         name = drivers.process_name(node)
         processes = (self._state() or {}).get("processes", {})
         if name not in processes:
+            installed = self._installed_on(node)
+            if installed:
+                with self.supervised.api() as api_client:
+                    stop = self.config.timeouts.process_stop
+                    return daemonset_disruption.stop(api_client, installed, node, stop, sig)
             raise BackendError(self._not_supervised(node))
         # Noted before the kill, so the run counts the exit as the suite's doing (`driver_exits`).
         with self._kill_log().open("a") as log:
             log.write(json.dumps({"name": name, "at": time.time()}) + "\n")
-        return self._sigkill(name, int(processes[name]))
+        return self._sigkill(name, int(processes[name]), sig)
+
+    def terminate_driver(self, node: str) -> int:
+        """SIGTERM the driver on `node`, as the kubelet stops its pod; SIGKILL once it outlived process_stop."""
+        try:
+            return self.kill_driver(node, signal.SIGTERM)
+        except BackendError:  # still running after process_stop, as after a pod's grace period
+            return self.kill_driver(node)
 
     def _stop_driver_process(self, node: str) -> None:
         """SIGKILL the driver process on `node` if it runs, without noting it as the suite's kill (a swap's)."""
@@ -496,21 +514,21 @@ class LocalBackend:
         if pid is not None and self.supervised.exit_code(name) is None:
             self._sigkill(name, int(pid))
 
-    def _sigkill(self, name: str, pid: int) -> int:
-        """SIGKILL supervised process `name` (`pid`); return its exit status once the supervisor recorded the exit."""
+    def _sigkill(self, name: str, pid: int, sig: signal.Signals = signal.SIGKILL) -> int:
+        """SIGKILL (or `sig`) supervised process `name` (`pid`); return its exit status once the supervisor has it."""
 
         def exits() -> list[int]:
             return [int(e["code"]) for e in (self._state() or {}).get("exit_history", []) if e["name"] == name]
 
         before = len(exits())
         with contextlib.suppress(ProcessLookupError):  # it exited on its own; the supervisor records that exit
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         try:
             recorded = waits.until(
                 exits,
                 lambda codes: len(codes) > before,
                 timeout=self.config.timeouts.process_stop,
-                what=f"supervisor recording an exit of {name} (pid {pid}) after SIGKILL",
+                what=f"supervisor recording an exit of {name} (pid {pid}) after {sig.name}",
                 describe=lambda codes: f"{len(codes)} exits recorded, {before} before the kill",
                 max_interval=STARTUP_POLL_CAP,
             )
@@ -519,7 +537,7 @@ class LocalBackend:
         return recorded[before]
 
     def import_images(self, archives: tuple[Path, ...]) -> None:
-        """Import OCI image archives into the real node's containerd, for pods there (e.g. the suite's image)."""
+        """Import OCI image archives into every real node's containerd, for pods there (e.g. the suite's image)."""
         recorded = json.loads((self.layout.root / "cluster.json").read_text()) if self.info() is not None else {}
         if not recorded.get("real_nodes"):
             raise BackendError(
@@ -529,30 +547,56 @@ class LocalBackend:
         binaries = Builder(
             self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
         ).ensure_real_node()
-        real_node.import_archives(
-            binaries.ctr, real_node.containerd_socket(self.layout), archives, real_node.VENDOR_IMPORT_TIMEOUT
-        )
+        for node in recorded["real_nodes"]:
+            real_node.import_archives(
+                binaries.ctr, real_node.containerd_socket(self.layout, node), archives, real_node.VENDOR_IMPORT_TIMEOUT
+            )
 
     def restart_kubelet(self, node: str) -> None:
-        """SIGTERM the real node's kubelet, wait for it to exit, and have the supervisor start it again."""
-        if node != real_node.REAL_NODE:
-            raise BackendError(f"{node} has no kubelet of the local cluster (only {real_node.REAL_NODE} runs one)")
-        pid = (self._state() or {}).get("processes", {}).get(KUBELET)
+        """SIGTERM a real node's kubelet, wait for it to exit, and have the supervisor start it again."""
+        name = real_node.process_name(KUBELET, node)
+        pid = (self._state() or {}).get("processes", {}).get(name)
         specs = json.loads(self.layout.extra_processes.read_text()) if self.layout.extra_processes.exists() else []
-        spec = next((item for item in specs if item["name"] == KUBELET), None)
+        spec = next((item for item in specs if item["name"] == name), None)
         if pid is None or spec is None:
             raise BackendError(f"the local cluster runs no kubelet on {node} (start it with --real-node)")
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGTERM)
         waits.until(
             lambda: (self._state() or {}).get("exited", {}),
-            lambda seen: KUBELET in seen,
+            lambda seen: name in seen,
             timeout=self.config.timeouts.process_stop,
             what=f"supervisor seeing the kubelet of {node} (pid {pid}) exit after SIGTERM",
             describe=str,
             max_interval=STARTUP_POLL_CAP,
         )
         self.supervised.add_processes([ProcessSpec(**spec)])
+
+    def _installed_on(self, node: str) -> tuple[str, ...]:
+        """The DaemonSets the install applied, where `node` is a real node they run the driver on (else none)."""
+        info = self.info()
+        if info is None or node not in info.real_nodes or load_profile(self.config.profile).install is None:
+            return ()
+        return info.driver_daemonsets
+
+    def _start_installed(self, node: str) -> None:
+        info = self.info()
+        endpoint = next((e for e in info.drivers if e.node == node), None) if info else None
+        if info is None or endpoint is None:
+            raise BackendError(f"start driver on {node}: the local cluster is not running or has no driver there")
+        profile = load_profile(self.config.profile)
+        with self.supervised.api() as api_client:
+            core = client.CoreV1Api(api_client)
+            namespaces = tuple(sorted({entry.partition("/")[0] for entry in info.driver_daemonsets}))
+
+            def failed() -> str | None:
+                reason = shipped.pod_failure(core, namespaces, node)
+                return f"driver {profile.driver} on {node}: its pod {reason}" if reason else None
+
+            ready = functools.partial(
+                driver_component.await_driver, self.supervised, api_client, profile, endpoint, failed
+            )
+            daemonset_disruption.start(api_client, node, ready)
 
     @staticmethod
     def _not_supervised(node: str) -> str:
@@ -566,7 +610,14 @@ class LocalBackend:
 
         `build` names another build of the profile (`run.versions`, e.g. "previous"); None starts its own.
         """
-        builds = json.loads(drivers.builds_path(self.layout).read_text())
+        builds = (
+            json.loads(drivers.builds_path(self.layout).read_text())
+            if drivers.builds_path(self.layout).exists()
+            else {}
+        )
+        if node not in builds and build is None and self._installed_on(node):
+            self._start_installed(node)
+            return
         if node not in builds:
             raise BackendError(self._not_supervised(node))
         chosen = build or drivers.CURRENT_BUILD

@@ -15,6 +15,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from dra_conformance import paths, versions
+from dra_conformance.backends.local.build_times import BuildTimes, spell_seconds
 from dra_conformance.errors import BuildError, UsageError
 
 # A cold build is silent for minutes; one progress line per interval shows it is alive without flooding CI logs.
@@ -204,6 +205,26 @@ class RealNodeBinaries:
     pause: Path
 
 
+@dataclass(frozen=True)
+class Step:
+    """Where one build stands in a run of builds, and the seconds expected of it and of the builds after it.
+
+    The expectations come from `BuildTimes.estimate`; `source` says from what.
+    """
+
+    number: int = 1
+    of: int = 1
+    own: float = 0.0
+    after: float = 0.0
+    source: str = ""
+
+    def left(self, elapsed: float) -> str:
+        """The progress after `elapsed` seconds: component 3 of 5, about 9 min 40 s left (and from what)."""
+        remaining = max(self.own - elapsed, 0.0) + self.after
+        over = " (over this build's estimate)" if elapsed > self.own else ""
+        return f"component {self.number} of {self.of}, about {spell_seconds(remaining)} left{over} ({self.source})"
+
+
 class Builder:
     """Builds components into `<cache>/bin/<name>-<version>-<hash>/<name>` unless already there."""
 
@@ -226,6 +247,8 @@ class Builder:
         self.timeout = timeout
         self.echo = echo
         self.go_env = go_env or {}
+        # Seconds of the latest build this builder ran (recorded in the cache's build times).
+        self.last_seconds = 0.0
 
     def path(self, component: Component) -> Path:
         """Where the cached binary of `component` lives."""
@@ -233,15 +256,32 @@ class Builder:
 
     def ensure_all(self) -> Binaries:
         """Return every binary, building the missing ones."""
-        paths = {component.name: self.ensure(component) for component in COMPONENTS}
-        return Binaries(**paths)
+        return Binaries(**self.ensure_many(COMPONENTS))
 
     def ensure_real_node(self) -> RealNodeBinaries:
         """Return every binary of the real node tier, building the missing ones (never done by `ensure_all`)."""
-        paths = {component.name: self.ensure(component) for component in REAL_NODE_COMPONENTS}
-        return RealNodeBinaries(**paths)
+        return RealNodeBinaries(**self.ensure_many(REAL_NODE_COMPONENTS))
 
-    def ensure(self, component: Component) -> Path:
+    def ensure_many(self, components: tuple[Component, ...]) -> dict[str, Path]:
+        """Every binary of `components` by name, building the missing ones with "component N of M" and time left."""
+        missing = [component for component in components if not self.path(component).exists()]
+        times = BuildTimes(self.cache_dir)
+        expected = times.estimate([component.name for component in missing])
+        started = time.monotonic()
+        for number, component in enumerate(missing, start=1):
+            own = times.estimate([component.name]).seconds
+            after = times.estimate([later.name for later in missing[number:]]).seconds
+            self.ensure(component, Step(number, len(missing), own, after, expected.source))
+        if missing:
+            cached = len(components) - len(missing)
+            self.echo(
+                f"built {len(missing)} of {len(components)} components in {spell_seconds(time.monotonic() - started)}"
+                f" (expected {spell_seconds(expected.seconds)} from {expected.source}"
+                f"{f'; {cached} were cached' if cached else ''})"
+            )
+        return {component.name: self.path(component) for component in components}
+
+    def ensure(self, component: Component, step: Step | None = None) -> Path:
         """Return the cached binary, building it first if it is missing (one builder at a time)."""
         target = self.path(component)
         if target.exists():
@@ -249,10 +289,14 @@ class Builder:
         target.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(target.parent) + ".lock"):
             if not target.exists():
-                self._build(component, target)
+                times = BuildTimes(self.cache_dir)
+                alone = times.estimate([component.name])
+                step = step or Step(own=alone.seconds, source=alone.source)
+                self._build(component, target, step)
+                times.record(component.name, self.last_seconds)
         return target
 
-    def _build(self, component: Component, target: Path) -> None:
+    def _build(self, component: Component, target: Path, step: Step) -> None:
         log_dir = self.cache_dir / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{target.parent.name}.log"
@@ -271,13 +315,14 @@ class Builder:
         ]
         env_prefix = "".join(f"{key}={value} " for key, value in component.env)
         directory = component.directory(self.assets)
-        self.echo(f"building {component.name} {component.version} (log: {log_path})")
+        self.echo(f"building {component.name} {component.version}: {step.left(0.0)} (log: {log_path})")
         started = time.monotonic()
         done = threading.Event()
 
         def progress() -> None:
             while not done.wait(PROGRESS_INTERVAL):
-                self.echo(f"  still building {component.name}: {time.monotonic() - started:.0f}s elapsed")
+                elapsed = time.monotonic() - started
+                self.echo(f"  still building {component.name}: {elapsed:.0f}s elapsed; {step.left(elapsed)}")
 
         ticker = threading.Thread(target=progress, daemon=True)
         ticker.start()
@@ -308,7 +353,8 @@ class Builder:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
             raise BuildError(component.name, str(log_path), tail)
         partial.replace(target)
-        self.echo(f"built {component.name} in {time.monotonic() - started:.0f}s")
+        self.last_seconds = time.monotonic() - started
+        self.echo(f"built {component.name} in {self.last_seconds:.0f}s")
 
 
 def echo_stderr(message: str) -> None:

@@ -3,9 +3,9 @@
 A vendor iterating on a driver, and the mutation tests running one broken build after another, would otherwise pay
 a whole cluster start per build: control plane, nodes and metrics adapter, about 20 s and 30 CPU-seconds on two
 cores. A swap removes everything the old driver had: its processes (killed, as a crash would), its ResourceSlices,
-its identity objects (RBAC, ServiceAccount, token-holder pods) and its node-local directories (sockets, CDI specs,
-data). Then the new profile's driver starts as on a new cluster. The control plane, the nodes and the metrics
-adapter stay.
+its identity objects (RBAC, ServiceAccount, token-holder pods) and the node-local directories its deployment created
+(sockets, CDI specs, data; a directory that existed before, such as one of the profile's `hostPaths`, stays). Then
+the new profile's driver starts as on a new cluster. The control plane, the nodes and the metrics adapter stay.
 
 Only drivers that run as processes on kwok nodes are swapped. On a real node the driver runs as DaemonSet pods,
 with images in containerd and state under /var/lib/kubelet, and a swap would not reset those: such clusters are
@@ -27,6 +27,7 @@ from kubernetes.dynamic.exceptions import NotFoundError
 from dra_conformance.backends.local import drivers
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.owners import Owners
+from dra_conformance.driver import confinement
 from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.kube import builders, kinds, waits
 
@@ -82,11 +83,23 @@ def remove_old_driver(api_client: client.ApiClient, layout: ClusterLayout, deadl
         what=f"ResourceSlices of driver {driver} deleted",
         describe=lambda count: f"{count} left",
     )
-    for paths in identity["directories"].values():
-        for path in paths:
-            shutil.rmtree(Path(path), ignore_errors=True)
+    for path in directories_to_delete(identity, layout):
+        shutil.rmtree(path, ignore_errors=True)
     drivers.identity_path(layout).unlink()
     return driver
+
+
+def directories_to_delete(identity: dict[str, Any], layout: ClusterLayout) -> list[Path]:
+    """The old driver's directories that its deployment created: never one that existed before it.
+
+    A record written before deployments noted what they created lists every directory; of those, only the ones
+    inside the cluster's own directories (its state and runtime directories) are the cluster's to delete.
+    """
+    if drivers.CREATED_KEY in identity:
+        return [Path(path) for paths in identity[drivers.CREATED_KEY].values() for path in paths]
+    ours = (layout.root, drivers.runtime_dir(layout))
+    listed = [Path(path) for paths in identity["directories"].values() for path in paths]
+    return [path for path in listed if any(confinement.inside(path, root) and path != root for root in ours)]
 
 
 def _exists(resource: Any, name: str, namespace: str | None) -> bool:

@@ -26,6 +26,7 @@ from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.backends.local.layout import REAL_NODE, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.process_plan import ProcessSpec
+from dra_conformance.driver import confinement
 from dra_conformance.driver.launcher import DRIVER_MODULE
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, ServiceAccountRef
 from dra_conformance.errors import DriverStartError, UsageError
@@ -38,11 +39,29 @@ DRIVER_TOKEN_LIFETIME = 24 * 3600
 
 
 def kubelet_root(layout: ClusterLayout, node: str) -> Path:
-    """Per-node plugin directory. Unix socket paths are limited to 107 bytes, so it sits in a short temp path.
+    """Per-node plugin directory, where this machine sees it: a short temp path (socket paths take 107 bytes at most).
 
-    The real node's is the standard /var/lib/kubelet, where its kubelet runs.
+    Real node 0's is the standard /var/lib/kubelet, where its kubelet runs. A further real node's kubelet sees its
+    own at that path too, in its mount namespace (`node_namespace`): this machine sees it in a directory whose
+    path is as short (a rolling update's per-pod registration socket name alone is 62 bytes).
     """
-    return STANDARD_KUBELET_ROOT if node == REAL_NODE else runtime_dir(layout) / node
+    if node == REAL_NODE:
+        return STANDARD_KUBELET_ROOT
+    further = _further_real_node(node)
+    if further is not None:
+        return runtime_dir(layout).parent / f"dra-{runtime_tag(layout)}-n{further}"
+    return runtime_dir(layout) / node
+
+
+def runtime_tag(layout: ClusterLayout) -> str:
+    """Six hex digits of the runtime directory's digest: unique per cluster, short enough for an interface name."""
+    return runtime_dir(layout).name.rsplit("-", 1)[-1][:6]
+
+
+def _further_real_node(node: str) -> int | None:
+    """The index of real node `node` (`real-node-<i>`) where it is a further one (i >= 1)."""
+    number = node.removeprefix("real-node-")
+    return int(number) if node.startswith("real-node-") and number.isdigit() and int(number) >= 1 else None
 
 
 def runtime_dir(layout: ClusterLayout) -> Path:
@@ -116,6 +135,8 @@ class DriverDeployment:
     directories: dict[str, tuple[Path, ...]] = field(default_factory=dict)
     # The objects installed for the driver's identity (RBAC, ServiceAccount, token-holder pods), as `object_ref`s.
     objects: list[dict[str, str]] = field(default_factory=list)
+    # Per node, those of `directories` that did not exist before the deployment: the only ones a swap deletes.
+    created: dict[str, tuple[Path, ...]] = field(default_factory=dict)
 
     def record(self, profile: DriverProfile) -> dict[str, Any]:
         """What `driver_swap` needs to remove this deployment again, as JSON (`identity_path`)."""
@@ -123,9 +144,12 @@ class DriverDeployment:
             "driver": profile.driver,
             "objects": self.objects,
             "directories": {node: [str(path) for path in paths] for node, paths in self.directories.items()},
+            CREATED_KEY: {node: [str(path) for path in paths] for node, paths in self.created.items()},
         }
 
 
+# The key of the identity record (`identity_path`) listing, per node, the directories the deployment created.
+CREATED_KEY = "created"
 # The build a profile's `run` describes; `run.versions` names the others (`previous`).
 CURRENT_BUILD = "current"
 
@@ -205,6 +229,7 @@ def deploy(
     endpoints, processes = [], []
     builds: dict[str, dict[str, ProcessSpec]] = {}
     directories: dict[str, tuple[Path, ...]] = {}
+    created: dict[str, tuple[Path, ...]] = {}
     # Each node's token (and the pod it is bound to) is minted at once: a start waits for these round trips.
     with ThreadPoolExecutor(max_workers=len(nodes) or 1, thread_name_prefix="driver-identity") as minting:
         identities = list(minting.map(lambda node: node_identity(api_client, profile, node), nodes))
@@ -220,15 +245,12 @@ def deploy(
         )
         values = placeholder_values(profile, endpoint, layout, path)
         values.update({f"{BINARY_PLACEHOLDER}:{name}": str(binary) for name, binary in binaries.items()})
-        directories[node] = (
-            endpoint.registrar_dir,
-            endpoint.plugins_dir.parent,
-            Path(values["cdi_dir"]),
-            Path(values["data_dir"]),
-            *profile.run.directories(values),
-        )
-        for directory in directories[node]:
-            directory.mkdir(parents=True, exist_ok=True)
+        own = (endpoint.registrar_dir, endpoint.plugins_dir.parent, Path(values["cdi_dir"]), Path(values["data_dir"]))
+        requested = profile.run.directories(values)
+        # Checked when the profile was read; again with the values filled in, before anything is created.
+        confinement.check_rendered(requested, (*own, endpoint.kubelet_root, *profile.host_paths), profile.source)
+        directories[node] = (*own, *requested)
+        created[node] = confinement.make_directories(directories[node])
         name = process_name(node)
         argv = profile.run.process.argv(values)
         if shutil.which(argv[0]) is None:
@@ -247,4 +269,4 @@ def deploy(
         }
         processes.append(builds[node][CURRENT_BUILD])
         endpoints.append(endpoint)
-    return DriverDeployment(endpoints, processes, builds, directories, objects)
+    return DriverDeployment(endpoints, processes, builds, directories, objects, created)

@@ -21,11 +21,11 @@ import signal
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dra_conformance import versions
-from dra_conformance.backends.local import drivers, images, install_record
+from dra_conformance.backends.local import api_relay, drivers, images, install_record, node_namespace
 from dra_conformance.backends.local.build import RealNodeBinaries
 from dra_conformance.backends.local.layout import (
     CONTAINERD_CDI_DIRS,
@@ -35,12 +35,14 @@ from dra_conformance.backends.local.layout import (
     ClusterLayout,
 )
 from dra_conformance.backends.local.layout import REAL_NODE as REAL_NODE
+from dra_conformance.backends.local.node_namespace import NodeNamespace
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube import kubeconfig, waits
 from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.model.cluster import REAL_NODE_TAINT
+from dra_conformance.model.driver import DriverEndpoint
 
 # A SIGKILLed process is still a member of its cgroup until it has exited, and rmdir of a busy cgroup fails
 # (EBUSY): teardown waits for the exits, then retries. Generous bounds for a loaded machine; the sum stays within
@@ -72,6 +74,7 @@ FIXED_PATHS = (
     str(DEVICE_PLUGIN_DIR),
     "/var/lib/cni",
     "/run/containerd",
+    "/run/nri",
     "/var/log/containers",
     "/var/log/pods",
 )
@@ -232,29 +235,83 @@ def host_record_path(layout: ClusterLayout) -> Path:
     return layout.root / "nodes" / REAL_NODE / "host.json"
 
 
-def containerd_socket(layout: ClusterLayout) -> Path:
-    """The gRPC socket of the containerd of the real node of the cluster in `layout` (the kubelet's CRI endpoint)."""
-    return drivers.runtime_dir(ClusterLayout(layout.root.resolve())) / "containerd" / "containerd.sock"
+def node_name(index: int) -> str:
+    """The name of the cluster's `index`th real node."""
+    return f"real-node-{index}"
+
+
+def node_index(node: str) -> int | None:
+    """The index of real node `node`; None for a node of another name."""
+    number = node.removeprefix("real-node-")
+    return int(number) if node.startswith("real-node-") and number.isdigit() else None
+
+
+def process_name(component: str, node: str) -> str:
+    """The supervisor's name of `component` (kubelet, containerd, ...) of real node `node`."""
+    return component if node == REAL_NODE else f"{component}-{node}"
+
+
+def containerd_socket(layout: ClusterLayout, node: str = REAL_NODE) -> Path:
+    """The gRPC socket of the containerd of real node `node` of the cluster in `layout` (the kubelet's endpoint)."""
+    index = node_index(node) or 0
+    name = "containerd" if index == 0 else f"containerd-{index}"
+    return drivers.runtime_dir(ClusterLayout(layout.root.resolve())) / name / "containerd.sock"
+
+
+def standard_endpoint(layout: ClusterLayout, driver: str, node: str) -> DriverEndpoint:
+    """Where this machine reaches `driver` registered at the standard kubelet root of real node `node`.
+
+    Node 0's standard paths are this machine's; a further node's are its own directories, bound over them in its
+    mount namespace.
+    """
+    index = node_index(node) or 0
+    if index == 0:
+        return DriverEndpoint(driver, node, STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR)
+    namespace = NodeNamespace.of(layout, node, index)
+    return DriverEndpoint(
+        driver,
+        node,
+        namespace.kubelet_root,
+        namespace.host_view(STANDARD_CDI_DIR),
+        PurePosixPath(STANDARD_KUBELET_ROOT),
+        bound=True,
+    )
 
 
 class RealNode:
-    """Files and processes of the real node of one local cluster."""
+    """Files and processes of one real node of one local cluster."""
 
-    def __init__(self, layout: ClusterLayout, binaries: RealNodeBinaries, pause: Path, address: str) -> None:
-        """A node of the cluster in `layout`, at `address`, running `binaries` (and `pause` as sandbox image)."""
+    def __init__(
+        self,
+        layout: ClusterLayout,
+        binaries: RealNodeBinaries,
+        pause: Path,
+        address: str,
+        namespace: NodeNamespace | None = None,
+    ) -> None:
+        """A node of the cluster in `layout`, at `address`, running `binaries` (and `pause` as sandbox image).
+
+        Node 0 runs in this machine's namespaces; a further node in its own (`namespace`), at its address there.
+        """
         # The kubelet reads relative paths in its config relative to the config file: every path here is absolute.
         layout = ClusterLayout(layout.root.resolve())
-        self.layout, self.binaries, self.pause, self.address = layout, binaries, pause, address
-        self.dir = layout.root / "nodes" / REAL_NODE
-        # Socket paths are limited to 107 bytes: the kubelet root and containerd's sockets sit in the short dir.
+        self.layout, self.binaries, self.pause, self.namespace = layout, binaries, pause, namespace
+        self.name = namespace.node if namespace is not None else REAL_NODE
+        self.address = namespace.address if namespace is not None else address
+        self.dir = layout.root / "nodes" / self.name
+        # Socket paths are limited to 107 bytes: the kubelet root and containerd's sockets sit in the short dir. A
+        # further node's kubelet sees its own root at the standard path, in its mount namespace.
         self.kubelet_root = drivers.kubelet_root(layout, REAL_NODE)
-        self.runtime = drivers.runtime_dir(layout) / "containerd"
+        self.runtime = containerd_socket(layout, self.name).parent
         self.cdi_dir = self.dir / "cdi"
 
     @property
     def containerd_socket(self) -> Path:
         """The gRPC socket of containerd (the kubelet's CRI endpoint)."""
-        return containerd_socket(self.layout)
+        return containerd_socket(self.layout, self.name)
+
+    def _in_node(self, argv: list[str]) -> list[str]:
+        return self.namespace.wrap(argv) if self.namespace is not None else argv
 
     @property
     def cdi_spec_dirs(self) -> tuple[Path, ...]:
@@ -300,9 +357,9 @@ class RealNode:
             link = self.bin_dir / name
             link.unlink(missing_ok=True)
             link.symlink_to(target)
-        client = authority.issue(f"system:node:{REAL_NODE}", organizations=["system:nodes"])
+        client = authority.issue(f"system:node:{self.name}", organizations=["system:nodes"])
         client.write(self.dir / "pki", "kubelet-client")
-        authority.issue(REAL_NODE, dns_names=[REAL_NODE], ip_addresses=[self.address], server=True, client=False).write(
+        authority.issue(self.name, dns_names=[self.name], ip_addresses=[self.address], server=True, client=False).write(
             self.dir / "pki", "kubelet-serving"
         )
         kubeconfig.write(
@@ -310,7 +367,7 @@ class RealNode:
             kubeconfig.render(
                 server,
                 authority.cert_pem,
-                user=f"system:node:{REAL_NODE}",
+                user=f"system:node:{self.name}",
                 client_cert_pem=client.cert_pem,
                 client_key_pem=client.key_pem,
             ),
@@ -408,6 +465,8 @@ class RealNode:
             # resource reaches the Node's allocatable within a second of its registration, not ten (the default).
             "nodeStatusUpdateFrequency": KUBELET_NODE_STATUS_FREQUENCY,
             "localStorageCapacityIsolation": False,
+            # Each further node's pods in cgroups apart from every other node's (node 0 keeps the default root).
+            **({"cgroupRoot": self.namespace.cgroup_root} if self.namespace is not None else {}),
         }
 
     # --- processes --------------------------------------------------------------------------------------------
@@ -418,30 +477,45 @@ class RealNode:
 
     def containerd_process(self) -> ProcessSpec:
         """containerd, with the node's bin dir first on PATH (it finds its shim and runc by name)."""
+        name = process_name("containerd", self.name)
         return ProcessSpec(
-            "containerd",
-            [str(self.binaries.containerd), "--config", str(self.dir / "containerd.toml")],
-            str(self.layout.component_log("containerd")),
+            name,
+            self._in_node([str(self.binaries.containerd), "--config", str(self.dir / "containerd.toml")]),
+            str(self.layout.component_log(name)),
             critical=False,
             env=self._path_env(),
         )
 
     def kubelet_process(self) -> ProcessSpec:
         """The kubelet of the node."""
+        name = process_name("kubelet", self.name)
         return ProcessSpec(
-            "kubelet",
-            [
-                str(self.binaries.kubelet),
-                f"--config={self.dir / 'kubelet.yaml'}",
-                f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}",
-                f"--root-dir={self.kubelet_root}",
-                f"--hostname-override={REAL_NODE}",
-                f"--node-ip={self.address}",
-                "--v=2",
-            ],
-            str(self.layout.component_log("kubelet")),
+            name,
+            self._in_node(
+                [
+                    str(self.binaries.kubelet),
+                    f"--config={self.dir / 'kubelet.yaml'}",
+                    f"--kubeconfig={self.dir / 'kubelet.kubeconfig'}",
+                    f"--root-dir={self.kubelet_root}",
+                    f"--hostname-override={self.name}",
+                    f"--node-ip={self.address}",
+                    "--v=2",
+                ]
+            ),
+            str(self.layout.component_log(name)),
             critical=False,
             env=self._path_env(),
+        )
+
+    def api_relay_process(self, port: int) -> ProcessSpec:
+        """For a further node: the API server's port on its loopback, relayed to the host's (`api_relay`)."""
+        assert self.namespace is not None, "node 0 shares the host's loopback"
+        name = process_name("api-relay", self.name)
+        return ProcessSpec(
+            name,
+            [sys.executable, "-m", api_relay.__name__, str(self.namespace.netns_path), str(port)],
+            str(self.layout.component_log(name)),
+            critical=False,
         )
 
     def device_plugin_process(self) -> ProcessSpec:
@@ -479,11 +553,16 @@ def import_archives(ctr: Path, socket: Path, archives: tuple[Path, ...], timeout
 # --- teardown ---------------------------------------------------------------------------------------------------
 
 
-def _kubepods_cgroups() -> list[Path]:
-    """Every cgroup under `kubepods` in every hierarchy, deepest first."""
+def _kubepods_cgroups(further: tuple[NodeNamespace, ...] = ()) -> list[Path]:
+    """Every cgroup under `kubepods` in every hierarchy (and below the `further` nodes' cgroup roots), deepest first."""
     tops = [CGROUP_ROOT / KUBEPODS]  # cgroup v2: one hierarchy
     if CGROUP_ROOT.is_dir():
         tops += [hierarchy / KUBEPODS for hierarchy in CGROUP_ROOT.iterdir() if hierarchy.name != KUBEPODS]
+    tops += [
+        hierarchy / node.cgroup_root.lstrip("/") / KUBEPODS
+        for node in further
+        for hierarchy in node_namespace.cgroup_hierarchies()
+    ]
     found = {Path(path) for top in tops if top.is_dir() for path, _, _ in os.walk(top)}
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
@@ -523,42 +602,42 @@ def _unmount(point: str) -> None:
         subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
 
-def _node_processes(record: HostRecord) -> set[int]:
-    return _pids_in(_kubepods_cgroups()) | _processes_of(record.containerd_shim)
+def _node_processes(record: HostRecord, further: tuple[NodeNamespace, ...]) -> set[int]:
+    return _pids_in(_kubepods_cgroups(further)) | _processes_of(record.containerd_shim)
 
 
-def _kill_node_processes(record: HostRecord) -> None:
-    """SIGKILL the node's processes and wait until they are gone: a cgroup is busy while a member still exits."""
-    for pid in _node_processes(record):
+def _kill_node_processes(record: HostRecord, further: tuple[NodeNamespace, ...]) -> None:
+    """SIGKILL the nodes' processes and wait until they are gone: a cgroup is busy while a member still exits."""
+    for pid in _node_processes(record, further):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(WaitTimeout):  # whatever is left shows up below as a cgroup that cannot be removed
         waits.until(
-            lambda: _node_processes(record),
+            lambda: _node_processes(record, further),
             lambda pids: not pids,
             timeout=KILLED_PROCESSES_EXIT_TIMEOUT,
             what="the real node's killed processes exited",
         )
 
 
-def _remove_kubepods_cgroups() -> list[str]:
+def _remove_kubepods_cgroups(further: tuple[NodeNamespace, ...]) -> list[str]:
     """Remove every kubepods cgroup, deepest first; retried while the kernel still releases an emptied one (EBUSY)."""
     errors: dict[Path, str] = {}
 
     def remove_all() -> list[Path]:
         errors.clear()
-        for cgroup in _kubepods_cgroups():
+        for cgroup in _kubepods_cgroups(further):
             try:
                 cgroup.rmdir()
             except FileNotFoundError:
                 pass
             except OSError as error:
                 errors[cgroup] = error.strerror or str(error)
-        return _kubepods_cgroups()
+        return _kubepods_cgroups(further)
 
     with contextlib.suppress(WaitTimeout):
         waits.until(remove_all, lambda left: not left, timeout=CGROUP_RELEASE_TIMEOUT, what="kubepods cgroups removed")
-    return [f"cgroup {cgroup}: {errors.get(cgroup, 'still present')}" for cgroup in _kubepods_cgroups()]
+    return [f"cgroup {cgroup}: {errors.get(cgroup, 'still present')}" for cgroup in _kubepods_cgroups(further)]
 
 
 def teardown(layout: ClusterLayout) -> list[str]:
@@ -567,8 +646,9 @@ def teardown(layout: ClusterLayout) -> list[str]:
     if record is None:
         return []
     installed = install_record.InstallRecord.read(install_record.record_path(layout))
+    further = tuple(node_namespace.read_records(layout.root.resolve()))
     problems: list[str] = []
-    _kill_node_processes(record)
+    _kill_node_processes(record, further)
     new_netns = [NETNS_DIR / name for name in (os.listdir(NETNS_DIR) if NETNS_DIR.is_dir() else [])]
     new_netns = [path for path in new_netns if path.name not in record.netns and path.name.startswith("cni-")]
     roots = [drivers.runtime_dir(layout), layout.root / "nodes" / REAL_NODE, STANDARD_KUBELET_ROOT]
@@ -579,7 +659,10 @@ def teardown(layout: ClusterLayout) -> list[str]:
         _unmount(point)
     for path in new_netns:
         path.unlink(missing_ok=True)
-    problems += _remove_kubepods_cgroups()
+    problems += _remove_kubepods_cgroups(further)
+    # The further nodes' namespaces, and with them every mount their kubelets and containerds made there.
+    for node in further:
+        problems += node.remove()
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         subprocess.run(["ip", "link", "delete", BRIDGE], capture_output=True, check=False)
     for name, value in record.sysctls.items():
@@ -601,6 +684,7 @@ def teardown(layout: ClusterLayout) -> list[str]:
     problems += install_record.restore(installed, layout.root) if installed is not None else []
     if not problems:
         install_record.record_path(layout).unlink(missing_ok=True)
+        node_namespace.records_path(layout.root.resolve()).unlink(missing_ok=True)
         host_record_path(layout).unlink(missing_ok=True)
     return problems
 
@@ -608,6 +692,11 @@ def teardown(layout: ClusterLayout) -> list[str]:
 def leftovers_on_host() -> list[str]:
     """Traces of any real node on this machine: kubepods cgroups, the CNI bridge."""
     found = [f"cgroup {path}" for path in _kubepods_cgroups()]
+    found += [
+        f"cgroup {path}"
+        for hierarchy in node_namespace.cgroup_hierarchies()
+        for path in hierarchy.glob(f"{node_namespace.CGROUP_PREFIX}*")
+    ]
     if Path(f"/sys/class/net/{BRIDGE}").exists():
         found.append(f"network device {BRIDGE}")
     return found
@@ -617,6 +706,7 @@ def leftovers(layout: ClusterLayout) -> list[str]:
     """What of the node is still on the host (empty after a clean teardown)."""
     record = HostRecord.read(host_record_path(layout))
     found = leftovers_on_host()
+    found += [left for node in node_namespace.read_records(layout.root.resolve()) for left in node.leftovers()]
     node_dirs = [drivers.runtime_dir(layout), layout.root / "nodes", STANDARD_KUBELET_ROOT]
     found += [f"mount {point}" for point in _mounts_under(node_dirs)]
     if record is not None:

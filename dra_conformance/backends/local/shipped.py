@@ -35,7 +35,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from dra_conformance.backends.local import install_images, install_placement, install_record
+from dra_conformance.backends.local import daemonset_disruption, install_images, install_placement, install_record
 from dra_conformance.backends.local.layout import REAL_NODE, ClusterLayout
 from dra_conformance.driver.profile import (
     ImageRewrite,
@@ -369,10 +369,10 @@ def transform(
         for pod in pod_specs(document):
             lines += _pod_template_lines(pod, name, transforms)
             if transforms.pin_to_real_nodes:
-                host_access.require_nodes(pod, real_nodes)
+                host_access.require_nodes(pod, real_nodes, daemonset_disruption.held_off_expression())
                 lines.append(
-                    f"{name}: required node affinity {host_access.HOSTNAME_LABEL} In {list(real_nodes)} "
-                    f"({KEY}.pinToRealNodes)"
+                    f"{name}: required node affinity {host_access.HOSTNAME_LABEL} In {list(real_nodes)}, "
+                    f"{daemonset_disruption.HELD_OFF_LABEL} DoesNotExist ({KEY}.pinToRealNodes)"
                 )
             if transforms.api_server_from_host:
                 variables = host_access.reach_api_server_from_host(pod, api_server)

@@ -200,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             FaultSet(),
             CallLog(config.state_dir / "calls.jsonl", config.node_name),
             PreparedClaims(
-                config.state_dir / PREPARED_FILE, config.driver_version, shared=bool(config.rolling_update_uid)
+                config.state_dir / PREPARED_FILE,
+                config.driver_version,
+                shared=bool(config.rolling_update_uid),
+                writes_outside_lock=config.is_broken(BrokenMode.CHECKPOINT_WRITTEN_OUTSIDE_LOCK),
             ),
         )
         if core.prepared.written_by_major > config.major and config.is_broken(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE):

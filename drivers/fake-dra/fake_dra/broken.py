@@ -103,7 +103,40 @@ class BrokenMode(StrEnum):
     # its plugin directory at start, taking them for stale ones, while the old instance still serves behind them: the
     # kubelet unregisters the old instance before the new one is ready.
     REMOVES_OTHER_INSTANCES_SOCKETS = "removes-other-instances-sockets"
+    # Lost CDI specs (issue 44): a repeated prepare of a claim it has prepared is answered from its record without
+    # writing the claim's CDI specs again; after a reboot emptied the CDI dir (its record survives on disk) the
+    # runtime finds no spec for the IDs it is given, and the pod stays in CreateContainerError (k/k#141433).
+    REPLAYED_PREPARE_SKIPS_CDI_SPECS = "replayed-prepare-skips-cdi-specs"
+    # Issue 43's held-out bugs, each with a named check (issue 44). A claim of several requests: every device is
+    # answered under the first request's name, so the kubelet hands a container that references another request of
+    # the claim none of its devices (and the first request's container all of them).
+    ANSWERS_UNDER_FIRST_REQUEST = "answers-under-first-request"
+    # A claim that mixes two drivers: its status.devices write carries an entry for every device of the claim, the
+    # other driver's devices included (under that driver's name): it writes entries another driver owns.
+    STATUS_FOR_OTHER_DRIVERS_DEVICES = "status-for-other-drivers-devices"
+    # A "refresh" of status.devices a few seconds (STATUS_REFRESH_DELAY) after each prepare, whether or not the claim
+    # was unprepared meanwhile: entries come back after the unprepare removed them, or the API server refuses the
+    # write once the claim is deallocated.
+    REWRITES_STATUS_AFTER_PREPARE = "rewrites-status-after-prepare"
+    # Every publish of the pool after the process's first (a rescan: a fault, a taint) publishes the int attribute
+    # `index` as a string: a selector comparing it as a number stops matching, with no new driver version.
+    REPUBLISH_CHANGES_ATTRIBUTE_TYPE = "republish-changes-attribute-type"
+    # Its record of prepared claims is written outside the lock: each change re-reads the file, applies itself alone
+    # and writes it back (CHECKPOINT_WRITE_WINDOW from read to write), so concurrent prepares and unprepares overwrite
+    # each other's changes on disk. The running process is right; after a restart it has forgotten claims it
+    # prepared (their unprepare then leaves their CDI specs and status) and remembers claims it unprepared.
+    CHECKPOINT_WRITTEN_OUTSIDE_LOCK = "checkpoint-written-outside-lock"
+    # Rolling update: its registration socket keeps the plain name (`<driver>-reg.sock`) whatever the instance, while
+    # its DRA socket is per instance: the new instance replaces the old one's registration socket file, so the two are
+    # never registered side by side.
+    REUSES_REGISTRATION_SOCKET_NAME = "reuses-registration-socket-name"
 
+
+# How long after a prepare the REWRITES_STATUS_AFTER_PREPARE mutant writes the claim's status again (seconds).
+STATUS_REFRESH_DELAY = 3.0
+
+# How long the CHECKPOINT_WRITTEN_OUTSIDE_LOCK mutant takes from reading its state file to writing it (seconds).
+CHECKPOINT_WRITE_WINDOW = 0.1
 
 # The domain an older release appended to the node name (the PUBLISHES_FOR_WRONG_NODE mutant).
 LEGACY_NODE_DOMAIN = "nodes.fake-dra.example.com"
@@ -156,3 +189,13 @@ def split_with_repeated_device(slices: list[dict[str, Any]]) -> list[dict[str, A
         "spec": {**only["spec"], "pool": pool, "devices": [*devices[half:], devices[0]]},
     }
     return [first, second]
+
+
+def index_as_string(slices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The REPUBLISH_CHANGES_ATTRIBUTE_TYPE mutant's pool: every int attribute `index` published as a string."""
+    for item in slices:
+        for device in item["spec"].get("devices") or []:
+            value = (device.get("attributes") or {}).get("index")
+            if value is not None and "int" in value:
+                device["attributes"]["index"] = {"string": str(value["int"])}
+    return slices

@@ -111,7 +111,10 @@ class DriverConfig:
     @property
     def registration_socket(self) -> Path:
         """Where the kubelet's plugin watcher looks for this driver."""
-        return self.kubelet_root / "plugins_registry" / f"{self.driver_name}{self._instance_suffix}-reg.sock"
+        suffix = self._instance_suffix
+        if self.is_broken(BrokenMode.REUSES_REGISTRATION_SOCKET_NAME):
+            suffix = ""  # the bug: every instance of a rolling update registers through the same file name
+        return self.kubelet_root / "plugins_registry" / f"{self.driver_name}{suffix}-reg.sock"
 
     @property
     def dra_socket(self) -> Path:

@@ -16,7 +16,9 @@ from kubernetes.client.exceptions import ApiException
 
 from fake_dra import cdi, devices, shared
 from fake_dra.broken import (
+    STATUS_REFRESH_DELAY,
     BrokenMode,
+    index_as_string,
     legacy_node_name,
     next_device,
     product_vendor_id,
@@ -89,6 +91,8 @@ class DriverCore:
         self.attachments = AttachLog()
         self.generation = self._next_generation()
         self._registrations = 0
+        # This process's publishes of the pool (REPUBLISH_CHANGES_ATTRIBUTE_TYPE changes the second and later ones).
+        self._publishes = 0
         self._pool_keeper_stop = threading.Event()
 
     # --- pool and health ----------------------------------------------------------------------------------------
@@ -107,6 +111,9 @@ class DriverCore:
     def publish(self) -> None:
         """Publish the node's pool as the active faults say it should look: every slice at the current generation."""
         pool = self._pool(self.config)
+        self._publishes += 1
+        if self.config.is_broken(BrokenMode.REPUBLISH_CHANGES_ATTRIBUTE_TYPE) and self._publishes > 1:
+            pool = index_as_string(pool)  # the bug: a rescan reads the index back as a string
         if self.config.is_broken(BrokenMode.DUPLICATE_DEVICE_NAMES):
             pool = split_with_repeated_device(pool)
         delete_first = self.config.is_broken(BrokenMode.REPUBLISH_LEAVES_INCOMPLETE_POOL)
@@ -243,7 +250,11 @@ class DriverCore:
             if known is not None:
                 if self.config.is_broken(BrokenMode.NON_IDEMPOTENT_PREPARE):
                     return PrepareResult(error=f"claim {ref.uid} is already prepared")
-                return PrepareResult(devices=known["devices"])  # idempotent per claim UID
+                if self.config.is_broken(BrokenMode.REPLAYED_PREPARE_SKIPS_CDI_SPECS) or not self._specs_lost(
+                    ref.uid, known["devices"]
+                ):
+                    return PrepareResult(devices=known["devices"])  # idempotent per claim UID
+                return self._rewrite_lost_specs(ref, lookup, known["devices"])
             if ref.uid in self._unprepared and self.config.is_broken(BrokenMode.PREPARE_AFTER_UNPREPARE_FAILS):
                 return PrepareResult(error=f"claim {ref.uid} was unprepared; it cannot be prepared again")
             problem, claim, mine = lookup or self._lookup(ref)
@@ -261,28 +272,18 @@ class DriverCore:
                 if refused:
                     return PrepareResult(error=refused)
                 hold.callback(self.holds.release, ref.uid)  # once the record holds the devices, or prepare failed
-            edits = self.faults.find("cdi-without-edits", claim=ref.uid, devices=names) is None
-            set_up = names
-            if self.config.is_broken(BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE):
-                set_up = [next_device(name, self.config.devices) for name in names]  # the bug: edits off by one
-            if self.config.profile == shared.PROFILE:  # one spec per share of a shared device
-                ignore_share_id = self.config.is_broken(BrokenMode.PREPARE_IGNORES_SHARE_ID)
-                cdi_ids = shared.write_share_specs(self.config, ref.uid, mine, ignore_share_id=ignore_share_id)
-            else:
-                cdi_ids = cdi.write_spec(
-                    self.config.cdi_dir,
-                    self.config.driver_name,
-                    self.config.profile,
-                    ref.uid,
-                    names,
-                    edits=edits,
-                    set_up=set_up,
-                )
+            cdi_ids = self._write_specs(ref.uid, mine, names)
             if self.config.is_broken(BrokenMode.CDI_ID_UNRESOLVABLE):
                 cdi_ids = [product_vendor_id(cdi_id) for cdi_id in cdi_ids]  # the bug: no spec defines these
+            first_request = mine[0]["request"] if mine else ""
             prepared = [
                 {
-                    "requestNames": [result["request"]],
+                    # ANSWERS_UNDER_FIRST_REQUEST, the bug: every device answered under the first request's name
+                    "requestNames": [
+                        first_request
+                        if self.config.is_broken(BrokenMode.ANSWERS_UNDER_FIRST_REQUEST)
+                        else result["request"]
+                    ],
                     "poolName": result["pool"],
                     "deviceName": name,
                     "cdiDeviceIDs": [cdi_id],
@@ -296,13 +297,79 @@ class DriverCore:
                 return PrepareResult(error="write status.devices: failed (injected status-write failure)")
             try:
                 if not self.config.is_broken(BrokenMode.OMITS_DECLARED_STATUS):  # the bug: no status write at all
-                    self.api.apply_device_status(claim, [self._status_entry(result, cdi_ids) for result in mine])
+                    entries = [self._status_entry(result, cdi_ids) for result in mine]
+                    if self.config.is_broken(BrokenMode.STATUS_FOR_OTHER_DRIVERS_DEVICES):
+                        entries += self._other_drivers_entries(claim)
+                    self.api.apply_device_status(claim, entries)
+                    if self.config.is_broken(BrokenMode.REWRITES_STATUS_AFTER_PREPARE):
+                        refresh = threading.Timer(STATUS_REFRESH_DELAY, self._rewrite_status, (claim, entries))
+                        refresh.daemon = True
+                        refresh.start()
             except ApiException as error:
                 if not self.config.is_broken(BrokenMode.IGNORES_STATUS_WRITE_FAILURE):
                     self._remove_specs(ref.uid, prepared)
                     return PrepareResult(error=f"write status.devices: {denial(error)}")
             self.prepared.put(ref.uid, {"namespace": ref.namespace, "name": ref.name, "devices": prepared})
             return PrepareResult(devices=prepared)
+
+    def _write_specs(self, uid: str, mine: list[dict[str, Any]], names: list[str]) -> list[str]:
+        """Write the claim's CDI specs (one per claim, or one per share); returns one CDI device ID per device."""
+        if self.config.profile == shared.PROFILE:  # one spec per share of a shared device
+            ignore_share_id = self.config.is_broken(BrokenMode.PREPARE_IGNORES_SHARE_ID)
+            return shared.write_share_specs(self.config, uid, mine, ignore_share_id=ignore_share_id)
+        edits = self.faults.find("cdi-without-edits", claim=uid, devices=names) is None
+        set_up = names
+        if self.config.is_broken(BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE):
+            set_up = [next_device(name, self.config.devices) for name in names]  # the bug: edits off by one
+        return cdi.write_spec(
+            self.config.cdi_dir,
+            self.config.driver_name,
+            self.config.profile,
+            uid,
+            names,
+            edits=edits,
+            set_up=set_up,
+        )
+
+    def _specs_lost(self, uid: str, devices: list[dict[str, Any]]) -> bool:
+        """Whether a spec file the claim's recorded devices are defined in is missing from the CDI dir."""
+        if self.config.profile == shared.PROFILE:
+            shares = [str(cdi_id).split("=", 1)[-1] for device in devices for cdi_id in device["cdiDeviceIDs"]]
+            paths = [shared.spec_path(self.config.cdi_dir, self.config.driver_name, share) for share in shares]
+        else:
+            paths = [cdi.spec_path(self.config.cdi_dir, self.config.driver_name, uid)] if devices else []
+        return not all(path.is_file() for path in paths)
+
+    def _rewrite_lost_specs(self, ref: ClaimRef, lookup: Lookup | None, devices: list[dict[str, Any]]) -> PrepareResult:
+        """A prepared claim whose specs are gone (a reboot empties the CDI dir; the record survives it).
+
+        The kubelet hands the recorded IDs to the runtime, so the specs are written again from the claim, as the
+        first prepare wrote them, and the recorded answer is given.
+        """
+        problem, _, mine = lookup or self._lookup(ref)
+        if problem:
+            return PrepareResult(error=f"write lost CDI spec again: {problem}")
+        names = [str(device["deviceName"]) for device in devices]
+        if len(names) != len(mine):
+            return PrepareResult(
+                error=f"write lost CDI spec again: recorded {len(names)} devices, the claim has {len(mine)}"
+            )
+        self._write_specs(ref.uid, mine, names)
+        return PrepareResult(devices=devices)
+
+    def _rewrite_status(self, claim: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        """REWRITES_STATUS_AFTER_PREPARE: the claim's status.devices written again, whether unprepared or not."""
+        with contextlib.suppress(ApiException):  # refused once the claim is deallocated; the attempt is the bug
+            self.api.apply_device_status(claim, entries)
+
+    def _other_drivers_entries(self, claim: dict[str, Any]) -> list[dict[str, Any]]:
+        """STATUS_FOR_OTHER_DRIVERS_DEVICES: an entry for each device of another driver, under that driver's name."""
+        results = claim["status"]["allocation"]["devices"]["results"]
+        return [
+            {**self._status_entry(result, []), "driver": result["driver"]}
+            for result in results
+            if result["driver"] != self.config.driver_name
+        ]
 
     def _share_id(self, result: dict[str, Any]) -> dict[str, str]:
         """The answer's share ID for a result that is a share of a device (the share ID mutant leaves it out)."""

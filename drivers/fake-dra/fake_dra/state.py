@@ -10,10 +10,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from fake_dra.broken import CHECKPOINT_WRITE_WINDOW
 
 # Release 2 writes the claims inside an envelope that names its format and writer; release 1 wrote the bare map.
 # Both releases read both, so a downgrade keeps what the newer release prepared.
@@ -23,14 +27,18 @@ ENVELOPE_FORMAT = 2
 class PreparedClaims:
     """UID -> what was prepared (namespace, name, devices, CDI IDs); written atomically on every change."""
 
-    def __init__(self, path: Path, driver_version: str = "1.0.0", *, shared: bool = False) -> None:
+    def __init__(
+        self, path: Path, driver_version: str = "1.0.0", *, shared: bool = False, writes_outside_lock: bool = False
+    ) -> None:
         """Load what an earlier run of this driver (maybe another release) left in `path`.
 
         `shared`: other instances on this node write the file too (a rolling update); read it on every operation.
+        `writes_outside_lock`: the CHECKPOINT_WRITTEN_OUTSIDE_LOCK mutant (see `_change_outside_lock`).
         """
         self.path = path
         self.driver_version = driver_version
         self.shared = shared
+        self.writes_outside_lock = writes_outside_lock
         self._lock = threading.Lock()
         # Serializes file writes (taken before `_lock`, never while holding it); the versions say which in-memory
         # change the file holds.
@@ -85,6 +93,9 @@ class PreparedClaims:
         by the next writer, which encodes the map once for all of them (encoding it once per change made 100
         concurrent prepares spend a fifth of their driver time re-encoding the same map).
         """
+        if self.writes_outside_lock:
+            self._change_outside_lock(apply)
+            return
         with self._locked():
             apply(self._claims)
             self._version += 1
@@ -94,6 +105,21 @@ class PreparedClaims:
                 self._written = version
                 return
         self._commit(version)
+
+    def _change_outside_lock(self, apply: Callable[[dict[str, dict[str, Any]]], object]) -> None:
+        """The CHECKPOINT_WRITTEN_OUTSIDE_LOCK mutant: the change made in memory, then to what the file holds now.
+
+        No lock is held from the read to the write (slow storage widens the window), so concurrent changes overwrite
+        each other on disk, and a restart loads a file that lost some of them.
+        """
+        with self._lock:
+            apply(self._claims)
+        disk = PreparedClaims(self.path, self.driver_version)
+        time.sleep(CHECKPOINT_WRITE_WINDOW)
+        apply(disk._claims)
+        with tempfile.NamedTemporaryFile("w", dir=self.path.parent, suffix=".partial", delete=False) as partial:
+            partial.write(disk._encoded())
+        Path(partial.name).replace(self.path)
 
     def _commit(self, version: int) -> None:
         with self._write_lock:

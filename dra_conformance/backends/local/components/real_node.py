@@ -1,8 +1,15 @@
-"""The real node: containerd, a kubelet and the reference device plugin on this machine (root only)."""
+"""The real nodes: containerd and a kubelet each, the reference device plugin on the first (root only).
+
+Node 0 runs in this machine's namespaces; each further node in its own mount and network namespaces
+(`node_namespace`), with the API server relayed onto its loopback (`api_relay`).
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -10,21 +17,24 @@ from urllib3.exceptions import HTTPError
 
 from dra_conformance.backends.local import real_node
 from dra_conformance.backends.local.build import RealNodeBinaries
+from dra_conformance.backends.local.node_namespace import NodeNamespace
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster, listening
 from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.pki import CertificateAuthority
 
+# One probe: an interpreter's start and a connect on loopback, on a loaded machine.
+RELAY_PROBE_TIMEOUT = 10.0
+
 
 class Containerd:
     """containerd of the real node; ready when it answers on its socket."""
 
-    name = "containerd"
-
     def __init__(self, node: real_node.RealNode) -> None:
         """The containerd of `node`."""
         self.node = node
+        self.name = real_node.process_name("containerd", node.name)
 
     def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
         """Containerd with the node's config."""
@@ -37,7 +47,7 @@ class Containerd:
             lambda: listening(socket),
             bool,
             timeout=real_node.CONTAINERD_READY,
-            what=f"containerd of {real_node.REAL_NODE} answering on {socket}",
+            what=f"containerd of {self.node.name} answering on {socket}",
             describe=lambda _up: f"not yet; last lines of its log: {cluster.log_tail(self.name)}",
             max_interval=STARTUP_POLL_CAP,
         )
@@ -46,11 +56,10 @@ class Containerd:
 class Kubelet:
     """The kubelet of the real node; ready when its Node is Ready."""
 
-    name = "kubelet"
-
     def __init__(self, node: real_node.RealNode) -> None:
         """The kubelet of `node`."""
         self.node = node
+        self.name = real_node.process_name("kubelet", node.name)
 
     def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
         """The kubelet with the node's config and credentials."""
@@ -62,7 +71,7 @@ class Kubelet:
             core = client.CoreV1Api(api_client)
 
             def condition() -> str:
-                found = core.list_node(field_selector=f"metadata.name={real_node.REAL_NODE}", _request_timeout=5)
+                found = core.list_node(field_selector=f"metadata.name={self.node.name}", _request_timeout=5)
                 conditions = [c for n in found.items for c in n.status.conditions or [] if c.type == "Ready"]
                 return f"{conditions[0].status}: {conditions[0].message}" if conditions else "not registered"
 
@@ -71,7 +80,7 @@ class Kubelet:
                     condition,
                     lambda seen: seen.startswith("True"),
                     timeout=cluster.timeouts.node_ready,
-                    what=f"real node {real_node.REAL_NODE} Ready",
+                    what=f"real node {self.node.name} Ready",
                     describe=str,
                     retry_on=(ApiException, HTTPError),
                     max_interval=STARTUP_POLL_CAP,
@@ -80,6 +89,37 @@ class Kubelet:
                 raise BackendError(
                     f"start local cluster: {error}; kubelet log: {cluster.log_tail(self.name)}"
                 ) from None
+
+
+class ApiRelay:
+    """For a further node: the API server on the node's loopback; ready when it answers there."""
+
+    def __init__(self, node: real_node.RealNode, port: int) -> None:
+        """The relay of `node` for the API server's `port`."""
+        assert node.namespace is not None
+        self.node, self.port, self.namespace = node, port, node.namespace
+        self.name = real_node.process_name("api-relay", node.name)
+
+    def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
+        """The relay process."""
+        return [self.node.api_relay_process(self.port)]
+
+    def ready(self, cluster: SupervisedCluster) -> None:
+        """Wait until a connection from inside the node's network namespace reaches the API server's port."""
+        connect = f"import socket; socket.create_connection(('127.0.0.1', {self.port}), 2)"
+        probe = self.namespace.wrap([sys.executable, "-c", connect])
+        waits.until(
+            lambda: _answers(probe) or cluster.exit_code(self.name),
+            lambda seen: seen is True,
+            timeout=real_node.CONTAINERD_READY,
+            what=f"the API server reachable on {self.node.name}'s loopback",
+            describe=lambda code: f"the relay exited with {code}: {cluster.log_tail(self.name)}" if code else "not yet",
+            max_interval=STARTUP_POLL_CAP,
+        )
+
+
+def _answers(probe: list[str]) -> bool:
+    return subprocess.run(probe, capture_output=True, check=False, timeout=RELAY_PROBE_TIMEOUT).returncode == 0
 
 
 class DevicePlugin:
@@ -128,33 +168,59 @@ class DevicePlugin:
                 ) from None
 
 
-class RealNode:
-    """The real node as one component: its files, then containerd, images, the kubelet, the device plugin."""
+class RealNodes:
+    """The real nodes as one component: their files, then containerd and images, the kubelets, the device plugin."""
 
     name = "real-node"
 
-    def __init__(self, cluster: SupervisedCluster, binaries: RealNodeBinaries, images: tuple[Path, ...] = ()) -> None:
-        """The real node of `cluster`, run from `binaries`, with the driver's image archives `images` imported."""
-        self.node = real_node.RealNode(cluster.layout, binaries, binaries.pause, real_node.primary_address())
+    def __init__(
+        self, cluster: SupervisedCluster, binaries: RealNodeBinaries, images: tuple[Path, ...] = (), count: int = 1
+    ) -> None:
+        """`count` real nodes of `cluster`, run from `binaries`, with the driver's image archives `images` imported."""
+        address = real_node.primary_address()
+        further = [NodeNamespace.of(cluster.layout, real_node.node_name(i), i) for i in range(1, count)]
+        self.namespaces = further
+        self.nodes = [
+            real_node.RealNode(cluster.layout, binaries, binaries.pause, address),
+            *(real_node.RealNode(cluster.layout, binaries, binaries.pause, address, ns) for ns in further),
+        ]
         self.images = images
-        self.parts = (Containerd(self.node), Kubelet(self.node), DevicePlugin(self.node))
+        port = urlsplit(cluster.server).port or 443
+        self.containerds = [Containerd(node) for node in self.nodes]
+        self.relays = [ApiRelay(node, port) for node in self.nodes if node.namespace is not None]
+        self.kubelets = [Kubelet(node) for node in self.nodes]
+        self.device_plugin = DevicePlugin(self.nodes[0])
 
-    def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
-        """Its processes, in start order."""
-        return [spec for part in self.parts for spec in part.command(cluster)]
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The nodes' names, node 0 first."""
+        return tuple(node.name for node in self.nodes)
 
     def start(self, cluster: SupervisedCluster) -> None:
-        """Record the host, write the node's files, start each part once the one before is ready."""
-        self.node.record_host()  # before anything changes the host, so a failed start can be undone
+        """Record the host, make the further nodes' namespaces, then start each stage once the one before is ready."""
+        self.nodes[0].record_host()  # before anything changes the host, so a failed start can be undone
+        # Before any kubelet runs: a namespace copies the host's mounts as they are when it is made.
+        for namespace in self.namespaces:
+            namespace.create()
         layout = cluster.layout
-        self.node.write_files(CertificateAuthority.load(layout.pki / "ca.crt", layout.pki / "ca.key"), cluster.server)
-        for part in self.parts:
-            cluster.add_processes(part.command(cluster))
-            part.ready(cluster)
-            if isinstance(part, Containerd):
+        authority = CertificateAuthority.load(layout.pki / "ca.crt", layout.pki / "ca.key")
+        for node in self.nodes:
+            node.write_files(authority, cluster.server)
+        stages: list[list[Containerd] | list[ApiRelay] | list[Kubelet] | list[DevicePlugin]] = [
+            self.containerds,
+            self.relays,
+            self.kubelets,
+            [self.device_plugin],
+        ]
+        for stage in stages:
+            cluster.add_processes([spec for part in stage for spec in part.command(cluster)])
+            for part in stage:
+                part.ready(cluster)
+            if stage is self.containerds:
                 # The images the suites' pods and the driver use, before a kubelet could pull them.
-                self.node.import_images(self.images)
+                for node in self.nodes:
+                    node.import_images(self.images)
 
     def ready(self, cluster: SupervisedCluster) -> None:
         """Ready when its last part is: the device plugin's devices are allocatable."""
-        self.parts[-1].ready(cluster)
+        self.device_plugin.ready(cluster)

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from dra_conformance.backends.local import driver_daemonset, install_placement, install_record, shipped
+from dra_conformance.backends.local import driver_daemonset, install_placement, install_record, real_node, shipped
 from dra_conformance.backends.local.components.driver import await_driver
-from dra_conformance.backends.local.layout import STANDARD_CDI_DIR, STANDARD_KUBELET_ROOT
+from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.supervised import SupervisedCluster
 from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.model.driver import DriverEndpoint
@@ -19,15 +19,17 @@ class ShippedDriver:
 
     name = "shipped-driver"
 
-    def __init__(self, profile: DriverProfile, nodes: tuple[str, ...], echo: Callable[[str], None]) -> None:
+    def __init__(
+        self, profile: DriverProfile, layout: ClusterLayout, nodes: tuple[str, ...], echo: Callable[[str], None]
+    ) -> None:
         """Install the driver of `profile` and wait for it on `nodes`, printing the transformations through `echo`."""
         assert profile.install is not None, "only for a profile with `install`"
-        self.profile, self.spec, self.nodes, self.echo = profile, profile.install, nodes, echo
+        self.profile, self.spec, self.layout, self.nodes, self.echo = profile, profile.install, layout, nodes, echo
 
     @property
     def endpoints(self) -> list[DriverEndpoint]:
-        """Where the driver registers on each node: the standard kubelet root and CDI directory."""
-        return [DriverEndpoint(self.profile.driver, n, STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR) for n in self.nodes]
+        """Where the driver registers on each node: the node's standard kubelet root and CDI directory."""
+        return [real_node.standard_endpoint(self.layout, self.profile.driver, n) for n in self.nodes]
 
     def start(self, cluster: SupervisedCluster) -> list[DriverEndpoint]:
         """Apply the manifests and wait until the driver registered with a complete pool on every node."""
