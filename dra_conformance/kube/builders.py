@@ -30,6 +30,21 @@ class ClaimUse:
     template: str | None = None
 
 
+@dataclass(frozen=True)
+class ContainerUse:
+    """One container of a pod and the claims it references in `resources.claims`.
+
+    `claims` holds (pod claim name, request name) pairs; an empty request name references the whole claim.
+    `init` makes it an init container, `sidecar` an init container with restartPolicy Always (a restartable sidecar).
+    """
+
+    name: str
+    claims: tuple[tuple[str, str], ...] = ()
+    init: bool = False
+    sidecar: bool = False
+    command: tuple[str, ...] = ()
+
+
 def pin_to_node(node: str) -> Manifest:
     """A pod affinity that lets the scheduler place the pod only on the node named `node`.
 
@@ -201,6 +216,41 @@ class Builder:
             pod["spec"]["affinity"] = pin_to_node(node)
         if tolerations:
             pod["spec"]["tolerations"] = list(tolerations)
+        return pod
+
+    def pod_of_containers(
+        self,
+        uses: list[ClaimUse],
+        containers: list[ContainerUse],
+        *,
+        node: str | None = None,
+        prefix: str = "pod",
+        tolerations: tuple[Manifest, ...] = (),
+        image: str = PAUSE_IMAGE,
+    ) -> Manifest:
+        """A pod with the claims in `uses` and the `containers` (init, sidecar or regular) referencing them.
+
+        Init containers and sidecars come first, in the order given; `node` pins the pod (`pin_to_node`). On a real
+        node each container runs its own command in `image`.
+        """
+
+        def container(use: ContainerUse) -> Manifest:
+            claims = [{"name": name, **({"request": request} if request else {})} for name, request in use.claims]
+            return {
+                "name": use.name,
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                **({"resources": {"claims": claims}} if claims else {}),
+                **({"restartPolicy": "Always"} if use.sidecar else {}),
+                **({"command": list(use.command)} if use.command else {}),
+            }
+
+        pod = self.pod_with(uses, node=node, prefix=prefix, tolerations=tolerations, image=image)
+        spec = pod["spec"]
+        spec["containers"] = [container(c) for c in containers if not (c.init or c.sidecar)]
+        init = [container(c) for c in containers if c.init or c.sidecar]
+        if init:
+            spec["initContainers"] = init
         return pod
 
     def job_with(self, pod: Manifest, *, prefix: str = "job") -> Manifest:

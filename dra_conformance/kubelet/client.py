@@ -133,10 +133,14 @@ class DriverClient:
         self._channels.append(channel)
         return grpc.intercept_channel(channel, self.relay_check)
 
-    def get_info(self) -> registration.PluginInfo:
-        """Registration/GetInfo: the PluginInfo the kubelet validates."""
+    def get_info(self, timeout: float = REGISTRATION_TIMEOUT) -> registration.PluginInfo:
+        """Registration/GetInfo: the PluginInfo the kubelet validates (`timeout`: a shorter deadline, for probes)."""
         stub = registration_grpc.RegistrationStub(self._channel(self.registration_socket))
-        return stub.GetInfo(registration.InfoRequest(), timeout=REGISTRATION_TIMEOUT)
+        started = time.monotonic()
+        try:
+            return stub.GetInfo(registration.InfoRequest(), timeout=timeout)
+        except grpc.RpcError as error:
+            raise ended_by_deadline(error, time.monotonic() - started, timeout) from None
 
     def notify_registration_status(
         self, registered: bool = True, error: str = ""

@@ -90,6 +90,18 @@ class ClusterInfo:
             "details": dict(self.details),
         }
 
+    def disruption_real_node(self, driver: str) -> str | None:
+        """The real node set aside for checks that stop and start `driver`, where it runs on real nodes only.
+
+        A driver the backend runs on real nodes only (none of its endpoints on a fake node) is stopped on the last
+        of two or more real nodes; socket checks and the driver's answer watch leave that node out, as they leave
+        out the set-aside fake nodes. None with one real node, or where the driver runs on fake nodes.
+        """
+        own = [e.node for e in self.drivers if e.driver == driver]
+        if len(self.real_nodes) < 2 or not own or any(node in self.nodes for node in own):
+            return None
+        return self.real_nodes[-1] if self.real_nodes[-1] in own else None
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClusterInfo:
         """The inverse of `to_json`."""

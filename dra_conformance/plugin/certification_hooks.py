@@ -18,6 +18,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import __version__, paths
+from dra_conformance.driver.answers import DriverAnswerWatch, Silence, answer_watch
 from dra_conformance.errors import ConformanceError, HarnessFault, SuiteForbidden
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
@@ -33,6 +34,7 @@ from dra_conformance.plugin.opt_in import in_the_suites
 from dra_conformance.plugin.options import option_or
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.plugin.session import backend_of
+from dra_conformance.plugin.silence_citations import cite_silences
 from dra_conformance.report import canary, reports_space
 from dra_conformance.report.allure_tables import write_global_pages
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
@@ -53,6 +55,7 @@ from dra_conformance.report.certification import (
     write_summary,
 )
 from dra_conformance.report.fleet.identity import cluster_name
+from dra_conformance.report.harness_errors import HARNESS_ERROR
 from dra_conformance.rollback.report import REPORT_JSON
 from dra_conformance.rollback.report import summarize as summarize_rehearsal
 from dra_conformance.rollback.state import Phase, RehearsalState
@@ -155,10 +158,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    """Name the registry obligation a phase broke in its report, so the verdict can tell failures from errors."""
+    """Name the registry obligation a phase broke in its report, so the verdict can tell failures from errors.
+
+    No failure without an obligation: a phase that failed raising anything else breaks HARNESS_ERROR.
+    """
     report = yield
     error = call.excinfo.value if call.excinfo is not None else None
-    report.user_properties = [*report.user_properties, *obligation_properties(error)]
+    named = obligation_properties(error)
+    if report.failed and not named:
+        named = [(OBLIGATION_PROPERTY, HARNESS_ERROR), (BASIS_PROPERTY, str(Basis.HARNESS))]
+    report.user_properties = [*report.user_properties, *named]
     return report
 
 
@@ -201,6 +210,10 @@ class OutcomeCollector:
         self.watch: AllocationTimeoutWatch | None = None
         self.health: ClusterHealthWatch | None = None
         self.faults: list[Fault] = []
+        # Whether each instance of the driver under test answers (`driver.answers`), and when it did not.
+        self.answers: DriverAnswerWatch | None = None
+        self.silences: list[Silence] = []
+        self.spans: dict[str, tuple[float, float]] = {}
         self.exits: list[dict[str, Any]] | None = None
         self.events: canary.EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
@@ -228,7 +241,11 @@ class OutcomeCollector:
         self.deselected += sum("suites/" in item.nodeid.split("::", 1)[0] for item in items)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Start watching Events for allocation timeouts, where the run named its cluster."""
+        """Where the run named its cluster: watch Events (allocation timeouts), the control plane and the driver.
+
+        The driver's watch (`driver.answers`) probes each instance of it this machine reaches, from here only: the
+        controller, never an xdist worker.
+        """
         cluster = self.config.stash.get(stash.CLUSTER, None)
         if cluster is None or self.config.getoption("collectonly"):
             return
@@ -244,6 +261,8 @@ class OutcomeCollector:
             self.kubelets = KubeletWindow(api, tuple(cluster.real_nodes)).start()
         except Exception as error:  # the gate (and the cluster version) then say they have no data; the run goes on
             self.watch, self.events_missing = None, f"event watch did not start: {type(error).__name__}: {error}"
+        if stash.PROFILE in self.config.stash:
+            self.answers = answer_watch(cluster, self.config.stash[stash.PROFILE].driver)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -270,6 +289,8 @@ class OutcomeCollector:
             self.watch = None
         if self.health is not None:
             self.faults = self.health.stop()
+        if self.answers is not None:
+            self.silences = self.answers.stop()
         if self.kubelets is not None:
             self.kubelets.finish()
         # Before the run stops its cluster: the supervisor's record of exits goes with it.
@@ -313,13 +334,17 @@ class OutcomeCollector:
                 # The control plane was unhealthy while this check ran: it could not judge the driver.
                 found = (Outcome.ERROR, f"{CLUSTER_FAULT}: {faults[0].describe()}")
                 properties[OBLIGATION_PROPERTY], properties[OBLIGATION_CAPABILITY_PROPERTY] = CLUSTER_FAULT, ""
+        # When the check ran, for the silences of the driver it may have met (`silence_citations`).
+        earlier = self.spans.get(report.nodeid, (report.start, report.stop))
+        self.spans[report.nodeid] = (min(earlier[0], report.start), max(earlier[1], report.stop))
         capabilities = tuple(filter(None, str(properties.get(CAPABILITY_PROPERTY, "")).split(",")))
         obligation = (
             str(properties.get(OBLIGATION_PROPERTY, "")),
             str(properties.get(OBLIGATION_CAPABILITY_PROPERTY, "")),
         )
+        traceback = report.longreprtext if obligation[0] == HARNESS_ERROR else ""
         self.results[report.nodeid] = merge(
-            self.results.get(report.nodeid), report.nodeid, found, capabilities, obligation
+            self.results.get(report.nodeid), report.nodeid, found, capabilities, obligation, traceback
         )
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -340,6 +365,7 @@ class OutcomeCollector:
         config = self.config
         # The verdict is about the conformance suites; the project's own tests (tests/) say nothing about a driver.
         results = [r for r in self.results.values() if "suites/" in r.nodeid.split("::", 1)[0]]
+        results = cite_silences(results, self.silences, self.spans)
         if stash.RUN_DIR not in config.stash or stash.PROFILE not in config.stash or not results:
             return
         if config.getoption("collectonly"):
@@ -358,6 +384,7 @@ class OutcomeCollector:
             declared=tuple(sorted(str(c) for c in profile.capabilities)),
             extra={
                 "cluster_health_watch": self.health.error or "watched" if self.health else "not watched",
+                "driver_answer_watch": self.answers.watching() if self.answers else "not watched",
                 **({"real_node_absent": why} if (why := self.real_node_absent()) else {}),
                 "rerun": self.rerun_command(),
                 "strictness": str(config.getoption("--dra-strictness") or profile.strictness),
@@ -376,6 +403,7 @@ class OutcomeCollector:
             self.selection(),
             [fault.describe() for fault in self.faults],
             self.exits,
+            [silence.to_json() for silence in self.silences],
         )
         problem = write_summary(summary, run_dir)  # a full disk: one line, printed after the verdict
         allure_dir = getattr(config.option, "allure_report_dir", None)

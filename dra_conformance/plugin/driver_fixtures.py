@@ -108,7 +108,13 @@ def driver_under_test(
         # A driver on real nodes only (fixed kubelet paths, installed as shipped): the backend's real nodes run it
         # and their sockets are files on this machine. Socket checks and scenarios use those nodes, with their pods
         # held off the real kubelet (`PodHold`), as on a cluster the suite did not build.
-        on_real = {e.node: e for e in cluster.drivers if e.driver == ours and e.node in cluster.real_nodes}
+        # The real node set aside for disruption checks is theirs alone.
+        set_aside = cluster.disruption_real_node(ours)
+        on_real = {
+            e.node: e
+            for e in cluster.drivers
+            if e.driver == ours and e.node in cluster.real_nodes and e.node != set_aside
+        }
         return DriverUnderTest(driver_profile, on_real, real_node_hold(api_client, tuple(on_real)) if on_real else None)
     reached: NodeSockets = request.getfixturevalue("node_sockets")
     return DriverUnderTest(driver_profile, reached.endpoints, reached.hold, reached.why_none(), reached.resync)
@@ -243,7 +249,14 @@ def _disruption_on_a_real_node(
             f"not applicable: stopping {driver_under_test.name} holds its DaemonSets off a node, which needs the "
             "install's pinToRealNodes transform (its node affinity names the hold-off label)"
         )
-    leases = NodeLeases(node_leases, "real", cluster.real_nodes)
+    set_aside = cluster.disruption_real_node(driver_under_test.name)
+    if set_aside is None:
+        pytest.skip(
+            f"not applicable: stopping {driver_under_test.name} needs a real node of its own, which other checks "
+            f"leave alone: the cluster has {len(cluster.real_nodes)} real node(s) (--real-nodes 2 or more)"
+        )
+    # The kubelet-mode checks lease real nodes too ("real"): the set-aside one is taken from them for the check.
+    leases = NodeLeases(node_leases, "real", (set_aside,))
     with leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid) as node:
         endpoint = next((e for e in cluster.drivers if e.node == node and e.driver == driver_under_test.name), None)
         if endpoint is None:

@@ -9,8 +9,9 @@ the checks that exercise it (tests marked `capability(...)`) ran and passed. Ver
 - not certified: a failure (a contract obligation, or a defensive one under strict), named by obligation id;
 - incomplete: nothing the driver did wrong, but the run cannot certify it: collected checks that never finished
   (an interrupted run, `-x`, a crashed worker), a subset of the bundled suites (`-k`, a path), a check that errored
-  (a harness precondition, a fixture that could not set up), a declared capability no check exercised here (a
-  limit of the suite or the backend), or a silent skip.
+  (a harness precondition, a fixture that could not set up, a harness error: anything raised that names no
+  obligation, see `report.harness_errors`), a declared capability no check exercised here (a limit of the suite
+  or the backend), or a silent skip.
 
 A failure counts against a declared capability when the obligation that broke is about that capability, or, for an
 obligation about no capability in particular, when the check is marked with it.
@@ -21,18 +22,19 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from dra_conformance.driver.answers import DRIVER_ANSWERS
 from dra_conformance.model.findings import RECORD_KIND as ADVISORY_RECORDS
 from dra_conformance.model.read_exposure import RECORD_KIND as READ_EXPOSURE_RECORDS
 from dra_conformance.model.read_exposure import markdown_line as read_exposure_line
 from dra_conformance.model.read_exposure import summary_finding as read_exposure_finding
 from dra_conformance.model.records import read_records
 from dra_conformance.report import canary as canary_gate
-from dra_conformance.report import reports_space
+from dra_conformance.report import driver_answers, harness_errors, reports_space
 from dra_conformance.report.exploration import exploration_markdown, exploration_terminal_line, explored_space
 from dra_conformance.report.four_layers import four_layer_line, four_layer_markdown, four_layer_section
 from dra_conformance.rollback.metrics_rehearsal import REHEARSAL as METRICS_REHEARSAL
@@ -109,6 +111,8 @@ class CheckResult:
     # The registry obligation that decided a failure or an error, and the capability it is about ("" for none).
     obligation: str = ""
     obligation_capability: str = ""
+    # A harness error's traceback (its end, `harness_errors.trimmed`): what the suite has to fix.
+    traceback: str = ""
 
     @property
     def suite(self) -> str:
@@ -125,14 +129,14 @@ class CheckResult:
 def outcome_of(when: str, passed: bool, skipped: bool, reason: str, basis: str = "") -> tuple[Outcome, str] | None:
     """The outcome one report phase contributes (None: this phase says nothing new).
 
-    `basis` is that of the registry obligation that broke, where one did. A broken harness obligation, or a setup
-    that failed without any obligation breaking, is an error: the check could not judge the driver.
+    `basis` is that of the registry obligation that broke, where one did. A broken harness obligation, or a phase
+    that failed without any obligation breaking (a harness error), is an error: the check could not judge the driver.
     """
     if skipped:
         text = reason.removeprefix("Skipped: ").strip()
         return (Outcome.NOT_APPLICABLE if text.startswith(NOT_APPLICABLE_PREFIX) else Outcome.SKIPPED), text
     if not passed:
-        if basis == "harness" or (when == "setup" and not basis) or when not in PHASES:
+        if basis in ("harness", "") or when not in PHASES:
             # An xdist worker that crashed reports its running check with a phase of its own ("???").
             return Outcome.ERROR, reason
         return Outcome.FAILED, reason
@@ -149,12 +153,24 @@ def merge(
     found: tuple[Outcome, str],
     capabilities: tuple[str, ...],
     obligation: tuple[str, str] = ("", ""),
+    traceback: str = "",
 ) -> CheckResult:
     """A test's result after one more report phase; `obligation` is (id, capability) of what broke in it."""
     outcome, reason = found
     if earlier is not None and _PRECEDENCE.get(earlier.outcome, 0) >= max(_PRECEDENCE.get(outcome, 0), 1):
         return earlier
-    return CheckResult(nodeid, outcome, reason, capabilities or (earlier.capabilities if earlier else ()), *obligation)
+    capabilities = capabilities or (earlier.capabilities if earlier else ())
+    return CheckResult(nodeid, outcome, reason, capabilities, *obligation, harness_errors.trimmed(traceback))
+
+
+def every_failure_named(results: list[CheckResult]) -> list[CheckResult]:
+    """No failure without an obligation: a failure or error that names none is a harness error, never the driver's."""
+    return [
+        replace(r, outcome=Outcome.ERROR, obligation=harness_errors.HARNESS_ERROR, obligation_capability="")
+        if r.outcome in (Outcome.FAILED, Outcome.ERROR) and not r.obligation
+        else r
+        for r in results
+    ]
 
 
 @dataclass
@@ -204,6 +220,7 @@ class Selection:
 
 def capability_table(results: list[CheckResult], facts: RunFacts) -> dict[str, dict[str, Any]]:
     """Per declared capability: its outcome and the checks behind it."""
+    results = every_failure_named(results)
     table = {}
     for capability in facts.declared:
         if capability in facts.harness_capabilities:
@@ -285,15 +302,21 @@ def decide(
     selection: Selection | None = None,
     cluster_faults: list[str] | None = None,
     driver_exits: list[dict[str, Any]] | None = None,
+    driver_silences: list[str] | None = None,
 ) -> tuple[Verdict, list[str]]:
-    """The verdict and the reasons for it, naming the obligations that decided it."""
+    """The verdict and the reasons for it, naming the obligations that decided it.
+
+    `driver_silences` describe the windows in which an instance of the driver did not answer (`driver.answers`).
+    """
+    results = every_failure_named(results)
     failed = [r for r in results if r.outcome == Outcome.FAILED]
     unexpected = [e for e in driver_exits or [] if not e["caused_by_suite"]]
-    if unexpected:
-        exits = "; ".join(e["describe"] for e in unexpected)
-        exited = [f"{DRIVER_STAYS_UP}: the driver exited unexpectedly {len(unexpected)} time(s): {exits}"]
+    exits = "; ".join(e["describe"] for e in unexpected)
+    exited = [f"{DRIVER_STAYS_UP}: the driver exited unexpectedly {len(unexpected)} time(s): {exits}"] if exits else []
+    exited += [f"{DRIVER_ANSWERS}: {silence}" for silence in driver_silences or []]
+    if exited:
         reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
-        return Verdict.NOT_CERTIFIED, exited + reasons
+        return Verdict.NOT_CERTIFIED, exited + reasons + _harness_error_reasons(results)
     if cluster_faults:
         # The control plane failed under the run: it cannot certify, whatever else it saw; failures outside the
         # fault's time still count and are listed.
@@ -308,11 +331,12 @@ def decide(
     if failed or failing:
         reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
         reasons += [f"declared capability {c} failed its checks" for c in failing]
-        return Verdict.NOT_CERTIFIED, reasons + unselected
+        return Verdict.NOT_CERTIFIED, reasons + unselected + _harness_error_reasons(results)
     errors = [r for r in results if r.outcome == Outcome.ERROR]
     if unselected:
         crashed = [r for r in errors if r.obligation == WORKER_CRASH]
-        return Verdict.INCOMPLETE, unselected + ([f"{WORKER_CRASH}: {crashed[0].reason}"] if crashed else [])
+        crash = [f"{WORKER_CRASH}: {crashed[0].reason}"] if crashed else []
+        return Verdict.INCOMPLETE, unselected + crash + _harness_error_reasons(results)
     # Checks skipped because the suite's own identity lacks rights (--allow-partial): the run could not judge them.
     unauthorized = [r for r in results if r.outcome == Outcome.NOT_APPLICABLE and IDENTITY_LACKS in r.reason]
     silent = [r.nodeid for r in results if r.silent]
@@ -344,6 +368,12 @@ def decide(
     ]
 
 
+def _harness_error_reasons(results: list[CheckResult]) -> list[str]:
+    """The harness errors, where another reason decided the verdict (they never decide "not certified")."""
+    found = [r for r in results if r.obligation == harness_errors.HARNESS_ERROR]
+    return [f"{len(found)} harness error(s) ({harness_errors.HARNESS_ERROR}), e.g. {found[0].nodeid}"] if found else []
+
+
 def _artifact(run_dir: Path, name: str) -> Any:
     path = run_dir / name
     return json.loads(path.read_text()) if path.exists() else None
@@ -357,11 +387,17 @@ def summarize(
     selection: Selection | None = None,
     cluster_faults: list[str] | None = None,
     driver_exits: list[dict[str, Any]] | None = None,
+    driver_silences: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`)."""
+    """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`).
+
+    `driver_silences` are the windows in which an instance of the driver did not answer (`Silence.to_json`).
+    """
+    results = every_failure_named(results)
     capabilities = capability_table(results, facts)
     advisories = read_records(run_dir, ADVISORY_RECORDS)
-    verdict, reasons = decide(results, capabilities, advisories, selection, cluster_faults, driver_exits)
+    silences = [str(silence["describe"]) for silence in driver_silences or []]
+    verdict, reasons = decide(results, capabilities, advisories, selection, cluster_faults, driver_exits, silences)
     never = selection.never_run(results) if selection is not None else []
     metrics = _artifact(run_dir, METRICS_VERDICT)
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
@@ -374,7 +410,13 @@ def summarize(
             "unexpected": [e for e in driver_exits or [] if not e["caused_by_suite"]],
             "caused_by_checks": [e for e in driver_exits or [] if e["caused_by_suite"]],
         },
+        "driver_silences": driver_answers.section(driver_silences or [], results),
         "advisories": [{k: a.get(k) for k in ("id", "check", "obligation", "observed")} for a in advisories],
+        "harness_errors": [
+            {"check": r.nodeid, "obligation": r.obligation, "error": r.reason, "traceback": r.traceback}
+            for r in sorted(results, key=lambda r: r.nodeid)
+            if r.obligation == harness_errors.HARNESS_ERROR
+        ],
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),
         "accounting": {
@@ -434,7 +476,9 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         *([f"- {line}", ""] if (line := real_node_line(summary)) else []),
         *_exit_lines(summary.get("driver_exits") or {}),
+        *driver_answers.markdown_lines(summary.get("driver_silences") or []),
         *_advisory_lines(summary.get("advisories") or []),
+        *harness_errors.markdown_lines(summary.get("harness_errors") or []),
         *_install_transform_lines(run.get("install_transforms") or []),
         f"Suite dra-conformance {run['suite_version']}, backend {run['backend']} (Kubernetes "
         f"{run.get('cluster_version') or 'version not read'}), profile {run['profile']} "

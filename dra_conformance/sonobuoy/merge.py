@@ -209,7 +209,10 @@ def merge_parts(runs: list[PartRun], node_part_expected: bool = True) -> dict[st
     exits = [e for s in summaries for e in (s.get("driver_exits") or {}).get("unexpected") or []]
     caused = [e for s in summaries for e in (s.get("driver_exits") or {}).get("caused_by_checks") or []]
     capabilities = capability_table(results, facts)
-    verdict, reasons = decide(results, capabilities, advisories, selection, faults, exits)
+    # Each part's windows in which an instance of the driver did not answer (run.driver-answers), part by part.
+    silent = [{**x, "describe": f"{r.label}: {x['describe']}"} for r in with_summary for x in _silences(r.summary)]
+    unanswered = [str(x["describe"]) for x in silent]
+    verdict, reasons = decide(results, capabilities, advisories, selection, faults, exits, unanswered)
     broken = [f"{run.label}: no verdict ({run.problem})" for run in runs if run.summary is None]
     if broken:
         if verdict in _CERTIFYING:
@@ -225,6 +228,7 @@ def merge_parts(runs: list[PartRun], node_part_expected: bool = True) -> dict[st
         "reasons": reasons,
         "cluster_faults": faults,
         "driver_exits": {"unexpected": exits, "caused_by_checks": caused},
+        "driver_silences": silent,
         "advisories": advisories,
         "run": run,
         "totals": dict(Counter(str(r.outcome) for r in results)),
@@ -253,3 +257,8 @@ def _part_line(run: PartRun) -> dict[str, Any]:
         "finished_at": (summary.get("run") or {}).get("finished_at"),
         "problem": run.problem,
     }
+
+
+def _silences(summary: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A part's silences of the driver (none in summaries written before the driver's answers were watched)."""
+    return [x for x in (summary or {}).get("driver_silences") or [] if isinstance(x, dict) and "describe" in x]

@@ -32,9 +32,11 @@ from typing import Any
 
 import yaml
 
+from dra_conformance.driver.answers import DRIVER_ANSWERS
 from dra_conformance.driver.profile import Strictness
 from dra_conformance.model.obligations import Basis, Registry
 from dra_conformance.report.certification import DRIVER_STAYS_UP, SUMMARY_JSON, Verdict
+from dra_conformance.report.harness_errors import HARNESS_ERROR
 from tests.mutants.harness import OUTPUT_TAIL, Mutant, junit_results, mutant_profile
 
 # The whole default suite takes 2-3 minutes on two cores, plus the cluster's start and stop; room for a busy machine.
@@ -104,12 +106,13 @@ def obligations_in_reasons(reasons: list[str]) -> list[str]:
     """The registry obligation ids the summary's reasons name, in order, each once.
 
     decide() names them as "<id> (<n> checks)" in its failure and error lists, "advisory <id> (<n> findings)",
-    and "run.driver-stays-up: ..." for an unexpected exit of the driver.
+    "run.driver-stays-up: ..." for an unexpected exit of the driver and "run.driver-answers: ..." for a window in
+    which it did not answer. Harness errors (run.harness-error) are the suite's, never a decision about the driver.
     """
     found: list[str] = []
     for reason in reasons:
-        ids = [DRIVER_STAYS_UP] if reason.startswith(f"{DRIVER_STAYS_UP}:") else []
-        ids += _COUNTED_ID.findall(reason)
+        ids = [run for run in (DRIVER_STAYS_UP, DRIVER_ANSWERS) if reason.startswith(f"{run}:")]
+        ids += [each for each in _COUNTED_ID.findall(reason) if each != HARNESS_ERROR]
         found += [each for each in ids if each not in found]
     return found
 

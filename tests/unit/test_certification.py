@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from dra_conformance.model.obligations import Basis, Registry
 from dra_conformance.model.records import RunRecords
-from dra_conformance.report import certification
+from dra_conformance.report import certification, harness_errors
 from dra_conformance.report.certification import (
     CLUSTER_FAULT,
     CheckResult,
@@ -18,6 +20,7 @@ from dra_conformance.report.certification import (
     summarize,
     terminal_lines,
 )
+from dra_conformance.report.harness_errors import HARNESS_ERROR
 
 FACTS = RunFacts(
     "0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream", "referenceFaults")
@@ -25,7 +28,8 @@ FACTS = RunFacts(
 
 
 def _result(nodeid: str, outcome: Outcome, reason: str = "", capabilities: tuple[str, ...] = ()) -> CheckResult:
-    return CheckResult(nodeid, outcome, reason, capabilities)
+    # A failure names the obligation that broke: one without is a harness error (see the tests of run.harness-error).
+    return CheckResult(nodeid, outcome, reason, capabilities, "protocol.x" if outcome == Outcome.FAILED else "")
 
 
 def test_skip_reasons_split_into_not_applicable_and_skipped() -> None:
@@ -106,7 +110,8 @@ def test_a_harness_error_or_a_failed_setup_is_incomplete_and_never_a_capability_
     assert outcome_of("call", False, False, "x", "harness") == (Outcome.ERROR, "x")
     assert outcome_of("setup", False, False, "connection refused") == (Outcome.ERROR, "connection refused")
     assert outcome_of("setup", False, False, "x", "contract") == (Outcome.FAILED, "x")
-    assert outcome_of("teardown", False, False, "leak") == (Outcome.FAILED, "leak")
+    assert outcome_of("teardown", False, False, "leak", "contract") == (Outcome.FAILED, "leak")
+    assert outcome_of("teardown", False, False, "leak") == (Outcome.ERROR, "leak"), "no obligation: a harness error"
     errored = merge(None, "suites/protocol/test_health.py::t", (Outcome.ERROR, "x"), ("healthStream",), ("h.y", ""))
     summary = summarize([errored], FACTS, tmp_path)
     assert summary["verdict"] == "incomplete", summary["reasons"]
@@ -223,3 +228,63 @@ def test_a_kubelet_suite_without_a_real_node_gets_one_line_with_why_and_what_run
     assert line is not None and "not root" in line and "dra-conformance run --real-node" in line, line
     assert certification.real_node_line({**summary, "suites": {"protocol": {}}}) is None, "no kubelet suite ran"
     assert certification.real_node_line({**summary, "run": {"backend": "local", "extra": {}}}) is None
+
+
+KEY_ERROR = "suites/protocol/test_p.py::test_key_error"
+TRACEBACK = (
+    "def test_key_error():\n>       {}['missing']\nE       KeyError: 'missing'\n\nsuites/protocol/test_p.py:3: KeyError"
+)
+
+
+def test_a_failure_that_names_no_obligation_is_a_harness_error_with_its_traceback_and_the_run_incomplete(
+    tmp_path: Path,
+) -> None:
+    assert outcome_of("call", False, False, "KeyError: 'missing'") == (Outcome.ERROR, "KeyError: 'missing'")
+    errored = merge(
+        None, KEY_ERROR, (Outcome.ERROR, "KeyError: 'missing'"), ("healthStream",), (HARNESS_ERROR, ""), TRACEBACK
+    )
+    # A failure without an obligation, as older records or another collector give it, is one too.
+    bare = CheckResult("suites/status/test_s.py::test_bare_assert", Outcome.FAILED, "assert 1 == 2", ("healthStream",))
+    passed = _result("suites/protocol/test_health.py::t", Outcome.PASSED, capabilities=("healthStream",))
+    summary = summarize([errored, bare, passed], FACTS, tmp_path)
+    assert summary["verdict"] == "incomplete", summary["reasons"]
+    assert summary["reasons"][0] == f"2 check(s) could not judge the driver (errors): {HARNESS_ERROR} (2 checks)"
+    assert summary["capabilities"]["healthStream"]["state"] == "passed", summary["capabilities"]
+    assert summary["totals"] == {"error": 2, "passed": 1}, summary["totals"]
+    assert [(e["check"], e["obligation"], e["error"]) for e in summary["harness_errors"]] == [
+        (KEY_ERROR, HARNESS_ERROR, "KeyError: 'missing'"),
+        ("suites/status/test_s.py::test_bare_assert", HARNESS_ERROR, "assert 1 == 2"),
+    ], summary["harness_errors"]
+    assert summary["harness_errors"][0]["traceback"] == TRACEBACK
+    markdown = render_markdown(summary)
+    assert f"## Harness errors ({HARNESS_ERROR}" in markdown and "E       KeyError: 'missing'" in markdown, markdown
+    assert "no registry obligation" not in json.dumps(summary) + markdown
+
+
+def test_every_failure_and_error_in_the_summary_names_an_obligation_id(tmp_path: Path) -> None:
+    results = [
+        CheckResult("suites/protocol/test_p.py::a", Outcome.FAILED, "", (), "protocol.unprepare-succeeds"),
+        CheckResult("suites/protocol/test_p.py::b", Outcome.FAILED, "KeyError: 'x'"),
+        CheckResult("suites/protocol/test_p.py::c", Outcome.ERROR, "fixture broke"),
+        CheckResult("suites/protocol/test_p.py::d", Outcome.PASSED),
+    ]
+    summary = summarize(results, FACTS, tmp_path)
+    assert summary["verdict"] == "not certified", "an obligation's failure still decides"
+    assert summary["reasons"][0] == "1 check(s) failed: protocol.unprepare-succeeds (1 check)", summary["reasons"]
+    assert f"2 harness error(s) ({HARNESS_ERROR}), e.g. suites/protocol/test_p.py::b" in summary["reasons"]
+    named = [*summary["suites"]["protocol"]["failed"], *summary["suites"]["protocol"]["errors"]]
+    assert named == [
+        "suites/protocol/test_p.py::a (protocol.unprepare-succeeds)",
+        f"suites/protocol/test_p.py::b ({HARNESS_ERROR})",
+        f"suites/protocol/test_p.py::c ({HARNESS_ERROR})",
+    ], named
+    assert HARNESS_ERROR in Registry.load().obligations, "the harness obligation is in the registry"
+    assert Registry.load()[HARNESS_ERROR].basis == Basis.HARNESS
+
+
+def test_a_harness_errors_traceback_keeps_its_end_and_says_what_was_cut() -> None:
+    long = "frame\n" * 2000 + "E   KeyError: 'missing'"
+    kept = harness_errors.trimmed(long)
+    assert kept.endswith("E   KeyError: 'missing'") and len(kept) < harness_errors.TRACEBACK_CHARS + 100, kept[:200]
+    assert kept.startswith(f"[{len(long) - harness_errors.TRACEBACK_CHARS} characters of the traceback cut]")
+    assert harness_errors.trimmed(TRACEBACK) == TRACEBACK

@@ -64,8 +64,11 @@ def test_reasons_without_obligations_name_none_and_ids_are_listed_once() -> None
         "2 check(s) failed outside it: no registry obligation (1 check), protocol.a-b (1 check)",
         "interrupted after 3 of 9 collected checks: 6 never ran, e.g. suites/status/test_status.py::test_x",
         "1 check(s) could not judge the driver (errors): cluster fault (1 check), protocol.a-b (1 check)",
+        "2 check(s) could not judge the driver (errors): run.harness-error (2 checks)",
     ]
-    assert obligations_in_reasons(reasons) == ["protocol.a-b"]
+    assert obligations_in_reasons(reasons) == ["protocol.a-b"], "a harness error decides nothing about the driver"
+    silent = ["run.driver-answers: the driver on kwok-node-0 did not answer from 12:00:00 to 12:01:00 (30 probes)"]
+    assert obligations_in_reasons(silent) == ["run.driver-answers"]
 
 
 def summary(verdict: str, reasons: list[str], **extra: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 from dra_conformance.backends.local import real_node
 from dra_conformance.backends.local.layout import STANDARD_CDI_DIR, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.node_namespace import NODE_LINKS, NodeNamespace
-from dra_conformance.model.cluster import endpoint_from_json, endpoint_to_json
+from dra_conformance.model.cluster import ClusterInfo, endpoint_from_json, endpoint_to_json
 from dra_conformance.model.driver import DriverEndpoint
 
 # Unix socket paths are limited to 107 bytes; the longest socket name a driver's chart makes below the kubelet root
@@ -81,3 +81,25 @@ def test_process_names_keep_node_zero_as_it_was_and_name_the_others() -> None:
     assert real_node.process_name("kubelet", real_node.REAL_NODE) == "kubelet"
     assert real_node.process_name("kubelet", "real-node-1") == "kubelet-real-node-1"
     assert [real_node.node_index(n) for n in ("real-node-0", "real-node-12", "kwok-node-1")] == [0, 12, None]
+
+
+def _cluster(real_nodes: tuple[str, ...], driver_nodes: tuple[str, ...]) -> ClusterInfo:
+    endpoints = tuple(DriverEndpoint("gpu.example.com", node, Path("/k") / node) for node in driver_nodes)
+    return ClusterInfo(
+        backend="local",
+        kubeconfig=Path("/kc"),
+        server="https://127.0.0.1:1",
+        nodes=("kwok-node-0",),
+        capabilities=frozenset(),
+        drivers=endpoints,
+        real_nodes=real_nodes,
+    )
+
+
+def test_a_driver_on_real_nodes_only_gets_the_last_of_two_real_nodes_for_its_disruption_checks() -> None:
+    two = ("real-node-0", "real-node-1")
+    assert _cluster(two, two).disruption_real_node("gpu.example.com") == "real-node-1"
+    # One real node: the socket checks need it; on fake nodes too: the set-aside fake nodes serve.
+    assert _cluster(two[:1], two[:1]).disruption_real_node("gpu.example.com") is None
+    assert _cluster(two, ("kwok-node-0", *two)).disruption_real_node("gpu.example.com") is None
+    assert _cluster(two, two).disruption_real_node("other.example.com") is None

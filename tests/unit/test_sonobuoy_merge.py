@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from dra_conformance import cli, paths
+from dra_conformance.driver.answers import DRIVER_ANSWERS, SILENT_PROBES, Silence
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.report.certification import SUMMARY_JSON
 from dra_conformance.report.fleet.sources import read_inputs
@@ -339,3 +341,18 @@ def test_a_kubeconfig_that_is_no_local_clusters_admin_kubeconfig_is_not_ours(tmp
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     assert runner.local_cluster(kubeconfig) is None
+
+
+def test_a_part_in_which_the_driver_stopped_answering_decides_the_merged_verdict() -> None:
+    node = _node("gpu-1")
+    assert node.summary is not None
+    silence = Silence("gpu-1", datetime(2026, 12, 2, 7, 10, tzinfo=UTC), "DEADLINE_EXCEEDED", unanswered=SILENT_PROBES)
+    node.summary["driver_silences"] = [{**silence.to_json(), "checks": []}]
+    merged = merge_parts([_cluster(), node, _node("gpu-2")])
+    assert merged is not None
+    assert merged["verdict"] == "not certified", merged["reasons"]
+    assert merged["reasons"][0].startswith(f"{DRIVER_ANSWERS}: ") and silence.describe() in merged["reasons"][0], (
+        merged["reasons"]
+    )
+    assert [x["node"] for x in merged["driver_silences"]] == ["gpu-1"], merged["driver_silences"]
+    assert merge_parts([_cluster(), _node("gpu-1"), _node("gpu-2")])["driver_silences"] == []  # type: ignore[index]

@@ -39,7 +39,7 @@ def test_an_obligation_failure_keeps_its_own_obligation() -> None:
     obligation = Registry.load()["metrics.served-version-serves-node-metrics"]
     properties = dict(obligation_properties(ObligationFailed(obligation, "broke")))
     assert properties[OBLIGATION_PROPERTY] == obligation.id and properties[BASIS_PROPERTY] == "contract", properties
-    assert obligation_properties(ValueError("other")) == []
+    assert obligation_properties(ValueError("other")) == [], "the report hook names run.harness-error for these"
 
 
 @pytest.mark.parametrize(

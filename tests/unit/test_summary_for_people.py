@@ -53,7 +53,9 @@ def _four_layer_records(run_dir: Path) -> list[CheckResult]:
         records.add(RECORD_KIND, {"check": nodeid, "record": record.to_json()})
         # The case meant to break its job outcome: the check itself failed here (the record named another layer).
         outcome = Outcome.FAILED if case == "ready-but-job-fails" else Outcome.PASSED
-        results.append(CheckResult(nodeid, outcome, capabilities=("healthStream",)))
+        # A failure names its obligation (one without is a harness error, an "error").
+        obligation = "kubelet.job-succeeds" if outcome == Outcome.FAILED else ""
+        results.append(CheckResult(nodeid, outcome, capabilities=("healthStream",), obligation=obligation))
     return results
 
 
