@@ -167,8 +167,13 @@ class ClaimState:
     # The answer of its last successful prepare; a repeated prepare must agree with it.
     answer: tuple[AnsweredDevice, ...] | None = None
     # Its answer's CDI IDs must resolve in the CDI dir: it is prepared, and no wipe of the CDI dir happened since the
-    # prepare that first prepared it (a repeated prepare need not write the specs again; see `invariants`).
+    # prepare that first prepared it (a repeated prepare need not write the specs again; see `invariants`), or a
+    # repeated prepare came after the wipe and a restart of the driver, as after a reboot: the kubelet prepares
+    # again, and hands the answered IDs to the runtime (protocol.repeated-prepare-cdi-ids-resolve-after-specs-lost).
     cdi_expected: bool = False
+    # Its specs were wiped while it was prepared, and (second) the driver restarted since.
+    specs_lost: bool = False
+    restarted_since_loss: bool = False
     # The driver was restarted since it was prepared: what its unprepare leaves is judged defensively.
     restarted_since_prepare: bool = False
     # When (monotonic seconds) its last successful unprepare returned; None while it was never unprepared.
@@ -263,13 +268,16 @@ class Model:
         """The driver prepared `claim` and answered `answer`."""
         if not claim.prepared:
             claim.cdi_expected = True  # a first prepare writes what its answer names
+        elif claim.specs_lost and claim.restarted_since_loss:
+            claim.cdi_expected = True  # a prepare after a reboot writes them again
+            claim.specs_lost = claim.restarted_since_loss = False
         claim.prepared, claim.answer, claim.restarted_since_prepare = True, answer, False
 
     def unprepared_ok(self, claim: ClaimState, at: float) -> None:
         """The driver unprepared `claim` (a no-op for one that was not prepared)."""
         if claim.prepared:
             claim.unprepared_at = at
-        claim.prepared, claim.cdi_expected = False, False
+        claim.prepared, claim.cdi_expected, claim.specs_lost, claim.restarted_since_loss = False, False, False, False
 
     def deleted(self, claim: ClaimState) -> None:
         """`claim` and its pod are gone from the API; its devices are free again."""
@@ -280,9 +288,11 @@ class Model:
         self.restarts += 1
         for claim in self.prepared():
             claim.restarted_since_prepare = True
+            claim.restarted_since_loss = claim.specs_lost
 
     def wiped(self) -> None:
         """The CDI dir was emptied: the specs of claims prepared so far are gone, not the driver's doing."""
         self.wipes += 1
         for claim in self.prepared():
             claim.cdi_expected = False
+            claim.specs_lost, claim.restarted_since_loss = True, False
