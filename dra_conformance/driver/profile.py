@@ -74,6 +74,7 @@ class Capability(StrEnum):
     EXTENDED_RESOURCE_MAPPING = "extendedResourceMapping"
     ROLLING_UPDATE = "rollingUpdate"
     REFERENCE_FAULTS = "referenceFaults"
+    FAULT_SWITCHES = "faultSwitches"
 
 
 class Strictness(StrEnum):
@@ -380,6 +381,16 @@ class DriverProfile:
     def declares(self, capability: Capability) -> bool:
         """Whether the profile claims `capability` (one not delivered then fails)."""
         return capability in self.capabilities
+
+    @property
+    def fault_switches(self) -> bool:
+        """Whether the driver the run installed answers the reference driver's control API (its fault switches).
+
+        `referenceFaults` implies it (the suite starts that program); `faultSwitches` declares it for the installed
+        instances alone, as for the reference driver's shipped image, whose switches checks may use but whose
+        program the suite does not start as private instances.
+        """
+        return self.declares(Capability.REFERENCE_FAULTS) or self.declares(Capability.FAULT_SWITCHES)
 
 
 # --- the schema ---------------------------------------------------------------------------------------------------

@@ -445,14 +445,29 @@ def kubelet(
 
 
 def require_fault_switches(profile: DriverProfile, purpose: str) -> None:
-    """Skip as not applicable unless the driver under test is the reference driver, whose fault switches are needed.
+    """Skip as not applicable unless the driver under test answers the reference driver's fault switches.
 
-    What such a check shows is the reference driver's own behaviour, nothing about another driver.
+    They are the reference driver's (`referenceFaults`, or `faultSwitches` for its installed image): the check
+    needs them to make the driver do what it is then judged on.
+    """
+    if not profile.fault_switches:
+        pytest.skip(
+            f"not applicable: {purpose} needs the reference driver's fault switches; the driver under test is "
+            f"{profile.driver} ({profile.source} declares neither {Capability.REFERENCE_FAULTS} nor "
+            f"{Capability.FAULT_SWITCHES})"
+        )
+
+
+def require_private_instances(profile: DriverProfile, purpose: str) -> None:
+    """Skip as not applicable unless the suite may start the driver's program itself (`referenceFaults`).
+
+    What such a check shows is the reference driver's own behaviour, nothing about another driver, nor about the
+    reference driver's image installed as shipped (`faultSwitches`), whose program the suite does not start.
     """
     if not profile.declares(Capability.REFERENCE_FAULTS):
         pytest.skip(
-            f"not applicable: {purpose} needs the reference driver's fault switches; the driver under test is "
-            f"{profile.driver} ({profile.source} declares no {Capability.REFERENCE_FAULTS})"
+            f"not applicable: {purpose} needs private instances of the reference driver's program; the driver "
+            f"under test is {profile.driver} ({profile.source} declares no {Capability.REFERENCE_FAULTS})"
         )
 
 
@@ -511,7 +526,7 @@ def private_driver(
     def start(
         nodes: tuple[str, ...] | None = None, *, profile: str = "gpu", devices: int = 2, args: tuple[str, ...] = ()
     ) -> PrivateDriver:
-        require_fault_switches(driver_profile, "a private driver instance (process control included)")
+        require_private_instances(driver_profile, "a private driver instance (process control included)")
         if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
             pytest.skip(f"not applicable: backend {cluster.backend} cannot run private reference driver instances")
         return drivers.start(nodes, profile=profile, devices=devices, args=args)

@@ -21,7 +21,7 @@ from dra_conformance import paths
 from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability, DriverProfile
-from dra_conformance.driver.reference import PrivateDriver
+from dra_conformance.driver.reference import FakeDriverControl, PrivateDriver
 from dra_conformance.driver.under_test import REAL_NODES_ONLY, DriverUnderTest
 from dra_conformance.errors import FixtureError
 from dra_conformance.kube.builders import Manifest
@@ -137,7 +137,10 @@ def shared_target(
             f"profile declares {declared}: {[p.describe() for p in pools.values()] or 'no pool'}",
             pytrace=False,
         )
-    return ScenarioTarget(driver.name, node, declared, endpoints.get(node), None, tolerations, driver.hold)
+    endpoint = endpoints.get(node)
+    # The reference driver's image as installed answers its fault switches; the scenario's fault is undone after.
+    control = FakeDriverControl(endpoint) if driver.profile.fault_switches and endpoint is not None else None
+    return ScenarioTarget(driver.name, node, declared, endpoint, control, tolerations, driver.hold, shared=True)
 
 
 @pytest.fixture
@@ -206,6 +209,11 @@ def scenario_run(
         target = device_target(
             f"scenario {scenario.id}", devices=scenario.devices, profile=scenario.profile, needs_prepare=needs_prepare
         )
+        if scenario.fault and target.control is None:
+            pytest.skip(
+                f"not applicable: scenario {scenario.id} switches a fault, and no control socket of {target.driver} "
+                f"on {target.node} is reachable from here"
+            )
         run = ScenarioRun(
             scenario, target=target, tracker=tracker, api_client=api_client, namespace=namespace, timeouts=timeouts
         )
@@ -215,6 +223,7 @@ def scenario_run(
 
     yield deploy
     for run in runs:
+        run.undo_fault()
         record = observed_mask(run.finish_record()).to_json()
         allure.attach(record, "correlation record", allure.attachment_type.JSON)
         request.node.user_properties.append(("correlation", record))

@@ -187,7 +187,7 @@ class RunFacts:
     driver_version: str | None
     declared: tuple[str, ...]
     # Capabilities no check certifies, because they are about the harness, not the driver.
-    harness_capabilities: tuple[str, ...] = ("referenceFaults",)
+    harness_capabilities: tuple[str, ...] = ("referenceFaults", "faultSwitches")
     extra: dict[str, Any] = field(default_factory=dict)
     # Which cluster ran it (`--dra-cluster-name`, the kubeconfig context, the local cluster's name) and when it
     # ended (ISO 8601 UTC): the fleet report's row and freshness. None in summaries written before them.

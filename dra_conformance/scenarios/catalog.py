@@ -10,7 +10,9 @@ the driver owns the fault vocabulary, so a typo in a fault fails here rather tha
 
 A scenario states what it needs of the driver under test (`needs`: devices per node, declared capabilities,
 attributes usable in selectors) and, if it only makes sense for the reference driver, why (`referenceOnly`; a
-`fault` implies it). `not_applicable` turns unmet needs into the reason the suites report.
+`fault` implies it). Such a scenario runs on the reference driver's private instances (`referenceFaults`) and on
+its image as installed (`faultSwitches`), there where the node's devices suit it (`devicesExactly`).
+`not_applicable` turns unmet needs into the reason the suites report.
 """
 
 from __future__ import annotations
@@ -176,6 +178,8 @@ SCHEMA: dict[str, Any] = {
                         "additionalProperties": False,
                         "properties": {
                             "devices": {"type": "integer", "minimum": 1},
+                            # The outcome holds only on a node of exactly this many devices (the only one tainted).
+                            "devicesExactly": {"type": "integer", "minimum": 1},
                             "capabilities": {"type": "array", "items": {"enum": [c.value for c in Capability]}},
                             "attributes": {
                                 "type": "object",
@@ -253,6 +257,7 @@ class Scenario:
     exactly_one_scheduled: list[str] = field(default_factory=list)
     # What the driver under test must offer for the scenario to apply.
     min_devices: int = 1
+    devices_exactly: int | None = None
     capabilities: tuple[Capability, ...] = ()
     attributes: dict[str, AttributeType] = field(default_factory=dict)
     reference_only: str | None = None
@@ -268,8 +273,14 @@ class Scenario:
             return f"scenario {self.id} needs capabilities the profile does not declare: {', '.join(missing)}"
         if profile.declares(Capability.REFERENCE_FAULTS):
             return None  # the reference driver runs as a private instance sized by `driver.devices`
-        if self.reference_only:
+        if self.reference_only and not profile.fault_switches:
             return f"scenario {self.id} is for the reference driver only: {self.reference_only}"
+        # From here on the scenario runs on the driver the run installed (the reference driver's image too).
+        if self.devices_exactly is not None and profile.devices.per_node != self.devices_exactly:
+            return (
+                f"scenario {self.id} holds only on a node of exactly {self.devices_exactly} devices (for the "
+                f"reference driver, a private instance of that size); the profile declares {profile.devices.per_node}"
+            )
         if profile.devices.per_node < self.min_devices:
             return (
                 f"scenario {self.id} needs {self.min_devices} devices on a node; the profile declares "
@@ -355,6 +366,7 @@ def load_file(path: Path) -> list[Scenario]:
                 expect_pods=item["expect"].get("pods", {}),
                 exactly_one_scheduled=item["expect"].get("exactlyOneScheduled", []),
                 min_devices=needs.get("devices", 1),
+                devices_exactly=needs.get("devicesExactly"),
                 capabilities=tuple(Capability(c) for c in needs.get("capabilities", [])),
                 attributes={name: AttributeType(kind) for name, kind in needs.get("attributes", {}).items()},
                 reference_only=reference_only,

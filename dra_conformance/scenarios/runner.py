@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +70,8 @@ class ScenarioTarget:
     tolerations: tuple[Manifest, ...] = ()
     # Where the node has a real kubelet (a cluster the suite did not build): how its pods are held (`PodHold`).
     hold: PodHold | None = None
+    # The driver the run installed (not a private instance this test alone uses): a fault switched is undone.
+    shared: bool = False
 
 
 @dataclass
@@ -133,6 +136,7 @@ class ScenarioRun:
         self.pods: dict[str, str] = {}
         self.outcomes: dict[str, PodOutcome] = {}
         self.record = CorrelationRecord(scenario.id, namespace, target.driver, self.node)
+        self._fault_undo: Callable[[], None] | None = None
 
     @property
     def endpoint(self) -> DriverEndpoint:
@@ -155,7 +159,7 @@ class ScenarioRun:
         if scenario.fault:
             if self.target.control is None:
                 raise RuntimeError(f"scenario {scenario.id} switches a fault; {self.target.driver} has no switches")
-            self.target.control.set_faults([scenario.fault])
+            self._fault_undo = self.target.control.set_faults([scenario.fault])
         for item in scenario.device_classes:
             selectors = tuple(
                 s["cel"]["expression"].replace("{driver}", self.target.driver) for s in item.get("selectors", [])
@@ -281,6 +285,12 @@ class ScenarioRun:
     def ref(claim: dict[str, Any]) -> ClaimRef:
         """The claim as the kubelet names it."""
         return ClaimRef.of(claim)
+
+    def undo_fault(self) -> None:
+        """Switch the scenario's fault off again on a driver other tests use (a private instance just ends)."""
+        undo, self._fault_undo = self._fault_undo, None
+        if undo is not None and self.target.shared:
+            undo()
 
     def finish_record(self) -> CorrelationRecord:
         """Add the driver's call log (the reference driver keeps one) and the namespace's events to the record."""

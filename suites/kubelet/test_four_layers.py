@@ -103,7 +103,7 @@ def test_every_layer_before_the_broken_one_passes_and_the_record_names_the_broke
     request: pytest.FixtureRequest,
     obligations: Obligations,
 ) -> None:
-    reference = driver_under_test.profile.declares(Capability.REFERENCE_FAULTS) and real_node.endpoint is not None
+    reference = driver_under_test.profile.fault_switches and real_node.endpoint is not None
     if case.fault is not None and not reference:
         pytest.skip(
             f"not applicable: breaks a layer with the reference driver's {case.fault['mode']} fault; the driver "

@@ -15,7 +15,6 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.driver.pool import node_pools
-from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.real_node import RealNodeTarget, await_ready, claimed_pod, pod_on, running_pod
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.under_test import DriverUnderTest
@@ -120,7 +119,7 @@ def test_a_kubelet_restart_keeps_running_pods_and_their_claims_and_prepares_the_
             f"CDI specs of claim {claim_uid} before the restart {sorted(kept)}, after: {sorted(now)}",
             where,
         )
-    if driver_under_test.profile.declares(Capability.REFERENCE_FAULTS) and real_node.endpoint is not None:
+    if driver_under_test.profile.fault_switches and real_node.endpoint is not None:
         prepared = FakeDriverControl(real_node.endpoint).prepared()
         obligations.check(
             "kubelet.restart-keeps-claims-of-running-pods-prepared",

@@ -15,7 +15,6 @@ import functools
 import pytest
 from kubernetes import client
 
-from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.real_node import (
     PRINT_ENV_AND_WAIT,
     CdiSpecFiles,
@@ -137,7 +136,7 @@ def test_a_prepare_that_fails_part_way_leaves_no_cdi_spec_and_the_retry_succeeds
     timeouts: Timeouts,
     obligations: Obligations,
 ) -> None:
-    if not driver_under_test.profile.declares(Capability.REFERENCE_FAULTS) or real_node.endpoint is None:
+    if not driver_under_test.profile.fault_switches or real_node.endpoint is None:
         pytest.skip(
             "not applicable: a prepare that fails after its node-local work needs the reference driver's "
             f"status-write-failure fault on {real_node.name}; {driver_under_test.name} has no such switch"

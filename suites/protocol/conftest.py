@@ -14,7 +14,7 @@ from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
 from dra_conformance.timeouts import Timeouts
 
-from .node_claims import ClaimsOnOneNode
+from .node_claims import ClaimsOnOneNode, claims_that_fit
 
 
 @pytest.fixture
@@ -59,17 +59,10 @@ def claims_on_one_node(
     timeouts: Timeouts,
     driver_under_test: DriverUnderTest,
 ) -> Callable[..., ClaimsOnOneNode]:
-    """Allocates up to `wanted` claims (of `devices` each) on the driver's first node, leaving half its devices free.
-
-    Half stays free so that tests on the other xdist worker still find devices; fewer than `minimum` claims that
-    fit is not applicable, with the reason.
-    """
+    """Allocates up to `wanted` claims (of `devices` each) on the driver's first node (`claims_that_fit`)."""
 
     def allocate_on_one_node(wanted: int, *, minimum: int = 2, devices: int = 1) -> ClaimsOnOneNode:
-        per_node = driver_under_test.profile.devices.per_node
-        count = min(wanted, per_node // (2 * devices))
-        if count < minimum:
-            pytest.skip(f"not applicable: {per_node} device(s) per node leave no room for {minimum} claim(s)")
+        count = claims_that_fit(driver_under_test, wanted, f"{minimum} claim(s)", minimum=minimum, devices=devices)
         node, endpoint = next(iter(driver_under_test.endpoints.items()))
         claims = [
             allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, node=node, count=devices)

@@ -29,6 +29,8 @@ from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
+from .node_claims import claims_that_fit
+
 pytestmark = pytest.mark.usefixtures("driver_sockets")
 
 # The requests of the multi-request claim, one device each.
@@ -59,9 +61,7 @@ def test_each_device_of_a_multi_request_claim_is_answered_under_its_own_request(
     obligations: Obligations,
 ) -> None:
     """A claim of two requests, one device each: each device's request names are the requests it was allocated for."""
-    per_node = driver_under_test.profile.devices.per_node
-    if per_node < 2 * len(REQUESTS):  # half stays free for the checks of the other xdist worker
-        pytest.skip(f"not applicable: {per_node} device(s) per node leave no room for a claim of {len(REQUESTS)}")
+    claims_that_fit(driver_under_test, 1, f"a claim of {len(REQUESTS)}", devices=len(REQUESTS))
     spec = {"devices": {"requests": [_request(name, device_class) for name in REQUESTS]}}
     claim = allocate(tracker, build, api_client, device_class, timeout=timeouts.pod_scheduled, spec=spec)
     driver = driver_under_test.name

@@ -98,7 +98,7 @@ def test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints(
         pytest.skip(f"not applicable: {profile.source} does not declare healthStream")
     node = disruption.node
     with contextlib.ExitStack() as faults:
-        if profile.declares(Capability.REFERENCE_FAULTS):
+        if profile.fault_switches:
             # The reference driver fails a device on request: tainted NoSchedule in its slice, and in its health.
             published = sorted(d for p in node_pools(api_client, profile.driver, node).values() for d in p.devices)
             control = FakeDriverControl(disruption.endpoint)

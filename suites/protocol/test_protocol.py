@@ -8,6 +8,7 @@ or harness) and the upstream text it rests on (k8s.io/kubelet v0.37.2, k8s.io/ku
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ import grpc
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
@@ -244,23 +246,30 @@ def test_claim_of_another_node_is_refused_without_node_local_work(
     kubelet: KubeletRole,
     cluster: ClusterInfo,
     obligations: Obligations,
+    node_leases: Path,
+    timeouts: Timeouts,
+    request: pytest.FixtureRequest,
 ) -> None:
-    other = next((n for n in driver_under_test.endpoints if n != allocated.node), None)
-    set_aside = cluster.disruption_real_node(driver_under_test.name)
-    if other is None and set_aside is not None:
-        pytest.skip(
-            f"not applicable: the driver's other node, {set_aside}, is set aside for the checks that stop and start "
-            "it (--real-nodes 3 gives this check a second node)"
-        )
-    if other is None:
-        pytest.skip("not applicable: the driver runs on one node only")
-    endpoint = driver_under_test.endpoints[other]
-    outcome = kubelet.prepare_outcome(endpoint, [allocated.ref])
+    with contextlib.ExitStack() as held:
+        other = next((n for n in driver_under_test.endpoints if n != allocated.node), None)
+        endpoint = driver_under_test.endpoints.get(other) if other is not None else None
+        set_aside = cluster.disruption_real_node(driver_under_test.name)
+        if other is None and set_aside is not None:
+            # The real node set aside for the checks that stop the driver: leased as they lease it, so its driver
+            # runs, untouched, while this check asks it.
+            leases = NodeLeases(node_leases, "real", (set_aside,))
+            other = held.enter_context(leases.lease(timeout=timeouts.node_lease, holder=request.node.nodeid))
+            endpoint = next(
+                (e for e in cluster.drivers if e.node == other and e.driver == driver_under_test.name), None
+            )
+        if other is None or endpoint is None:
+            pytest.skip("not applicable: the driver runs on one node only")
+        outcome = kubelet.prepare_outcome(endpoint, [allocated.ref])
+        work = _node_local_work(driver_under_test, endpoint, cluster, allocated.ref)
     where = f"node {other}, claim {allocated.ref.name} allocated on {allocated.node}"
     obligations.check(
         "protocol.foreign-node-claim-refused", not outcome.prepared(allocated.ref), outcome.describe(), where
     )
-    work = _node_local_work(driver_under_test, endpoint, cluster, allocated.ref)
     obligations.check("protocol.foreign-node-claim-no-node-local-work", not work, work, where)
 
 

@@ -17,7 +17,6 @@ import allure
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.slice_history import LIST_TIMEOUT, SliceHistory
 from dra_conformance.driver.slice_hygiene import generation_of, pool_views
@@ -62,7 +61,7 @@ def test_device_attributes_keep_their_names_and_types_across_republishes(
         if not any(item["spec"].get("devices") for item in listed):
             obligations.fail("slices.republish-precondition", f"no device published; slices {listed}", where)
         start = max(generation_of(item) for item in listed)
-        if driver_under_test.profile.declares(Capability.REFERENCE_FAULTS):
+        if driver_under_test.profile.fault_switches:
             control = FakeDriverControl(disruption.endpoint)
             device = sorted(d["name"] for item in listed for d in item["spec"].get("devices") or [])[-1]
             with allure.step(f"taint {device} and clear it again: the driver republishes twice"):

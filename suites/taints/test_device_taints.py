@@ -263,7 +263,6 @@ def test_a_slice_taint_with_effect_none_keeps_the_device_allocatable_and_its_pod
         )
     running, claim = taints.pod()
     device = taints.device_of(claim)
-    control.set_faults([{"mode": "informational-taint"}])  # every device of the pool; undone when the driver stops
 
     def pool() -> PoolState | None:
         return node_pools(taints.core.api_client, device.driver, taints.target.node).get(device.pool)
@@ -271,27 +270,34 @@ def test_a_slice_taint_with_effect_none_keeps_the_device_allocatable_and_its_pod
     def tainted_none(state: PoolState | None) -> bool:
         return state is not None and all("None" in state.taint_effects.get(d, ()) for d in state.devices)
 
+    undo = control.set_faults([{"mode": "informational-taint"}])  # every device of the pool
     try:
-        published = waits.until(
-            pool,
-            tainted_none,
-            timeout=taints.timeouts.driver_ready,
-            what=f"every device of pool {device.pool} tainted with effect None in the driver's slice",
-            describe=lambda p: p.taint_effects if p is not None else "no pool",
+        try:
+            published = waits.until(
+                pool,
+                tainted_none,
+                timeout=taints.timeouts.driver_ready,
+                what=f"every device of pool {device.pool} tainted with effect None in the driver's slice",
+                describe=lambda p: p.taint_effects if p is not None else "no pool",
+            )
+        except WaitTimeout as error:
+            taints.obligations.fail("taints.reference-slice-taint-published", str(error), f"pool {device.pool}")
+        taints.obligations.check(
+            "taints.reference-slice-taint-published", tainted_none(published), published, f"pool {device.pool}"
         )
-    except WaitTimeout as error:
-        taints.obligations.fail("taints.reference-slice-taint-published", str(error), f"pool {device.pool}")
-    taints.obligations.check(
-        "taints.reference-slice-taint-published", tainted_none(published), published, f"pool {device.pool}"
-    )
-    # No toleration: effect None must not keep it off the tainted devices.
-    _, other = taints.pod(obligation="taints.none-tainted-device-allocatable")
-    taken = taints.device_of(other)
-    taints.obligations.check(
-        "taints.device-allocated-once", taken != device, f"claims {claim} and {other} both hold {device}", str(device)
-    )
-    taints.untouched(running, "taints.none-keeps-pods-and-devices")
-    taints.keeps(claim, device, "taints.none-keeps-pods-and-devices")
+        # No toleration: effect None must not keep it off the tainted devices.
+        _, other = taints.pod(obligation="taints.none-tainted-device-allocatable")
+        taken = taints.device_of(other)
+        taints.obligations.check(
+            "taints.device-allocated-once",
+            taken != device,
+            f"claims {claim} and {other} both hold {device}",
+            str(device),
+        )
+        taints.untouched(running, "taints.none-keeps-pods-and-devices")
+        taints.keeps(claim, device, "taints.none-keeps-pods-and-devices")
+    finally:
+        undo()  # the driver the run installed serves other checks after this one
 
 
 def test_no_schedule_keeps_new_allocations_off_tainted_devices_and_running_pods_in_place(

@@ -44,7 +44,7 @@ RESULTS_DEADLINE = 120.0
 OUTPUT_TAIL = 6000
 # Checks that need the node, judged in the node part on the driver's node: the rolling update, and the four-layer
 # cases any driver can be put through (a broken prepare comes from the kubelet-side interposer; the case that needs
-# the reference driver's CDI fault is not applicable to a driver as shipped).
+# the reference driver's CDI fault runs only for a driver with its fault switches).
 FOUR_LAYERS = "suites/kubelet/test_four_layers.py::"
 ROLLING_UPDATE = "suites/kubelet/test_rolling_update.py::"
 FOUR_LAYER_CASES = ("[all-four-green]", "[allocated-but-prepare-failed]", "[ready-but-job-fails]")

@@ -194,6 +194,19 @@ def test_a_scenario_within_the_drivers_declarations_applies() -> None:
     assert _scenario(min_devices=4).not_applicable(_profile()) is None
 
 
+def test_the_reference_drivers_installed_image_runs_its_fault_scenarios_where_its_nodes_suit_them() -> None:
+    shipped = load_profile(paths.fixtures_dir() / "profiles" / "reference-driver-shipped.yaml")
+    assert shipped.fault_switches and not shipped.declares(Capability.REFERENCE_FAULTS), shipped.capabilities
+    fault = {"mode": "prepare-error"}
+    assert _scenario(fault=fault, reference_only="switches a fault").not_applicable(shipped) is None
+    exact = _scenario(fault=fault, reference_only="switches a fault", devices_exactly=1).not_applicable(shipped)
+    assert exact is not None and "exactly 1 devices" in exact and "declares 8" in exact, exact
+    # Without the switches, a fault scenario stays the reference driver's alone.
+    without = dataclasses.replace(shipped, capabilities=shipped.capabilities - {Capability.FAULT_SWITCHES})
+    found = _scenario(fault=fault, reference_only="switches a fault").not_applicable(without)
+    assert found is not None and "for the reference driver only" in found, found
+
+
 def test_every_fault_scenario_is_reference_only() -> None:
     scenarios = catalog.load(paths.scenario_catalog())
     faulty = [s.id for s in scenarios if s.fault and not s.reference_only]

@@ -588,11 +588,7 @@ class LocalBackend:
         with self.supervised.api() as api_client:
             core = client.CoreV1Api(api_client)
             namespaces = tuple(sorted({entry.partition("/")[0] for entry in info.driver_daemonsets}))
-
-            def failed() -> str | None:
-                reason = shipped.pod_failure(core, namespaces, node)
-                return f"driver {profile.driver} on {node}: its pod {reason}" if reason else None
-
+            failed = functools.partial(shipped.driver_pod_failure, core, profile.driver, namespaces, node)
             ready = functools.partial(
                 driver_component.await_driver, self.supervised, api_client, profile, endpoint, failed
             )

@@ -546,6 +546,12 @@ def recorded_transforms(layout: ClusterLayout) -> tuple[str, ...]:
 # --- why the driver does not come up ------------------------------------------------------------------------------
 
 
+def driver_pod_failure(core: client.CoreV1Api, driver: str, namespaces: tuple[str, ...], node: str) -> str | None:
+    """`pod_failure` as the line that ends a wait for `driver` on `node`, else None."""
+    reason = pod_failure(core, namespaces, node)
+    return f"driver {driver} on {node}: its pod {reason}" if reason else None
+
+
 def pod_failure(core: client.CoreV1Api, namespaces: tuple[str, ...], node: str) -> str | None:
     """Why a pod of the installed driver on `node` will not run (crash loop, missing image), else None."""
     for namespace in namespaces:

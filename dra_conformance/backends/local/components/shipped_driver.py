@@ -47,9 +47,9 @@ class ShippedDriver:
             for endpoint in self.endpoints:
 
                 def failed(node: str = endpoint.node) -> str | None:
-                    reason = shipped.pod_failure(core, installed.pod_namespaces, node)
-                    if reason is not None:
-                        return f"driver {self.profile.driver} on {node}: its pod {reason}"
+                    failure = shipped.driver_pod_failure(core, self.profile.driver, installed.pod_namespaces, node)
+                    if failure is not None:
+                        return failure
                     # A DaemonSet that cannot ever run a pod there (an untolerated lasting taint) ends the wait now.
                     daemonsets, blocked = install_placement.daemonsets_on_node(api_client, installed.daemonsets, node)
                     kept_off = " | ".join(daemonsets)
