@@ -5,7 +5,7 @@ dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
 dra-conformance run [--cluster local|existing|kind] [--kubeconfig FILE] [--context NAME] [pytest args...]
 dra-conformance explore [--profile P] [--seed N | --replay SEED] [--max-steps N] [--max-examples N] [--budget-seconds S]
 dra-conformance report RUN [--serve [--port N]]
-dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR]
+dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR] [--history FILE|URL] [--since 14d]
 dra-conformance obligations [--output FILE]
 dra-conformance sonobuoy run --profile P --cluster-name NAME [--kubeconfig PATH] [--output DIR] [run args...]
 dra-conformance sonobuoy results DIR_OR_TARBALL
@@ -30,6 +30,7 @@ from typing import Any
 from dra_conformance import paths, settings, versions
 from dra_conformance.backends.registry import (
     build_local_binaries,
+    build_reference_driver_go,
     build_sonobuoy,
     install_host_packages,
     install_real_node_packages,
@@ -51,7 +52,7 @@ from dra_conformance.model.records import read_records
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
-from dra_conformance.report.fleet.command import fleet_command
+from dra_conformance.report.fleet.command import DEFAULT_HISTORY, fleet_command
 from dra_conformance.report.fleet.durations import parse_duration, spell_duration
 from dra_conformance.report.fleet.merge import DEFAULT_STALE_AFTER
 from dra_conformance.report.obligations_doc import render as render_obligations
@@ -328,6 +329,19 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {spell_duration(DEFAULT_STALE_AFTER)})",
     )
     report.add_argument("--output", type=Path, help="with --fleet: also write fleet.md, fleet.json, fleet.html there")
+    report.add_argument(
+        "--history",
+        metavar="FILE_OR_URL",
+        help="with --fleet: keep every run read in this history and plot it in fleet.html: a SQLite file, or "
+        f"postgresql://... for one many CI runners share (default: {DEFAULT_HISTORY} in the reports dir); exit 3 "
+        "when a cluster's newest night regressed",
+    )
+    report.add_argument(
+        "--since",
+        type=_duration,
+        metavar="DURATION",
+        help="with --fleet: plot the history's nights of this period only (14d, 36h); default every night stored",
+    )
     report.add_argument("--serve", action="store_true", help="then serve the HTML on 127.0.0.1 until Ctrl-C")
     report.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
     add_shared(report, "report")
@@ -602,11 +616,16 @@ def _image_command(args: argparse.Namespace) -> int:
     started = time.monotonic()
     cache_dir = args.cache_dir or default_cache_dir()
     epoch = _source_date_epoch(args)
-    if args.image == "sonobuoy":
+    if args.image in ("sonobuoy", "reference-driver"):
         if args.action == "lock":
-            raise UsageError("the sonobuoy image has no lock file: its Go module's go.sum pins it")
-        binary = build_sonobuoy(SuiteConfig(cache_dir=cache_dir))
-        built = image_builder.sonobuoy_image(binary, versions.SONOBUOY, cache_dir, epoch, args.rebuild)
+            raise UsageError(f"the {args.image} image has no lock file: its Go module's go.sum pins it")
+        config = SuiteConfig(cache_dir=cache_dir)
+        if args.image == "sonobuoy":
+            image, binary, version = image_builder.SONOBUOY, build_sonobuoy(config), versions.SONOBUOY
+        else:
+            binary, version = build_reference_driver_go(config), image_recipes.REFERENCE_DRIVER_VERSION
+            image = image_builder.REFERENCE_DRIVER
+        built = image_builder.binary_image(image, binary, version, cache_dir, epoch, args.rebuild)
     else:
         recipe = image_recipes.RECIPES[args.image]
         checkout = image_builder.checkout_root(paths.PACKAGE_DIR)
@@ -757,8 +776,12 @@ def _report(args: argparse.Namespace) -> int:
     if args.fleet:
         if args.run or args.serve:
             raise UsageError("report --fleet takes its runs as DIR_OR_TARBALL...; leave out RUN and --serve")
-        fleet_command(args.fleet, args.stale_after, args.output, datetime.now(UTC), print, _to_stderr)
-        return EXIT_OK
+        reports = args.reports_dir or _reports_root() / "reports"
+        history = args.history or str(reports / DEFAULT_HISTORY)
+        now = datetime.now(UTC)
+        return fleet_command(
+            args.fleet, args.stale_after, args.output, now, print, _to_stderr, history=history, since=args.since
+        )
     if args.run is None:
         raise UsageError("report needs RUN (a run id under reports/, or a run's directory), or --fleet")
     reports = args.reports_dir or _reports_root() / "reports"

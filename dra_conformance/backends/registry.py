@@ -13,7 +13,14 @@ from dra_conformance.backends.existing import ExistingBackend, ExistingClusterCo
 from dra_conformance.backends.kind import KindBackend, KindClusterConfig
 from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.build import SONOBUOY, Builder, echo_stderr, socket_relay, socket_relay_name
+from dra_conformance.backends.local.build import (
+    REFERENCE_DRIVER_GO,
+    SONOBUOY,
+    Builder,
+    echo_stderr,
+    socket_relay,
+    socket_relay_name,
+)
 from dra_conformance.backends.local.real_node import CGROUP_ROOT
 from dra_conformance.backends.local.run_claims import RunClaims as RunClaims
 from dra_conformance.config import SuiteConfig
@@ -138,6 +145,13 @@ def build_sonobuoy(config: SuiteConfig) -> Path:
     """Build (or find in the cache) the pinned Sonobuoy binary, like the local backend's own binaries."""
     local = local_cluster_config(config, owner_pid=None)
     return Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr).ensure(SONOBUOY)
+
+
+def build_reference_driver_go(config: SuiteConfig) -> Path:
+    """Build (or find in the cache) the reference driver's Go build, the binary its image ships."""
+    local = local_cluster_config(config, owner_pid=None)
+    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
+    return builder.ensure(REFERENCE_DRIVER_GO)
 
 
 def build_socket_relay(config: SuiteConfig, architecture: str) -> Path:

@@ -334,6 +334,35 @@ class DeviceExpectations:
 
 
 @dataclass(frozen=True)
+class ConfigEffect:
+    """What one opaque config's parameters do to each device they apply to, as the profile declares it."""
+
+    # An environment entry (name, value) in the container edits of the device's CDI devices.
+    cdi_env: tuple[str, str] | None = None
+    # Keys and values in the data of the device's status.devices entry.
+    status_data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfigSample:
+    """A parameters object the driver accepts (apiVersion and kind included) and its declared effect."""
+
+    parameters: Mapping[str, Any]
+    effect: ConfigEffect
+
+
+@dataclass(frozen=True)
+class OpaqueConfigAPI:
+    """The driver's opaque configuration API (`opaqueConfig`): two samples with told-apart effects, one unparsable."""
+
+    api_version: str
+    kind: str
+    samples: tuple[ConfigSample, ConfigSample]
+    # A complete parameters object the driver cannot decode; None: the unparsable-config check is not applicable.
+    unparsable: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class TimeoutScaling:
     """Factors for the named deadlines: `per_name` for one deadline, else `multiplier`."""
 
@@ -372,6 +401,8 @@ class DriverProfile:
     strictness: Strictness = Strictness.CONTRACT
     # Directories outside its own and the run's that the profile may name (`hostPaths`), absolute; printed at start.
     host_paths: tuple[Path, ...] = ()
+    # Its opaque configuration API (`opaqueConfig`); None: the opaque-config checks are not applicable.
+    opaque_config: OpaqueConfigAPI | None = None
 
     @property
     def real_nodes_only(self) -> bool:
@@ -583,8 +614,46 @@ def _validate(document: _Document) -> None:
     problem = document.first(schema_problem(error) for error in _validator().iter_errors(document.data))
     problem = problem or document.first(confinement.problems(document.data, document.path.parent.absolute()))
     problem = problem or document.first(_reference_problems(document.data, document.path.parent))
+    problem = problem or document.first(_opaque_config_problems(document.data))
     if problem is not None:
         raise problem
+
+
+# The largest parameters object of a sample, as JSON: the API allows 10 KiB for the raw parameters.
+MAX_SAMPLE_PARAMETERS = 8 * 1024
+
+
+def _opaque_config_problems(data: Mapping[str, Any]) -> Iterator[tuple[KeyPath, str]]:
+    """What the schema cannot say of `opaqueConfig`: the two samples' effects set the same things to other values."""
+    section = data.get("opaqueConfig")
+    if section is None:
+        return
+    first, second = section["samples"]
+    for index, sample in enumerate(section["samples"]):
+        if len(json.dumps(sample["parameters"])) > MAX_SAMPLE_PARAMETERS:
+            yield ["opaqueConfig", "samples", index, "parameters"], f"more than {MAX_SAMPLE_PARAMETERS} bytes as JSON"
+    one, other = first["effect"], second["effect"]
+    where: KeyPath = ["opaqueConfig", "samples", 1, "effect"]
+    if set(one) != set(other):
+        yield where, f"declares {sorted(other)}, the first sample {sorted(one)}: both declare the same observations"
+        return
+    if "cdiEnv" in one:
+        (name, value), (other_name, other_value) = (str(e["cdiEnv"]).split("=", 1) for e in (one, other))
+        if name != other_name or value == other_value:
+            yield (
+                [*where, "cdiEnv"],
+                f"{other['cdiEnv']} against the first sample's {one['cdiEnv']}: the same variable with another value, "
+                "so that the one that applied is told apart",
+            )
+    if "statusData" in one and (
+        set(one["statusData"]) != set(other["statusData"])
+        or any(one["statusData"][key] == other["statusData"][key] for key in one["statusData"])
+    ):
+        yield (
+            [*where, "statusData"],
+            f"{other['statusData']} against the first sample's {one['statusData']}: the same keys, each with another "
+            "value, so that the one that applied is told apart",
+        )
 
 
 # --- building the model -------------------------------------------------------------------------------------------
@@ -676,6 +745,31 @@ def _devices(raw: Mapping[str, Any]) -> DeviceExpectations:
     )
 
 
+def _opaque_config(raw: Mapping[str, Any] | None) -> OpaqueConfigAPI | None:
+    if raw is None:
+        return None
+    header = {"apiVersion": raw["apiVersion"], "kind": raw["kind"]}
+
+    def sample(item: Mapping[str, Any]) -> ConfigSample:
+        effect = item["effect"]
+        env = str(effect["cdiEnv"]).split("=", 1) if "cdiEnv" in effect else None
+        return ConfigSample(
+            parameters={**header, **item["parameters"]},
+            effect=ConfigEffect(
+                cdi_env=None if env is None else (env[0], env[1]),
+                status_data=dict(effect.get("statusData", {})),
+            ),
+        )
+
+    first, second = raw["samples"]
+    return OpaqueConfigAPI(
+        api_version=raw["apiVersion"],
+        kind=raw["kind"],
+        samples=(sample(first), sample(second)),
+        unparsable=raw.get("unparsable"),
+    )
+
+
 def _timeouts(raw: Mapping[str, Any]) -> TimeoutScaling:
     return TimeoutScaling(
         multiplier=float(raw.get("multiplier", 1.0)),
@@ -716,4 +810,5 @@ def load_profile(path: Path) -> DriverProfile:
         timeouts=_timeouts(raw.get("timeouts", {})),
         strictness=Strictness(raw.get("strictness", Strictness.CONTRACT)),
         host_paths=confinement.host_paths(raw, directory.absolute()),
+        opaque_config=_opaque_config(raw.get("opaqueConfig")),
     )

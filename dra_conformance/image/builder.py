@@ -249,29 +249,50 @@ def split_layers(entries: list[oci.Entry], prefix: str) -> tuple[list[oci.Entry]
     return lower, upper
 
 
-def sonobuoy_image(binary: Path, version: str, cache_dir: Path, source_date_epoch: int, fresh: bool = False) -> Built:
-    """The one-binary image of Sonobuoy `binary` (cached by the binary's digest; `fresh` writes it even so)."""
+@dataclass(frozen=True)
+class BinaryImage:
+    """An image of one static binary (and an empty /tmp): what it is called, where the binary goes, its config."""
+
+    kind: str
+    repository: str
+    file_name: str
+    config: oci.ImageConfig
+
+
+SONOBUOY = BinaryImage("sonobuoy", recipes.SONOBUOY_REPOSITORY, "sonobuoy", recipes.SONOBUOY_CONFIG)
+REFERENCE_DRIVER = BinaryImage(
+    "reference-driver",
+    recipes.REFERENCE_DRIVER_REPOSITORY,
+    recipes.REFERENCE_DRIVER_FILE,
+    recipes.REFERENCE_DRIVER_CONFIG,
+)
+
+
+def binary_image(
+    image: BinaryImage, binary: Path, version: str, cache_dir: Path, source_date_epoch: int, fresh: bool = False
+) -> Built:
+    """The one-binary image of `binary` (cached by the binary's digest; `fresh` writes it even so)."""
     started = time.monotonic()
     content = hashlib.sha256(binary.read_bytes()).hexdigest()
-    key = hashlib.sha256(f"{LAYOUT}\0{content}\0{source_date_epoch}".encode()).hexdigest()
-    entry = cache_dir / "images" / f"sonobuoy-{version}-{key[:16]}"
+    key = hashlib.sha256(f"{LAYOUT}\0{image.file_name}\0{content}\0{source_date_epoch}".encode()).hexdigest()
+    entry = cache_dir / "images" / f"{image.kind}-{version}-{key[:16]}"
     archive = entry / "image.tar"
-    name = f"{recipes.SONOBUOY_REPOSITORY}:{version}"
+    name = f"{image.repository}:{version}"
     cached = archive.is_file() and not fresh
     if not cached:
         entry.mkdir(parents=True, exist_ok=True)
         layer = entry / "layer.tar.partial"
         try:
             files = [
-                oci.Entry("sonobuoy", "file", 0o755, source=binary),
+                oci.Entry(image.file_name, "file", 0o755, source=binary),
                 oci.Entry("tmp", "dir", 0o1777),
             ]
             oci.write_layer(files, layer, source_date_epoch)
-            oci.write_archive(name, recipes.SONOBUOY_CONFIG, [layer], archive, source_date_epoch)
+            oci.write_archive(name, image.config, [layer], archive, source_date_epoch)
         finally:
             layer.unlink(missing_ok=True)
     digest = oci.archive_digest(archive)
-    return Built("sonobuoy", name, archive, archive.stat().st_size, digest, time.monotonic() - started, cached)
+    return Built(image.kind, name, archive, archive.stat().st_size, digest, time.monotonic() - started, cached)
 
 
 def copy_to(built: Built, output: Path) -> Built:

@@ -94,23 +94,21 @@ SUITE = Recipe(
     relay_architectures=("amd64", "arm64"),
 )
 
-REFERENCE_DRIVER = Recipe(
-    kind="reference-driver",
-    repository="dra-conformance.io/fake-dra",
-    debian_packages=IMAGE_DIR / "debian-packages.txt",
-    distributions=("drivers/dra-wire", "drivers/fake-dra"),
-    install="fake-dra",
-    lock=IMAGE_DIR / "locks" / "reference-driver.txt",
-    # Runs as root: it creates sockets in the kubelet's plugin directories and CDI specs on the host.
-    config=ImageConfig(
-        entrypoint=("python3", "-m", "fake_dra"),
-        env=_RUNTIME_ENV,
-        labels={"org.opencontainers.image.title": "dra-conformance reference DRA driver (fake-dra)"},
-    ),
-    sources=("drivers/dra-wire", "drivers/fake-dra"),
+# The reference driver's image: its Go build (drivers/fake-dra-go), static, alone in the image as `/fake-dra`. With
+# no shell in it, its DaemonSet's readiness probe is the binary's own `registered` command.
+REFERENCE_DRIVER_REPOSITORY = "dra-conformance.io/fake-dra"
+REFERENCE_DRIVER_FILE = "fake-dra"
+# The tag the shipped manifests name (fixtures/shipped/reference-driver/daemonset.yaml).
+REFERENCE_DRIVER_VERSION = "0.1.0"
+# Runs as root: it creates sockets in the kubelet's plugin directories and CDI specs on the host.
+REFERENCE_DRIVER_CONFIG = ImageConfig(
+    entrypoint=(f"/{REFERENCE_DRIVER_FILE}",),
+    env=("PATH=/",),
+    working_dir="/",
+    labels={"org.opencontainers.image.title": "dra-conformance reference DRA driver (fake-dra, Go build)"},
 )
 
-RECIPES: dict[str, Recipe] = {recipe.kind: recipe for recipe in (SUITE, REFERENCE_DRIVER)}
+RECIPES: dict[str, Recipe] = {recipe.kind: recipe for recipe in (SUITE,)}
 
 # Sonobuoy's aggregator (and worker sidecar) image: the one static binary, as upstream ships it on a static base;
 # /tmp for the results it collects when no volume is mounted there.
@@ -121,6 +119,6 @@ SONOBUOY_CONFIG = ImageConfig(
     working_dir="/",
     labels={"org.opencontainers.image.title": "Sonobuoy (built from its Go module by dra-conformance)"},
 )
-IMAGE_KINDS = (*RECIPES, "sonobuoy")
+IMAGE_KINDS = (*RECIPES, "reference-driver", "sonobuoy")
 # The host packages `image build` needs (mmdebstrap writes the Debian root filesystem).
 HOST_PACKAGES = IMAGE_DIR / "host-packages.txt"

@@ -6,6 +6,7 @@ failed delete never hides another leftover and never masks the test's own failur
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,8 @@ Manifest = dict[str, Any]
 # use waits for its pod under its own finalizer, whichever DELETE came first), and awaiting each one in turn made
 # cleanup a chain of round trips: most of a scenario test's teardown.
 CLEANUP_WORKERS = 4
+# The content type of a `compact` create's body: a JSON string, which the client sends only under a YAML type.
+YAML_CONTENT_TYPE = "application/yaml"
 
 
 class CleanupError(ConformanceError):
@@ -75,11 +78,22 @@ class ResourceTracker:
         """The dynamic-client resource for a kind."""
         return kinds.resource(self.dynamic, api_version, kind)
 
-    def create(self, manifest: Manifest) -> Manifest:
-        """Create `manifest`, register it for cleanup, and return the created object as a dict."""
+    def create(self, manifest: Manifest, *, compact: bool = False) -> Manifest:
+        """Create `manifest`, register it for cleanup, and return the created object as a dict.
+
+        `compact` sends the manifest as compact JSON, as kubectl and client-go do, instead of the Python client's
+        `json.dumps` with spaces. The API server keeps the bytes of an opaque config's parameters (a RawExtension)
+        as sent, and re-encodes them compactly when it patches the object, so a claim whose parameters were sent
+        with spaces then fails every status write with "status.allocation: field cannot be modified once set"
+        (k8s.io/kubernetes v1.37.2): objects carrying opaque config are created compact.
+        """
         resource = self.resource(manifest["apiVersion"], manifest["kind"])
         namespace = manifest["metadata"].get("namespace") if resource.namespaced else None
-        created = resource.create(body=manifest, namespace=namespace).to_dict()
+        if compact:  # JSON is YAML: the client sends a string body of a YAML content type as it is
+            body = json.dumps(manifest, separators=(",", ":"))
+            created = resource.create(body=body, namespace=namespace, content_type=YAML_CONTENT_TYPE).to_dict()
+        else:
+            created = resource.create(body=manifest, namespace=namespace).to_dict()
         tracked = TrackedObject(manifest["apiVersion"], manifest["kind"], created["metadata"]["name"], namespace)
         with self._lock:
             self._objects.append(tracked)

@@ -45,16 +45,18 @@ def allocate(
     tolerations: tuple[dict[str, Any], ...] = (),
     device_tolerations: tuple[dict[str, Any], ...] = (),
     spec: dict[str, Any] | None = None,
+    compact: bool = False,
 ) -> AllocatedClaim:
     """Create a claim and a pod using it (pinned to `node` if given); return them once the pod is bound.
 
     `tolerations` are the pod's (node taints), `device_tolerations` the claim's (device taints). Where the builder
     has a hold (the driver's nodes have real kubelets), the pod is held so that only the check prepares the claim.
     `spec`: the claim's whole v1 spec (several requests, several device classes) instead of `count` devices of
-    `device_class`.
+    `device_class`. `compact`: the claim is sent as compact JSON (`ResourceTracker.create`), for one carrying opaque
+    config.
     """
     manifest = build.claim(device_class, count=count, tolerations=device_tolerations)
-    claim = tracker.create(manifest if spec is None else build.claim_from_spec(spec))
+    claim = tracker.create(manifest if spec is None else build.claim_from_spec(spec), compact=compact)
     pod = tracker.create(build.held(build.pod(claim=claim["metadata"]["name"], node=node, tolerations=tolerations)))
     core = client.CoreV1Api(api_client)
     bound = waits.until(

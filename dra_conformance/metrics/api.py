@@ -142,10 +142,14 @@ def unavailable_reason(condition: str) -> str | None:
     return reason or status
 
 
-def apiservice_state(api: client.ApiClient, version: str, *, served: bool = False) -> VersionAvailability:
+def apiservice_state(
+    api: client.ApiClient, version: str, *, served: bool = False, timeout: float | None = None
+) -> VersionAvailability:
     """The `Available` condition of <version>.metrics.k8s.io, its message and since when it holds."""
     try:
-        service = client.ApiregistrationV1Api(api).read_api_service(f"{version}.{GROUP}")
+        service = client.ApiregistrationV1Api(api).read_api_service(
+            f"{version}.{GROUP}", _request_timeout=timeout or REQUEST_TIMEOUT
+        )
     except ApiException as error:
         if error.status == 404:
             return VersionAvailability(version, served, MISSING)
@@ -401,7 +405,10 @@ class Evidence:
     def stability(self) -> str:
         """What the evidence says about the stable availability widening needs."""
         if self.watch is None:
-            return "not watched: point-in-time reads only (--dra-metrics-watch 24h watches availability)"
+            return (
+                "not measured for widening: no --dra-metrics-watch (24h measures availability ratio and sample age; "
+                "the run's own probes only find outages)"
+            )
         return self.watch.statement(self.watched_versions(), self.slo)
 
     def watched_versions(self) -> list[str]:

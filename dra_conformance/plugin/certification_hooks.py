@@ -35,11 +35,10 @@ from dra_conformance.plugin.options import option_or
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.plugin.session import backend_of
 from dra_conformance.plugin.silence_citations import cite_silences
-from dra_conformance.report import canary, reports_space
+from dra_conformance.report import canary, reports_space, summary_attribution
 from dra_conformance.report.allure_tables import write_global_pages
 from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
-    CLUSTER_FAULT,
     PHASES,
     WORKER_CRASH,
     CheckResult,
@@ -214,6 +213,8 @@ class OutcomeCollector:
         self.answers: DriverAnswerWatch | None = None
         self.silences: list[Silence] = []
         self.spans: dict[str, tuple[float, float]] = {}
+        # Per check, the (start, stop) of each phase that failed or errored: what a fault's window is held against.
+        self.failing_spans: dict[str, list[tuple[float, float]]] = {}
         self.exits: list[dict[str, Any]] | None = None
         self.events: canary.EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
@@ -326,14 +327,10 @@ class OutcomeCollector:
             return
         if report.when not in PHASES:
             properties[OBLIGATION_PROPERTY] = WORKER_CRASH
-        if found[0] in (Outcome.FAILED, Outcome.ERROR) and self.health is not None:
-            faults = self.health.overlapping(
-                datetime.fromtimestamp(report.start, UTC), datetime.fromtimestamp(report.stop, UTC)
-            )
-            if faults:
-                # The control plane was unhealthy while this check ran: it could not judge the driver.
-                found = (Outcome.ERROR, f"{CLUSTER_FAULT}: {faults[0].describe()}")
-                properties[OBLIGATION_PROPERTY], properties[OBLIGATION_CAPABILITY_PROPERTY] = CLUSTER_FAULT, ""
+        if found[0] in (Outcome.FAILED, Outcome.ERROR):
+            # Which fault it met, if any, is decided at the end (`summary_attribution`): the fault may not be
+            # recorded yet when the report of a check it broke arrives.
+            self.failing_spans.setdefault(report.nodeid, []).append((report.start, report.stop))
         # When the check ran, for the silences of the driver it may have met (`silence_citations`).
         earlier = self.spans.get(report.nodeid, (report.start, report.stop))
         self.spans[report.nodeid] = (min(earlier[0], report.start), max(earlier[1], report.stop))
@@ -365,6 +362,12 @@ class OutcomeCollector:
         config = self.config
         # The verdict is about the conformance suites; the project's own tests (tests/) say nothing about a driver.
         results = [r for r in self.results.values() if "suites/" in r.nodeid.split("::", 1)[0]]
+        results = summary_attribution.attribute(
+            results,
+            self.failing_spans,
+            summary_attribution.cluster_windows(self.faults),
+            summary_attribution.exit_windows(self.exits or []),
+        )
         results = cite_silences(results, self.silences, self.spans)
         if stash.RUN_DIR not in config.stash or stash.PROFILE not in config.stash or not results:
             return

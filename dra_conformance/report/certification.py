@@ -15,6 +15,10 @@ the checks that exercise it (tests marked `capability(...)`) ran and passed. Ver
 
 A failure counts against a declared capability when the obligation that broke is about that capability, or, for an
 obligation about no capability in particular, when the check is marked with it.
+
+Two contracts, two verdicts: the checks of the resource Metrics API (`suites/metrics`, and the metrics API rollback
+rehearsal) judge the cluster's metrics pipeline, never the driver. Their outcomes feed the metrics verdict and the
+summary's metrics section only; the driver's verdict, totals, capabilities and suites are decided without them.
 """
 
 from __future__ import annotations
@@ -64,6 +68,14 @@ METRICS_API_ROLLBACK_KEY = "metrics_api_rollback"
 METRICS_API_ROLLBACK = "metrics API rollback (v1 -> v1beta1)"
 DEVICE_PLUGIN_ROLLBACK_KEY = "device_plugin_rollback"
 DEVICE_PLUGIN_ROLLBACK = canary_gate.DEVICE_PLUGIN_ROLLBACK
+# The checks of the resource Metrics API contract, by path under suites/: the metrics suite, and the metrics API
+# rollback rehearsal (v1 -> v1beta1 -> v1). They judge the metrics pipeline (its adapter, its APIServices), which
+# the driver under test neither provides nor touches, so their outcomes decide the metrics verdict, never the
+# driver's certificate.
+METRICS_CHECKS = ("metrics/", "rollback/test_metrics_rollback.py")
+# The summary's section for those checks, beside the metrics verdict (its whole document).
+METRICS_SECTION = "metrics"
+METRICS_VERDICT_KEY = "metrics_verdict"
 
 
 def phase_reason(report: Any) -> str:
@@ -124,6 +136,20 @@ class CheckResult:
     def silent(self) -> bool:
         """A skip that gives no reason."""
         return self.outcome == Outcome.SKIPPED and not self.reason.strip()
+
+
+def about_metrics(nodeid: str) -> bool:
+    """Whether a check is one of the resource Metrics API's (`METRICS_CHECKS`), not about the driver."""
+    path = nodeid.split("::", 1)[0]
+    _, found, under = path.rpartition("suites/")
+    return bool(found) and under.startswith(METRICS_CHECKS)
+
+
+def split_contracts(results: list[CheckResult]) -> tuple[list[CheckResult], list[CheckResult]]:
+    """(the driver's checks, the Metrics API's checks): each contract's results, for its own verdict."""
+    driver = [r for r in results if not about_metrics(r.nodeid)]
+    metrics = [r for r in results if about_metrics(r.nodeid)]
+    return driver, metrics
 
 
 def outcome_of(when: str, passed: bool, skipped: bool, reason: str, basis: str = "") -> tuple[Outcome, str] | None:
@@ -219,8 +245,8 @@ class Selection:
 
 
 def capability_table(results: list[CheckResult], facts: RunFacts) -> dict[str, dict[str, Any]]:
-    """Per declared capability: its outcome and the checks behind it."""
-    results = every_failure_named(results)
+    """Per declared capability: its outcome and the checks behind it (the driver's checks only)."""
+    results = every_failure_named(split_contracts(results)[0])
     table = {}
     for capability in facts.declared:
         if capability in facts.harness_capabilities:
@@ -307,8 +333,11 @@ def decide(
     """The verdict and the reasons for it, naming the obligations that decided it.
 
     `driver_silences` describe the windows in which an instance of the driver did not answer (`driver.answers`).
+    Only the driver's checks decide it: the Metrics API's (`about_metrics`) feed the metrics verdict. Which checks
+    never ran is counted over the whole selection: a run that stopped early cannot certify either way.
     """
-    results = every_failure_named(results)
+    everything = every_failure_named(results)
+    results = split_contracts(everything)[0]
     failed = [r for r in results if r.outcome == Outcome.FAILED]
     unexpected = [e for e in driver_exits or [] if not e["caused_by_suite"]]
     exits = "; ".join(e["describe"] for e in unexpected)
@@ -327,7 +356,7 @@ def decide(
             reasons.append(f"{len(failed)} check(s) failed outside it: " + ", ".join(_by_obligation(failed)))
         return Verdict.INCOMPLETE, reasons
     failing = [c for c, row in capabilities.items() if row["state"] == "failed"]
-    unselected = _selection_reasons(selection, results) if selection is not None else []
+    unselected = _selection_reasons(selection, everything) if selection is not None else []
     if failed or failing:
         reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
         reasons += [f"declared capability {c} failed its checks" for c in failing]
@@ -393,12 +422,13 @@ def summarize(
 
     `driver_silences` are the windows in which an instance of the driver did not answer (`Silence.to_json`).
     """
-    results = every_failure_named(results)
+    everything = every_failure_named(results)
+    results, metrics_checks = split_contracts(everything)
     capabilities = capability_table(results, facts)
     advisories = read_records(run_dir, ADVISORY_RECORDS)
     silences = [str(silence["describe"]) for silence in driver_silences or []]
-    verdict, reasons = decide(results, capabilities, advisories, selection, cluster_faults, driver_exits, silences)
-    never = selection.never_run(results) if selection is not None else []
+    verdict, reasons = decide(everything, capabilities, advisories, selection, cluster_faults, driver_exits, silences)
+    never = selection.never_run(everything) if selection is not None else []
     metrics = _artifact(run_dir, METRICS_VERDICT)
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
     return {
@@ -420,26 +450,51 @@ def summarize(
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),
         "accounting": {
-            "collected": len(selection.collected) if selection is not None else len(results),
-            "finished": (len(selection.collected) - len(never)) if selection is not None else len(results),
+            "collected": len(selection.collected) if selection is not None else len(everything),
+            "finished": (len(selection.collected) - len(never)) if selection is not None else len(everything),
             "never_run": len(never),
             "deselected": selection.deselected if selection is not None else 0,
             "suites_not_run": list(selection.suites_not_run) if selection is not None else [],
         },
-        "tests": {r.nodeid: str(r.outcome) for r in sorted(results, key=lambda r: r.nodeid)},
+        "tests": {r.nodeid: str(r.outcome) for r in sorted(everything, key=lambda r: r.nodeid)},
         "capabilities": capabilities,
         "suites": suite_table(results),
         "canary_gate": canary
         if canary is not None
         else {"state": "not evaluated", "why": "no canary inputs were given to the summary"},
-        "metrics_verdict": metrics if metrics is not None else {"state": "not run"},
+        METRICS_VERDICT_KEY: metrics if metrics is not None else {"state": "not run"},
+        METRICS_SECTION: metrics_section(metrics_checks, metrics),
         METRICS_API_ROLLBACK_KEY: _rollback(rollback, METRICS_REHEARSAL),
         DEVICE_PLUGIN_ROLLBACK_KEY: _rollback(rollback, canary_gate.DRA_REHEARSAL),
         "flake_record": {"state": "one run", "why": "pass rates per test come from `dra-conformance run --repeat N`"},
         "read_exposure": read_exposure_finding(read_records(run_dir, READ_EXPOSURE_RECORDS)),
         "exploration": explored_space(run_dir),
-        "four_layers": four_layer_section(run_dir, {r.nodeid: str(r.outcome) for r in results}),
+        "four_layers": four_layer_section(run_dir, {r.nodeid: str(r.outcome) for r in everything}),
     }
+
+
+def metrics_section(checks: list[CheckResult], verdict: dict[str, Any] | None) -> dict[str, Any]:
+    """The Metrics API's own part of the summary: its verdict and its checks, which never decide the driver's."""
+    return {
+        "verdict": _short(verdict) if verdict is not None else "not run",
+        "checks": dict(Counter(str(r.outcome) for r in checks)),
+        "failed": [_named(r) for r in sorted(checks, key=lambda r: r.nodeid) if r.outcome == Outcome.FAILED],
+        "errors": [_named(r) for r in sorted(checks, key=lambda r: r.nodeid) if r.outcome == Outcome.ERROR],
+        "decides": "the metrics verdict only, never the driver's certificate",
+    }
+
+
+def metrics_line(summary: dict[str, Any]) -> str | None:
+    """One line: the Metrics API's verdict and its checks, apart from the driver's (None without either)."""
+    section = summary.get(METRICS_SECTION)
+    if not section or (section["verdict"] == "not run" and not section["checks"]):
+        return None
+    failing = [*section["failed"], *section["errors"]]
+    named = f" ({', '.join(failing[:3])}{', ...' if len(failing) > 3 else ''})" if failing else ""
+    return (
+        f"metrics API (its own verdict, never the driver's): {section['verdict']}; its checks: "
+        f"{spell_counts(section['checks'])}{named}"
+    )
 
 
 def _rollback(report: dict[str, Any] | None, name: str) -> dict[str, Any]:
@@ -514,7 +569,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
         "",
         "## Other decisions",
         "",
-        f"- metrics verdict: {_short(summary['metrics_verdict'])}",
+        f"- {metrics_line(summary) or f'metrics verdict: {_short(summary[METRICS_VERDICT_KEY])}'}",
         f"- {METRICS_API_ROLLBACK}: {rehearsal_text(summary[METRICS_API_ROLLBACK_KEY])}",
         f"- {DEVICE_PLUGIN_ROLLBACK}: {rehearsal_text(summary[DEVICE_PLUGIN_ROLLBACK_KEY])}",
         f"- flake record: {state_text(summary['flake_record'])}",
@@ -638,6 +693,8 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
     lines += exploration_terminal_line(summary.get("exploration"))
     four_layers = four_layer_line(summary.get("four_layers"))
     lines += [f"  {four_layers}"] if four_layers else []
+    metrics = metrics_line(summary)
+    lines += [f"  {metrics}"] if metrics else []
     real_node = real_node_line(summary)
     lines += [f"  {real_node}"] if real_node else []
     transforms = summary["run"].get("install_transforms") or []

@@ -211,7 +211,9 @@ def build_suite_image(cache_dir: Path, echo: Callable[[str], None]) -> image_bui
 def build_sonobuoy_image(cache_dir: Path) -> image_builder.Built:
     """Sonobuoy's image archive, as `dra-conformance image build --image sonobuoy` makes it."""
     binary = build_sonobuoy(SuiteConfig(cache_dir=cache_dir))
-    return image_builder.sonobuoy_image(binary, versions.SONOBUOY, cache_dir, source_date_epoch(os.environ))
+    return image_builder.binary_image(
+        image_builder.SONOBUOY, binary, versions.SONOBUOY, cache_dir, source_date_epoch(os.environ)
+    )
 
 
 class Sonobuoy:

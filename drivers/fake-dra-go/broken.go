@@ -66,6 +66,8 @@ var brokenModes = []string{
 	duplicateDeviceNames, bindingConditionsBeforeAttach, removesOtherInstancesSockets, replayedPrepareSkipsCDISpecs,
 	answersUnderFirstRequest, statusForOtherDriversDevices, rewritesStatusAfterPrepare, republishChangesAttributeType,
 	checkpointWrittenOutsideLock, reusesRegistrationSocketName,
+	// Go build only (opaque.go): the class's opaque configs applied over the claim's.
+	classConfigOverClaimConfig,
 }
 
 const (

@@ -36,14 +36,19 @@ type cdiSpec struct {
 // Without `edits` (the cdi-without-edits fault) the spec leaves out what identifies the device; it stays valid, as a
 // CDI device needs some edit.
 //
-// `setUp` names the device each CDI device's edits set up (the device itself, but for cdi-edits-name-other-device).
-func writeCDISpec(c Config, claimUID string, devices, setUp []string, edits bool) ([]string, error) {
+// `setUp` names the device each CDI device's edits set up (the device itself, but for cdi-edits-name-other-device);
+// `sharing` is each device's sharing mode from its opaque configs ("": none, nil: none for any), set as
+// FAKE_DRA_SHARING.
+func writeCDISpec(c Config, claimUID string, devices, setUp, sharing []string, edits bool) ([]string, error) {
 	spec := cdiSpec{CDIVersion: cdiVersion, Kind: cdiKind(c), ContainerEdits: map[string]any{}}
 	ids := make([]string, len(devices))
 	for i, device := range devices {
 		env := []string{"FAKE_DRA_DEVICE=" + setUp[i], "FAKE_DRA_CLAIM=" + claimUID}
 		if !edits {
 			env = env[1:]
+		}
+		if i < len(sharing) && sharing[i] != "" {
+			env = append(env, sharingEnv+"="+sharing[i])
 		}
 		spec.Devices = append(spec.Devices, cdiDevice{Name: claimUID + "-" + device, ContainerEdits: map[string]any{"env": env}})
 		ids[i] = cdiDeviceID(c, claimUID, device)

@@ -148,7 +148,12 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	flags.IntVar(&c.APIBurst, "api-burst", 10, "requests allowed at once under --api-qps")
 	flags.StringVar(&c.ControllerKubeconfig, "controller-kubeconfig", "", "gpu-fabric: the attach controller's identity")
 	attachDelay := flags.Float64("attach-delay", 1.0, "gpu-fabric: seconds one attach takes")
-	if err := flags.Parse(args); err != nil {
+	if err := flags.Parse(args); errors.Is(err, flag.ErrHelp) {
+		flags.SetOutput(os.Stderr)
+		fmt.Fprintln(os.Stderr, "usage: fake-dra --driver-name=NAME --node-name=NODE [options]; fake-dra registered --socket=PATH")
+		flags.PrintDefaults()
+		return c, err
+	} else if err != nil {
 		return c, usageError("%v", err)
 	}
 	if flags.NArg() > 0 {
@@ -212,6 +217,9 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 
 func mustParse() Config {
 	c, err := parseArgs(os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // the flag set printed its usage, as -h asks
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fake-dra: error: %s\n", strings.TrimPrefix(err.Error(), "usage: "))
 		os.Exit(2)

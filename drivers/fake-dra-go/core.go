@@ -361,7 +361,11 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 		if len(names) != len(found.mine) {
 			return PrepareResult{Error: fmt.Sprintf("write lost CDI spec again: recorded %d devices, the claim has %d", len(names), len(found.mine))}
 		}
-		if _, err := d.writeSpecs(ref.UID, found.mine, names); err != nil {
+		sharing, err := d.claimSharing(found)
+		if err != nil {
+			return PrepareResult{Error: "write lost CDI spec again: " + err.Error()}
+		}
+		if _, err := d.writeSpecs(ref.UID, found.mine, names, sharing); err != nil {
 			return PrepareResult{Error: "write lost CDI spec again: " + err.Error()}
 		}
 		return PrepareResult{Devices: known.Devices}
@@ -378,6 +382,10 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 	}
 	if found.problem != "" {
 		return PrepareResult{Error: found.problem}
+	}
+	sharing, err := d.claimSharing(found) // opaque.go: a config it cannot decode fails this claim only
+	if err != nil {
+		return PrepareResult{Error: err.Error()}
 	}
 	names := make([]string, len(found.mine))
 	for i, result := range found.mine {
@@ -396,7 +404,7 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 		}
 		defer d.releaseHeld(ref.UID)
 	}
-	cdiIDs, err := d.writeSpecs(ref.UID, found.mine, names)
+	cdiIDs, err := d.writeSpecs(ref.UID, found.mine, names, sharing)
 	if err != nil {
 		return PrepareResult{Error: "write CDI spec: " + err.Error()}
 	}
@@ -417,6 +425,9 @@ func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
 			CDIDeviceIDs: []string{cdiIDs[i]}, ShareID: d.shareID(result), AdminAccess: adminAccess(result),
 		}
 		entries[i] = d.statusEntry(result, cdiIDs)
+		if sharing[i] != "" {
+			entries[i]["data"].(map[string]any)[sharingData] = sharing[i]
+		}
 	}
 	if d.config.IsBroken(statusForOtherDriversDevices) {
 		entries = append(entries, d.otherDriversEntries(found.claim)...)
@@ -463,8 +474,8 @@ func adminAccess(result resourceapi.DeviceRequestAllocationResult) bool {
 }
 
 // writeSpecs writes the claim's CDI specs and returns one CDI device ID per allocated device: one spec per claim,
-// or with shared devices one per share.
-func (d *DriverCore) writeSpecs(uid string, mine []resourceapi.DeviceRequestAllocationResult, names []string) ([]string, error) {
+// or with shared devices one per share. `sharing` is each device's sharing mode from its configs ("": none).
+func (d *DriverCore) writeSpecs(uid string, mine []resourceapi.DeviceRequestAllocationResult, names, sharing []string) ([]string, error) {
 	if d.config.Profile == sharedProfile {
 		return writeShareSpecs(d.config, uid, mine)
 	}
@@ -476,7 +487,7 @@ func (d *DriverCore) writeSpecs(uid string, mine []resourceapi.DeviceRequestAllo
 			setUp[i] = nextDevice(name, d.config.Devices) // the bug: the edits set up the next device
 		}
 	}
-	return writeCDISpec(d.config, uid, names, setUp, !withoutEdits)
+	return writeCDISpec(d.config, uid, names, setUp, sharing, !withoutEdits)
 }
 
 // specsLost says whether a spec file the claim's recorded devices are defined in is missing from the CDI dir.

@@ -24,6 +24,9 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == registeredCommand {
+		os.Exit(registered(os.Args[2:], os.Getenv))
+	}
 	os.Exit(run(mustParse()))
 }
 

@@ -167,6 +167,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_a_repeated_prepare_answers_cdi_ids_that_resolve_after_the_claims_specs_were_lost",
         "protocol.repeated-prepare-cdi-ids-resolve-after-specs-lost",
     ),
+    # Opaque config (issue 44): the class's config applied over the claim's. A mode of the Go build only (its config
+    # API, drivers/fake-dra-go/opaque.go), so it is passed as an argument, not as a mode of the Python build.
+    Mutant(
+        "class-config-over-claim-config",
+        "test_a_claim_config_overrides_the_class_config_it_contradicts",
+        "protocol.opaque-claim-config-overrides-class-config",
+        args=("--broken-mode=class-config-over-claim-config",),
+    ),
     _driver_mutant(
         BrokenMode.CDI_EDITS_NAME_OTHER_DEVICE,
         "test_cdi_spec_edits_set_up_the_device_the_prepare_reports",

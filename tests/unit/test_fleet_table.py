@@ -132,7 +132,9 @@ def test_report_fleet_prints_markdown_and_writes_three_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_run(tmp_path / "in", "20261201-210036-e61b", summary(cluster="a", finished_at=datetime.now(UTC).isoformat()))
-    code = main(["report", "--fleet", str(tmp_path / "in"), "--output", str(tmp_path / "out"), "--stale-after", "2d"])
+    # --reports-dir: the history's default file goes there, not into the checkout's reports/.
+    fleet = ["report", "--fleet", str(tmp_path / "in"), "--reports-dir", str(tmp_path / "reports")]
+    code = main([*fleet, "--output", str(tmp_path / "out"), "--stale-after", "2d"])
     captured = capsys.readouterr()
     assert code == EXIT_OK, captured.err
     assert captured.out.startswith("# Fleet report\n"), captured.out

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from dra_conformance import cli
 from dra_conformance.cli import EXIT_USAGE, main
 from dra_conformance.errors import UsageError
 from dra_conformance.image import builder, oci, recipes, rootfs, wheels
@@ -92,8 +93,8 @@ def test_config_and_manifest_name_the_layers_runtime_and_labels() -> None:
 def test_archive_is_the_same_bytes_twice_and_its_blobs_match_their_digests(tmp_path: Path) -> None:
     layer = tmp_path / "layer.tar"
     oci.write_layer(oci.tree_entries(_tree(tmp_path / "root")), layer, EPOCH)
-    first = oci.write_archive("example.io/x:1", recipes.REFERENCE_DRIVER.config, [layer], tmp_path / "a.tar", EPOCH)
-    second = oci.write_archive("example.io/x:1", recipes.REFERENCE_DRIVER.config, [layer], tmp_path / "b.tar", EPOCH)
+    first = oci.write_archive("example.io/x:1", recipes.REFERENCE_DRIVER_CONFIG, [layer], tmp_path / "a.tar", EPOCH)
+    second = oci.write_archive("example.io/x:1", recipes.REFERENCE_DRIVER_CONFIG, [layer], tmp_path / "b.tar", EPOCH)
     assert first == second == oci.archive_digest(tmp_path / "a.tar")
     assert (tmp_path / "a.tar").read_bytes() == (tmp_path / "b.tar").read_bytes()
     with tarfile.open(tmp_path / "a.tar") as tar:
@@ -115,7 +116,7 @@ def _recipe(lock: Path) -> recipes.Recipe:
     lock.write_text(wheels.render_lock([wheels.Locked("grpcio", "1.85.3", "0" * 64)], "test lock"))
     return recipes.Recipe(
         "reference-driver", "example.io/fake-dra", recipes.IMAGE_DIR / "debian-packages.txt",
-        ("drivers/dra-wire", "drivers/fake-dra"), "fake-dra", lock, recipes.REFERENCE_DRIVER.config,
+        ("drivers/dra-wire", "drivers/fake-dra"), "fake-dra", lock, recipes.REFERENCE_DRIVER_CONFIG,
         ("drivers/dra-wire", "drivers/fake-dra"),
     )  # fmt: skip
 
@@ -229,8 +230,11 @@ def test_build_without_root_is_one_line_and_leaves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    # The suite's image is the one with a root file system (the others are one Go binary); its socket relays are
+    # Go builds of their own, not what this checks.
+    monkeypatch.setattr(cli, "socket_relays", lambda config, architectures: {})
     cache = tmp_path / "cache"
-    assert main(["image", "build", "--image", "reference-driver", "--cache-dir", str(cache)]) == EXIT_USAGE
+    assert main(["image", "build", "--image", "suite", "--cache-dir", str(cache)]) == EXIT_USAGE
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "run it as root" in error, error
     assert not cache.exists() or not any(cache.rglob("*")), sorted(cache.rglob("*"))

@@ -31,7 +31,7 @@ from dra_conformance.driver.profile import (
     load_profile,
 )
 from dra_conformance.errors import ProfileError, UsageError
-from dra_conformance.image import oci, recipes, wheels
+from dra_conformance.image import oci, recipes
 from dra_conformance.model.cluster import REAL_NODE_TAINT, ClusterInfo
 from dra_conformance.report.certification import RunFacts, render_markdown, summarize, terminal_lines
 
@@ -373,8 +373,8 @@ def test_vendor_chart_after_its_transforms_runs_the_reference_driver_as_the_ship
         theirs["hostNetwork"],
     )
     assert ours["tolerations"] == [install_placement.REAL_NODE_TOLERATION]
-    version = wheels.project_version(REPO / recipes.REFERENCE_DRIVER.distributions[0])[1]
-    assert ours["containers"][0]["image"] == f"{recipes.REFERENCE_DRIVER.repository}:{version}"
+    image = f"{recipes.REFERENCE_DRIVER_REPOSITORY}:{recipes.REFERENCE_DRIVER_VERSION}"
+    assert ours["containers"][0]["image"] == image
     assert _kinds(vendor) == _kinds(reference), "the chart holds what the example's manifests hold"
 
 

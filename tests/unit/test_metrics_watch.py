@@ -147,7 +147,9 @@ def test_an_outage_or_stale_samples_during_the_watch_reach_the_verdict_though_th
 
 def test_without_a_watch_the_verdict_never_calls_availability_stable() -> None:
     evidence = Evidence(available=HEALTHY, lag_p95=10.0, new_sample_seen=True, server_version="v1.38.0")
-    assert verdict(evidence) == [DECISIONS[3]] and evidence.stability().startswith("not watched"), verdict(evidence)
+    assert verdict(evidence) == [DECISIONS[3]] and evidence.stability().startswith("not measured for widening"), (
+        verdict(evidence)
+    )
 
 
 def test_the_verdict_record_terminal_and_markdown_carry_the_watch_figures() -> None:

@@ -13,7 +13,7 @@ from dra_conformance import paths
 from dra_conformance.backends.local import daemonset_disruption, shipped
 from dra_conformance.driver.profile import NodeScope, Transforms, load_profile
 from dra_conformance.errors import ProfileError
-from dra_conformance.image import recipes, wheels
+from dra_conformance.image import recipes
 from fake_dra.__main__ import parse_args
 
 SHIPPED_PROFILE = paths.fixtures_dir() / "profiles" / "reference-driver-shipped.yaml"
@@ -116,8 +116,11 @@ def test_shipped_daemonset_runs_the_built_image_with_the_standard_paths_it_mount
     daemon_set = _only("DaemonSet")
     pod = daemon_set["spec"]["template"]["spec"]
     (container,) = pod["containers"]
-    version = wheels.project_version(REPO / recipes.REFERENCE_DRIVER.distributions[0])[1]
-    assert container["image"] == f"{recipes.REFERENCE_DRIVER.repository}:{version}", container["image"]
+    image = f"{recipes.REFERENCE_DRIVER_REPOSITORY}:{recipes.REFERENCE_DRIVER_VERSION}"
+    assert container["image"] == image, container["image"]
+    # No shell in the image: the readiness probe is the binary's own.
+    probe = container["readinessProbe"]["exec"]["command"]
+    assert probe[:2] == [f"/{recipes.REFERENCE_DRIVER_FILE}", "registered"], probe
     assert container["imagePullPolicy"] in ("Never", "IfNotPresent")
     config = parse_args([arg.replace("$(NODE_NAME)", NODE) for arg in container["args"]])
     profile = load_profile(SHIPPED_PROFILE)

@@ -78,6 +78,18 @@ def _kube_ldflags() -> str:
     )
 
 
+# The reference driver's Go build (drivers/fake-dra-go, our own code), which its own profile runs and its image
+# ships: static (CGO off), so the image needs nothing beside it.
+REFERENCE_DRIVER_GO = Component(
+    "reference_driver_go",
+    ".",
+    ".",
+    "v1",
+    "-s -w",
+    env=(("CGO_ENABLED", "0"),),
+    source_root=paths.reference_driver_go_module,
+)
+
 COMPONENTS: tuple[Component, ...] = (
     Component("etcd", "etcd", ".", versions.ETCD, "-s -w"),
     Component("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok", versions.KWOK, "-s -w"),
@@ -91,16 +103,7 @@ COMPONENTS: tuple[Component, ...] = (
     ),
     # Upstream's DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), from the pinned Kubernetes release.
     Component("dra_test_driver", "dra-test-driver", ".", versions.KUBERNETES, _kube_ldflags()),
-    # The reference driver's Go build (drivers/fake-dra-go, our own code), which its own profile runs.
-    Component(
-        "reference_driver_go",
-        ".",
-        ".",
-        "v1",
-        "-s -w",
-        env=(("CGO_ENABLED", "0"),),
-        source_root=paths.reference_driver_go_module,
-    ),
+    REFERENCE_DRIVER_GO,
 )
 
 

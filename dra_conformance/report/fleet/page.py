@@ -1,4 +1,7 @@
-"""The fleet table as a static HTML page of its own (fleet.html): no script, every text escaped."""
+"""The fleet table as a static HTML page of its own (fleet.html): no script, every text escaped.
+
+The nightly history's plots (`history_view`) follow the table.
+"""
 
 from __future__ import annotations
 
@@ -33,12 +36,12 @@ def verdict_class(row: ClusterRow) -> str:
     return "verdict-failing" if row.run.verdict == "not certified" else "verdict-incomplete"
 
 
-def render_page(fleet: Fleet) -> str:
-    """The whole page."""
+def render_page(fleet: Fleet, history: str = "", history_style: str = "") -> str:
+    """The whole page; `history` is the nightly history's section (already HTML, every text in it escaped)."""
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8"><title>Fleet report</title>',
-        f"<style>{STYLE}</style></head><body>",
+        f"<style>{STYLE}{history_style}</style></head><body>",
         "<h1>Fleet report</h1>",
         f"<p>{escape(cells.headline(fleet))}</p>",
     ]
@@ -49,6 +52,8 @@ def render_page(fleet: Fleet) -> str:
     parts += ["<table>", "<thead><tr>", *(f"<th>{escape(name)}</th>" for name in cells.COLUMNS), "</tr></thead>"]
     parts += ["<tbody>", *(_row(row) for row in fleet.rows), "</tbody>", "</table>"]
     parts += [f"<p>{escape(note)}</p>" for note in cells.notes(fleet)]
+    if history:
+        parts.append(history)
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
