@@ -9,16 +9,24 @@ local backend gave the driver on that node.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import tempfile
 import threading
+import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import DynamicApiError
+from urllib3.exceptions import HTTPError
 
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.pool import PoolState, node_pools
@@ -36,6 +44,8 @@ from dra_conformance.explore.world import (
     Observation,
     PoolView,
     PrepareOutcome,
+    Rollout,
+    StatusWrite,
     UnprepareOutcome,
 )
 from dra_conformance.kube import waits
@@ -48,6 +58,7 @@ from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.cluster import DriverTermination
 from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.processes import die_with
 from dra_conformance.timeouts import Timeouts
 
 # A namespace must carry this label before a claim in it may ask for admin access (resource.k8s.io/v1).
@@ -62,6 +73,124 @@ CONCURRENT_START_SECONDS = 10.0
 # The reference driver's republish (its fault switches): an informational taint (effect None, which no scheduling
 # minds) on one device, set and cleared by turns; each change publishes the pool again.
 REPUBLISH_FAULT = "informational-taint"
+# The watch of the explorer's claims is opened again after this long (the API server ends watches on its own too).
+WATCH_SECONDS = 60
+# After a call returned, the watch has this long to deliver the claim's current resourceVersion (milliseconds on a
+# healthy API server); past it the writes after that call are not judged.
+WATCH_CATCH_UP_SECONDS = 5.0
+# A watch that broke is opened again after this pause (an API server restarting, a network hiccup).
+WATCH_RETRY_SECONDS = 1.0
+# How often the registration directory is looked at while a rolling update's new instance starts.
+ROLLOUT_POLL_SECONDS = 0.1
+# Characters of a new instance's UID: its socket names carry it, and a unix socket's path takes 107 bytes at most (a
+# pod's 36-character UID overflows the local backend's paths, which are already short temp directories).
+INSTANCE_UID_CHARS = 8
+# The lines of the new instance's log quoted where it did not start.
+LOG_TAIL_LINES = 10
+
+# The command line of a second instance of the driver under test on the node, named by an instance UID (as a pod's).
+SecondInstance = Callable[[str, Path], list[str]]
+
+
+class StatusWatch:
+    """Every write that set status.devices entries of `driver` in the claims of `namespace`, from a watch.
+
+    Per claim (by UID), every resourceVersion the watch delivered, in order, and for each how many such writes
+    there had been until then: `mark` finds a call's place among the writes from the claim's version when the call
+    returned, with no comparison of resourceVersions (which are opaque).
+    """
+
+    def __init__(self, api_client: client.ApiClient, namespace: str, driver: str) -> None:
+        """Watch `namespace` from now (`start`)."""
+        self._api = client.CustomObjectsApi(api_client)
+        self._namespace, self._driver = namespace, driver
+        self._changed = threading.Condition()
+        self._versions: dict[str, list[tuple[str, int]]] = {}
+        self._entries: dict[str, str] = {}
+        self._writes: dict[str, list[StatusWrite]] = {}
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._thread = threading.Thread(target=self._run, name="explore-status-watch", daemon=True)
+        # The last error the watch met (it opens again after WATCH_RETRY_SECONDS).
+        self.error: str | None = None
+
+    def start(self) -> StatusWatch:
+        """Start watching in the background."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching."""
+        self._stop.set()
+        if self._watch is not None:
+            self._watch.stop()
+
+    def mark(self, uid: str, version: str | None) -> int | None:
+        """The claim's writes up to `version` (None: it is gone, all of them); None where the watch never got there."""
+        with self._changed:
+            if version is None:
+                return len(self._writes.get(uid, []))
+            delivered = self._changed.wait_for(
+                lambda: any(v == version for v, _ in self._versions.get(uid, [])), timeout=WATCH_CATCH_UP_SECONDS
+            )
+            if not delivered:
+                return None
+            return next(count for v, count in self._versions[uid] if v == version)
+
+    def writes(self, uid: str) -> tuple[StatusWrite, ...]:
+        """The claim's writes of the driver's entries so far, in order."""
+        with self._changed:
+            return tuple(self._writes.get(uid, []))
+
+    def _record(self, item: dict[str, Any]) -> None:
+        uid, version = item["metadata"]["uid"], item["metadata"]["resourceVersion"]
+        ours = [e for e in device_statuses(item) if e.get("driver") == self._driver]
+        text = json.dumps(ours, sort_keys=True)
+        with self._changed:
+            writes = self._writes.setdefault(uid, [])
+            if ours and text != self._entries.get(uid, "[]"):
+                entries = tuple(f"{e.get('pool')}/{e.get('device')}" for e in ours)
+                writes.append(StatusWrite(version, time.monotonic(), entries))
+            self._entries[uid] = text
+            self._versions.setdefault(uid, []).append((version, len(writes)))
+            self._changed.notify_all()
+
+    def _run(self) -> None:
+        group, version = RESOURCE_API.split("/")
+        resource_version: str | None = None
+        while not self._stop.is_set():
+            try:
+                if resource_version is None:
+                    listed = self._api.list_namespaced_custom_object(group, version, self._namespace, "resourceclaims")
+                    for item in listed["items"]:
+                        self._record(item)
+                    resource_version = listed["metadata"]["resourceVersion"]
+                self._watch = watch.Watch()
+                for event in self._watch.stream(
+                    self._api.list_namespaced_custom_object,
+                    group,
+                    version,
+                    self._namespace,
+                    "resourceclaims",
+                    resource_version=resource_version,
+                    timeout_seconds=WATCH_SECONDS,
+                ):
+                    if self._stop.is_set():
+                        break
+                    item = event["object"]
+                    if event["type"] == "ERROR":
+                        resource_version = None  # too old (410): list again
+                        break
+                    resource_version = item["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
+                        self._record(item)
+            except ApiException as error:
+                self.error = str(error)[:200]
+                resource_version = None if error.status == 410 else resource_version
+                self._stop.wait(WATCH_RETRY_SECONDS)
+            except (OSError, HTTPError, ValueError) as error:  # a broken connection: the watch opens again
+                self.error = f"{type(error).__name__}: {str(error)[:200]}"
+                self._stop.wait(WATCH_RETRY_SECONDS)
 
 
 class ClusterWorld:
@@ -82,12 +211,16 @@ class ClusterWorld:
         admin_access: bool,
         republish: bool = False,
         other: tuple[str, str] | None = None,
+        rolling_update: bool = False,
+        second_instance: SecondInstance | None = None,
     ) -> None:
         """Explore `driver` on the disruption node, its claims asking for `device_class`.
 
         `republish`: the profile declares the reference driver's fault switches, through which the explorer makes
         the driver publish its pool again (REPUBLISH_FAULT). `other`: another driver on the node and its DeviceClass,
-        for claims that mix two drivers (None: none runs there).
+        for claims that mix two drivers (None: none runs there). `rolling_update`: the profile declares
+        rollingUpdate; `second_instance`: the command line of a new instance (for an instance UID and a state
+        directory of its own), where this machine can start one beside the driver (None: it cannot).
         """
         self.disruption = disruption
         self._driver = driver
@@ -105,6 +238,8 @@ class ClusterWorld:
         self._pods: dict[str, dict[str, Any]] = {}
         self._down = False
         self._republish = republish
+        self._rolling_update = rolling_update
+        self._second_instance = second_instance
         self._other = other
         self._other_capacity = (
             sum(len(pool.devices) for pool in node_pools(api_client, other[0], disruption.node).values())
@@ -128,6 +263,8 @@ class ClusterWorld:
             for name, spec in pool.device_specs.items()
             if spec.get("allowMultipleAllocations")
         )
+        # Started last: nothing above may fail and leave it running.
+        self._status_watch = StatusWatch(api_client, build.namespace, driver).start()
 
     # --- what the node is -----------------------------------------------------------------------------------------
 
@@ -174,6 +311,10 @@ class ClusterWorld:
         """Where the profile declares a way (the reference driver's fault switches)."""
         return self._republish
 
+    def can_roll(self) -> bool:
+        """Where the profile declares rollingUpdate and this machine can start a second instance beside the driver."""
+        return self._rolling_update and self._second_instance is not None
+
     def not_explored(self) -> dict[str, str]:
         """What this node, the profile or the backend rule out, and what the explorer does not do yet."""
         skipped = {
@@ -192,6 +333,15 @@ class ClusterWorld:
             skipped[f"restart driver ({SIGTERM})"] = "the backend cannot send SIGTERM to the driver"
         if not self.can_wipe():
             skipped["wipe CDI dir"] = "this machine does not read the driver's CDI dir"
+            skipped["reboot"] = "this machine does not read the driver's CDI dir"
+        if not self._rolling_update:
+            skipped["rolling update"] = "the profile declares no rollingUpdate"
+        elif self._second_instance is None:
+            skipped["rolling update"] = (
+                f"this machine starts no second instance of {self.driver} beside the one on {self.node} (the local "
+                "backend's private instances of the reference driver; a DaemonSet's rolling update on a real node is "
+                "suites/kubelet/test_rolling_update.py)"
+            )
         if not self._republish:
             skipped["republish"] = "the profile declares no way to make the driver republish (referenceFaults)"
         return skipped
@@ -300,6 +450,72 @@ class ClusterWorld:
                 removed += 1
         return removed
 
+    def roll(self) -> Rollout:
+        """A new instance (an instance UID of its own) beside the driver, as a DaemonSet with maxSurge 1 starts it.
+
+        Once it registered (a new socket, or one bound again, in the registration directory), both instances'
+        sockets are read; then the new one is stopped (SIGTERM) and the driver restarted, which leaves one instance
+        with the node's state as a rollout's end does. The new instance keeps its state in a directory of its own,
+        so that it cannot change what the running one prepared.
+        """
+        if self._second_instance is None:
+            raise HarnessProblem(f"a rolling update of {self.driver} on {self.node}: no way to start a second instance")
+        registry = self.endpoint.registrar_dir
+        old = _sockets(registry)
+        with tempfile.TemporaryDirectory(prefix="explore-roll-") as scratch:
+            log = Path(scratch) / "driver.log"
+            argv = self._second_instance(uuid.uuid4().hex[:INSTANCE_UID_CHARS], Path(scratch) / "state")
+            with log.open("ab") as output:
+                process = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=die_with(os.getpid()),
+                )
+            try:
+                during = self._registered_beside(process, registry, old, log)
+            finally:
+                _stop(process, self.timeouts.process_stop)
+        taken_over = frozenset(name for name, inode in during.items() if name in old and old[name] != inode)
+        rollout = Rollout(frozenset(old), frozenset(during), taken_over)
+        self.restart(SIGTERM if self._terminate() is not None else SIGKILL)
+        return rollout
+
+    def _registered_beside(
+        self, process: subprocess.Popen[bytes], registry: Path, old: dict[str, int], log: Path
+    ) -> dict[str, int]:
+        """The registration sockets once the new instance added or bound one (after driver_ready: as they are)."""
+        deadline = time.monotonic() + self.timeouts.driver_ready
+        while True:
+            now = _sockets(registry)
+            if process.poll() is not None:
+                tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+                raise HarnessProblem(
+                    f"the new instance of a rolling update on {self.node} exited with code {process.returncode}: {tail}"
+                )
+            if now != old or time.monotonic() >= deadline:
+                return now
+            time.sleep(ROLLOUT_POLL_SECONDS)
+
+    def status_mark(self, claim: ClaimRef) -> int | None:
+        """The claim's writes up to its resourceVersion now (read once the call returned), from the watch."""
+        try:
+            item = client.CustomObjectsApi(self.api_client).get_namespaced_custom_object(
+                *RESOURCE_API.split("/"), claim.namespace, "resourceclaims", claim.name
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return self._status_watch.mark(claim.uid, None)
+            raise HarnessProblem(f"read claim {claim.name}: {error}") from None
+        if item["metadata"]["uid"] != claim.uid:
+            return self._status_watch.mark(claim.uid, None)
+        return self._status_watch.mark(claim.uid, item["metadata"]["resourceVersion"])
+
+    def status_writes(self, claim: ClaimRef) -> tuple[StatusWrite, ...]:
+        """The writes of the driver's entries the watch saw in the claim."""
+        return self._status_watch.writes(claim.uid)
+
     def delete_claim(self, claim: ClaimRef, force: bool) -> None:
         """Delete the claim's pod (at once where `force`, else with its grace period), then the claim."""
         try:
@@ -348,6 +564,7 @@ class ClusterWorld:
 
     def close(self) -> list[str]:
         """After the exploration: what could not be unprepared (the claims and pods go with the test's tracker)."""
+        self._status_watch.stop()
         failures = self.kubelet.unprepare_leftovers()
         self._forget_client()
         return failures
@@ -394,6 +611,29 @@ class ClusterWorld:
             )
         except WaitTimeout:
             return self._pools()
+
+
+def _sockets(directory: Path) -> dict[str, int]:
+    """The sockets in `directory` (file name: inode), which a socket bound again under the same name changes."""
+    found = {}
+    for path in directory.iterdir() if directory.is_dir() else ():
+        try:
+            if path.is_socket() and not path.name.startswith("."):
+                found[path.name] = path.stat().st_ino
+        except OSError:  # gone since it was listed
+            continue
+    return found
+
+
+def _stop(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM, then SIGKILL once it outlived `timeout`."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def _view(pool: PoolState) -> PoolView:

@@ -15,7 +15,14 @@ from typing import Any
 
 from dra_conformance.explore.cdi import defined_ids, edit_words
 from dra_conformance.explore.model import AnsweredDevice, ClaimState, Model, PoolSeen, answered_devices, base_request
-from dra_conformance.explore.world import Observation, PoolView, PrepareOutcome, UnprepareOutcome
+from dra_conformance.explore.world import (
+    Observation,
+    PoolView,
+    PrepareOutcome,
+    Rollout,
+    StatusWrite,
+    UnprepareOutcome,
+)
 
 PREPARES = "explore.allocated-claim-prepares"
 ANSWER_KEYS = "explore.answers-name-exactly-the-requested-claims"
@@ -32,6 +39,8 @@ CDI_EDITS = "explore.cdi-edits-set-up-the-answered-device"
 STATUS_ALLOCATED = "explore.status-entries-name-allocated-devices"
 STATUS_REMOVED = "explore.status-entries-removed-after-unprepare"
 STATUS_OTHER_DRIVER = "explore.no-status-entries-of-a-driver-that-did-not-prepare"
+STATUS_WRITE_AFTER_UNPREPARE = "explore.no-status-write-after-unprepare"
+ROLLOUT_SOCKETS = "explore.rolling-update-instances-never-share-a-socket"
 POOL_COMPLETE = "explore.pool-stays-complete"
 POOL_DEVICES = "explore.pool-keeps-its-devices"
 POOL_GENERATION = "explore.pool-generation-never-goes-back"
@@ -43,6 +52,16 @@ HARNESS = "explore.harness-explores-the-node"
 # A driver may remove its status.devices entries after the unprepare returns (one API round trip, retried on a
 # conflict): entries are judged only once the unprepare is this many seconds old.
 STATUS_SETTLE_SECONDS = 5.0
+# How long after a prepare the explorer watches for a status write of the driver that the prepare queued, where the
+# claim was unprepared meanwhile, before an example ends. Such a write (a retry after a conflict, a refresh loop, a
+# status reconciler on a timer) lands within a few seconds on a healthy API server, and the kubelet may unprepare right
+# after the prepare; the claim then still exists (its pod is deleted, the claim deallocated only later), and the write
+# puts entries back that nobody removes. 5 s, as STATUS_SETTLE_SECONDS: a driver gets that long to remove its entries,
+# and a write of its own that long to show. Measured from the prepare, not the unprepare, so that an example whose
+# claims were unprepared long after their prepare waits for nothing.
+STATUS_WRITE_WINDOW_SECONDS = STATUS_SETTLE_SECONDS
+# And at least this long after the unprepare answered: a write the unprepare itself queued (a retry) lands at once.
+UNPREPARE_WRITE_GRACE_SECONDS = 1.0
 # A changed device field is quoted up to this long in a finding (attributes and capacity can be long).
 DIFF_CHARS = 200
 
@@ -289,6 +308,69 @@ def status_settles_at(model: Model, seen: Observation) -> float | None:
         and any(e.get("driver") == model.driver for e in entries)
     ]
     return max(due) if due else None
+
+
+def check_status_writes(
+    model: Model, writes: dict[str, tuple[StatusWrite, ...]], checks: Checks, seen_until: float | None = None
+) -> None:
+    """No write of the driver sets a claim's status.devices entries after its unprepare answered.
+
+    `writes`: every such write of each claim watched (`Model.watched_for_writes`), in the API server's order;
+    `seen_until`: the clock when they were read (the window the verdict covers, for the report).
+    """
+    for claim in model.watched_for_writes():
+        mark = claim.writes_before_unprepare or 0
+        after = writes.get(claim.ref.uid, ())[mark:]
+        unprepared = claim.unprepared_at or 0.0
+        described = [
+            f"resourceVersion {w.version}, {w.seen_at - unprepared:.1f}s after the unprepare: {list(w.entries)}"
+            for w in after
+        ]
+        watched = f" (watched for {seen_until - unprepared:.1f}s)" if seen_until is not None else ""
+        checks.expect(
+            STATUS_WRITE_AFTER_UNPREPARE,
+            not after,
+            f"unprepared, not prepared again; then {model.driver} wrote its status.devices entries {len(after)} "
+            f"time(s){watched}: {described}",
+            f"claim {claim.name} on {model.node}",
+        )
+
+
+def status_watch_ends_at(model: Model) -> float | None:
+    """When the write windows of the claims still watched for status writes end (None: none is watched).
+
+    Each claim's ends STATUS_WRITE_WINDOW_SECONDS after its last prepare, and no sooner than
+    UNPREPARE_WRITE_GRACE_SECONDS after its unprepare. The explorer waits for them only at the end of an example
+    (`ExploreMachine.teardown`); every step judges the writes seen so far.
+    """
+    due = [
+        max(
+            (claim.prepared_at or claim.unprepared_at) + STATUS_WRITE_WINDOW_SECONDS,
+            claim.unprepared_at + UNPREPARE_WRITE_GRACE_SECONDS,
+        )
+        for claim in model.watched_for_writes()
+        if claim.unprepared_at is not None and not claim.deleted
+    ]
+    return max(due) if due else None
+
+
+def check_rollout(model: Model, rollout: Rollout, checks: Checks) -> None:
+    """Two instances of a rolling update never share a socket: the new one registers under a name of its own."""
+    new = sorted(rollout.during - rollout.old)
+    gone = sorted(rollout.old - rollout.during)
+    problems = []
+    if not new:
+        problems.append("the new instance registered under no socket name of its own")
+    if gone:
+        problems.append(f"the old instance's sockets {gone} were gone while it still ran")
+    if rollout.taken_over:
+        problems.append(f"sockets bound again by the new instance: {sorted(rollout.taken_over)}")
+    checks.expect(
+        ROLLOUT_SOCKETS,
+        not problems,
+        f"{'; '.join(problems)} ({rollout.describe()})",
+        f"rolling update of {model.driver} on {model.node}",
+    )
 
 
 def _check_pools(model: Model, seen: Observation, checks: Checks) -> None:

@@ -12,6 +12,7 @@ replays last (the shrunk one) reads the same as any other.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,13 +25,17 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from dra_conformance.explore.invariants import (
     COMES_BACK,
     STATUS_REMOVED,
+    STATUS_WRITE_AFTER_UNPREPARE,
     Checks,
     Violation,
     check_prepare,
+    check_rollout,
     check_state,
+    check_status_writes,
     check_unprepare,
     remember_pools,
     status_settles_at,
+    status_watch_ends_at,
 )
 from dra_conformance.explore.model import (
     MAX_DEVICES_PER_REQUEST,
@@ -47,9 +52,11 @@ from dra_conformance.explore.world import (
     DriverDidNotComeBack,
     HarnessProblem,
     PrepareOutcome,
+    StatusWrite,
     UnprepareOutcome,
     World,
 )
+from dra_conformance.kubelet.client import ClaimRef
 
 T = TypeVar("T")
 
@@ -231,13 +238,15 @@ class ExploreMachine(RuleBasedStateMachine):
         world = self.world
         self.model = Model(world.node, world.driver, world.capacity(), world.other_capacity(), world.other_driver())
         self.operations = 0
+        # A step ended the example early (a finding, the budget, a harness problem): its teardown only resets.
+        self.interrupted = False
 
     # --- helpers ------------------------------------------------------------------------------------------------
 
     def _go_on(self) -> None:
         """End the whole run once its budget is spent, unless this is Hypothesis's final replay of a finding."""
         if not self.final and self.run.stopped():
-            self.run.stop_raised = True
+            self.run.stop_raised = self.interrupted = True
             raise StopExploring
 
     def _act(self, operation: Callable[[], T]) -> T:
@@ -245,8 +254,14 @@ class ExploreMachine(RuleBasedStateMachine):
             return operation()
         except HarnessProblem as problem:
             self.run.harness = self.run.harness or str(problem)
-            self.run.stop_raised = True
+            self.run.stop_raised = self.interrupted = True
             raise StopExploring from None
+
+    def _status_mark(self, ref: ClaimRef) -> int | None:
+        return self._act(lambda: self.world.status_mark(ref))
+
+    def _status_writes(self, ref: ClaimRef) -> tuple[StatusWrite, ...]:
+        return self._act(lambda: self.world.status_writes(ref))
 
     def _step(self, operation: str, text: str) -> None:
         self.run.steps += 1
@@ -268,6 +283,7 @@ class ExploreMachine(RuleBasedStateMachine):
                 continue
             if self.run.fails(violation.obligation):
                 self.run.found(violation)
+                self.interrupted = True
                 raise BrokenObligation(violation)
             self.run.advisories.setdefault(violation.obligation, violation)
 
@@ -277,7 +293,7 @@ class ExploreMachine(RuleBasedStateMachine):
         succeeded = check_prepare(self.model, claims, outcome, call, checks)
         for claim in claims:
             if claim.ref.uid in succeeded:
-                self.model.prepared_ok(claim, succeeded[claim.ref.uid])
+                self.model.prepared_ok(claim, succeeded[claim.ref.uid], self.run.clock())
         self._step(f"{call} ({_call(len(claims))})", f"{call} {[c.label for c in claims]} -> {outcome.describe()}")
         self._judge(checks)
 
@@ -340,7 +356,9 @@ class ExploreMachine(RuleBasedStateMachine):
         now = self.run.clock()
         for claim in claims:
             if claim.ref.uid in done:
-                self.model.unprepared_ok(claim, now)
+                # Where the claim's status writes stood when the driver answered: any later one follows the unprepare.
+                mark = self._status_mark(claim.ref) if claim.prepared else None
+                self.model.unprepared_ok(claim, now, mark)
 
     def can_call_concurrently(self) -> bool:
         """Two claims for calls of their own, one of which still exists (a prepare names only those)."""
@@ -378,7 +396,7 @@ class ExploreMachine(RuleBasedStateMachine):
         for claims, succeeded in answered:
             for claim in claims:
                 if claim.ref.uid in succeeded:
-                    self.model.prepared_ok(claim, succeeded[claim.ref.uid])
+                    self.model.prepared_ok(claim, succeeded[claim.ref.uid], self.run.clock())
         described = " | ".join(
             f"{kind} {[c.label for c in claims]} -> {outcome.describe()}"
             for (kind, claims), outcome in zip(calls, outcomes, strict=True)
@@ -404,10 +422,8 @@ class ExploreMachine(RuleBasedStateMachine):
         """The backend can restart the driver, and some claim exists (an idle driver's restart shows little)."""
         return bool(self.world.restarts()) and bool(self.model.claims)
 
-    def restart_driver(self, data: st.DataObject) -> None:
-        """Stop the driver (SIGKILL or SIGTERM, where the backend can send it) and start it again."""
-        how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
-        checks = Checks()
+    def _restart(self, how: str, checks: Checks) -> str:
+        """Restart the driver with `how`; returns why it did not come back ("": it did)."""
         try:
             self._act(lambda: self.world.restart(how))
             came_back = ""
@@ -415,7 +431,63 @@ class ExploreMachine(RuleBasedStateMachine):
             came_back = str(error)
         checks.expect(COMES_BACK, not came_back, came_back, f"restart by {how} on {self.model.node}")
         self.model.restarted()
+        return came_back
+
+    def restart_driver(self, data: st.DataObject) -> None:
+        """Stop the driver (SIGKILL or SIGTERM, where the backend can send it) and start it again."""
+        how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
+        checks = Checks()
+        came_back = self._restart(how, checks)
         self._step(f"restart driver ({how})", f"restart the driver ({how})" + (f" -> {came_back}" if came_back else ""))
+        self._judge(checks)
+
+    def can_reboot(self) -> bool:
+        """The CDI dir can be emptied and the driver restarted, and a prepared claim still exists (its pod runs)."""
+        return (
+            self.world.can_wipe() and bool(self.world.restarts()) and any(not c.deleted for c in self.model.prepared())
+        )
+
+    def reboot(self, data: st.DataObject) -> None:
+        """A node reboot as the driver sees it: the CDI dir emptied, the driver restarted, its claims prepared again.
+
+        /var/run/cdi is a tmpfs, the driver's checkpoint is not; once back, the kubelet prepares the claims of the
+        pods it runs again (each prepared claim that still exists, in one call) and hands the answered CDI IDs to
+        the runtime. The same steps drawn one by one (wipe, restart, prepare again, nothing between them that
+        unprepares the claim) are rare in a budget of a few minutes on a cluster.
+        """
+        how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
+        removed = self._act(self.world.wipe_cdi)
+        self.model.wiped()
+        checks = Checks()
+        came_back = self._restart(how, checks)
+        self._step(
+            f"reboot ({how})",
+            f"reboot the node: wipe the CDI dir ({removed} files), restart the driver ({how})"
+            + (f" -> {came_back}" if came_back else ""),
+        )
+        self._judge(checks)
+        self._prepare([c for c in self.model.prepared() if not c.deleted], "prepare after the reboot")
+
+    def can_roll(self) -> bool:
+        """The profile declares rollingUpdate and the backend can start a second instance of the driver."""
+        return self.world.can_roll()
+
+    def roll(self, data: st.DataObject) -> None:
+        """A rolling update: a new instance beside the running one (as a DaemonSet with maxSurge 1), one stopping.
+
+        One instance serves on, with what the old one prepared: the model takes it for a restart.
+        """
+        del data
+        checks = Checks()
+        try:
+            rollout = self._act(self.world.roll)
+            check_rollout(self.model, rollout, checks)
+            came_back, seen = "", rollout.describe()
+        except DriverDidNotComeBack as error:
+            came_back, seen = str(error), f"the driver did not come back: {error}"
+        checks.expect(COMES_BACK, not came_back, came_back, f"rolling update on {self.model.node}")
+        self.model.restarted()
+        self._step("rolling update", f"rolling update: a new instance beside the old one ({seen})")
         self._judge(checks)
 
     def can_wipe(self) -> bool:
@@ -465,28 +537,69 @@ class ExploreMachine(RuleBasedStateMachine):
         seen = self._act(self.world.observe)
         now = self.run.clock()
         self.run.invariant_checks += 1
+        # Writes after an unprepare first: entries an unprepare left may be such a write, which says more.
+        writes = Checks()
+        self._check_writes(writes)
         checks = Checks()
         check_state(self.model, seen, now, checks)
         # Entries an unprepare left, where nothing else is wrong: looked at again until they can be judged (a correct
         # driver has none, so this costs it nothing; nor does shrinking a finding of another obligation).
         target = self.run.target
-        if target in (None, STATUS_REMOVED) and not any(self.run.fails(v.obligation) for v in checks.violations):
+        failing = [v for v in writes.violations + checks.violations if self.run.fails(v.obligation)]
+        if target in (None, STATUS_REMOVED) and not failing:
             settled = False
             while (settles := status_settles_at(self.model, seen)) is not None and now < settles:
                 self.run.sleep(min(STATUS_POLL_SECONDS, settles - now))
                 seen, now, settled = self._act(self.world.observe), self.run.clock(), True
             if settled:
-                checks = Checks()
+                writes, checks = Checks(), Checks()
+                self._check_writes(writes)
                 check_state(self.model, seen, now, checks)
         remember_pools(self.model, seen)
+        writes.violations += checks.violations
+        writes.exercised |= checks.exercised
+        writes.stated += checks.stated
+        self._judge(writes)
+
+    def _check_writes(self, checks: Checks, now: float | None = None) -> None:
+        """Status writes of the driver after the unprepare of each claim watched, as far as the world saw them."""
+        watched = self.model.watched_for_writes()
+        if watched:
+            writes = {c.ref.uid: self._status_writes(c.ref) for c in watched}
+            check_status_writes(self.model, writes, checks, now)
+
+    def _watch_status_writes(self) -> None:
+        """At the end of an example: status writes after the last unprepares, watched until their window ended.
+
+        Only where a claim still exists whose unprepare is younger than STATUS_WRITE_WINDOW_SECONDS (a correct
+        driver costs that wait and no more); a write seen ends the wait at once.
+        """
+        if self.run.target not in (None, STATUS_WRITE_AFTER_UNPREPARE):
+            return
+        ends = status_watch_ends_at(self.model)
+        while True:
+            now = self.run.clock()
+            checks = Checks()
+            self._check_writes(checks, now)
+            if checks.violations or ends is None or now >= ends:
+                break
+            self.run.sleep(min(STATUS_POLL_SECONDS, ends - now))
         self._judge(checks)
 
     def teardown(self) -> None:
-        """Leave the node as the example found it: nothing prepared, no claim or pod of the explorer."""
+        """Judge the status writes of the example's last unprepares, then leave the node as the example found it.
+
+        Nothing prepared, no claim or pod of the explorer. The writes are judged only where the example ran to its
+        end: one a step ended (a finding, the budget) is only reset.
+        """
         try:
-            self.world.reset([c.ref for c in self.model.prepared()])
-        except HarnessProblem as problem:
-            self.run.harness = self.run.harness or f"reset between examples: {problem}"
+            if not self.interrupted and sys.exc_info()[0] is None:
+                self._watch_status_writes()
+        finally:
+            try:
+                self.world.reset([c.ref for c in self.model.prepared()])
+            except HarnessProblem as problem:
+                self.run.harness = self.run.harness or f"reset between examples: {problem}"
 
 
 @dataclass(frozen=True)
@@ -515,6 +628,8 @@ OPERATIONS = (
     Operation("wipe CDI dir", ExploreMachine.can_wipe, ExploreMachine.wipe_cdi_dir),
     Operation("concurrent calls", ExploreMachine.can_call_concurrently, ExploreMachine.call_concurrently),
     Operation("republish", ExploreMachine.can_republish, ExploreMachine.republish),
+    Operation("reboot", ExploreMachine.can_reboot, ExploreMachine.reboot),
+    Operation("rolling update", ExploreMachine.can_roll, ExploreMachine.roll),
 )
 
 

@@ -178,6 +178,11 @@ class ClaimState:
     restarted_since_prepare: bool = False
     # When (monotonic seconds) its last successful unprepare returned; None while it was never unprepared.
     unprepared_at: float | None = None
+    # When its last successful prepare returned (None: never, or not told): a write it queued lands in a window after.
+    prepared_at: float | None = None
+    # How many writes of its status.devices entries by the driver there were when that unprepare answered (the
+    # world's `status_mark`): a later one is a write after the unprepare. None: not prepared since, or unknown.
+    writes_before_unprepare: int | None = None
 
     @property
     def name(self) -> str:
@@ -264,19 +269,22 @@ class Model:
         """Devices of the node no live claim holds for itself (admin access claims hold none)."""
         return self.capacity - sum(c.shape.held_devices() for c in self.live())
 
-    def prepared_ok(self, claim: ClaimState, answer: tuple[AnsweredDevice, ...]) -> None:
-        """The driver prepared `claim` and answered `answer`."""
+    def prepared_ok(self, claim: ClaimState, answer: tuple[AnsweredDevice, ...], at: float | None = None) -> None:
+        """The driver prepared `claim` and answered `answer` (at clock time `at`)."""
         if not claim.prepared:
             claim.cdi_expected = True  # a first prepare writes what its answer names
         elif claim.specs_lost and claim.restarted_since_loss:
             claim.cdi_expected = True  # a prepare after a reboot writes them again
             claim.specs_lost = claim.restarted_since_loss = False
         claim.prepared, claim.answer, claim.restarted_since_prepare = True, answer, False
+        claim.prepared_at = at if at is not None else claim.prepared_at
+        # Its entries are the driver's to write again: writes after the unprepare before are no longer told apart.
+        claim.writes_before_unprepare = None
 
-    def unprepared_ok(self, claim: ClaimState, at: float) -> None:
-        """The driver unprepared `claim` (a no-op for one that was not prepared)."""
+    def unprepared_ok(self, claim: ClaimState, at: float, writes: int | None = None) -> None:
+        """The driver unprepared `claim` (a no-op for one that was not prepared); `writes`: its `status_mark` then."""
         if claim.prepared:
-            claim.unprepared_at = at
+            claim.unprepared_at, claim.writes_before_unprepare = at, writes
         claim.prepared, claim.cdi_expected, claim.specs_lost, claim.restarted_since_loss = False, False, False, False
 
     def deleted(self, claim: ClaimState) -> None:
@@ -289,6 +297,10 @@ class Model:
         for claim in self.prepared():
             claim.restarted_since_prepare = True
             claim.restarted_since_loss = claim.specs_lost
+
+    def watched_for_writes(self) -> list[ClaimState]:
+        """Claims unprepared and not prepared since, whose status writes after the unprepare are judged."""
+        return [c for c in self.claims.values() if not c.prepared and c.writes_before_unprepare is not None]
 
     def wiped(self) -> None:
         """The CDI dir was emptied: the specs of claims prepared so far are gone, not the driver's doing."""

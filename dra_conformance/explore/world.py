@@ -69,6 +69,34 @@ class UnprepareOutcome:
 
 
 @dataclass(frozen=True)
+class StatusWrite:
+    """A write that set a claim's status.devices entries of the driver under test (a removal is none), in API order."""
+
+    # The claim's resourceVersion after the write.
+    version: str
+    # When the explorer saw it (the world's monotonic clock).
+    seen_at: float
+    # The entries of the driver after it: 'pool/device' of each.
+    entries: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A rolling update as the explorer saw it: the registration sockets of the old and of the new instance."""
+
+    # The driver's registration sockets (file names in the plugin registry) before the new instance started.
+    old: frozenset[str]
+    # Those after the new instance registered, the old one still running beside it.
+    during: frozenset[str]
+    # Sockets a second instance took over from the first (bound again under the same name), where the world can tell.
+    taken_over: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        """'old [a], both running [a, b]'."""
+        return f"old instance {sorted(self.old)}, both running {sorted(self.during)}"
+
+
+@dataclass(frozen=True)
 class PoolView:
     """One pool of the node at its highest generation."""
 
@@ -144,6 +172,10 @@ class World(Protocol):
         """Whether the profile declares a way to make the driver publish its pool again."""
         ...
 
+    def can_roll(self) -> bool:
+        """Whether the profile declares rollingUpdate and the backend can start a second instance beside the first."""
+        ...
+
     def not_explored(self) -> dict[str, str]:
         """Operations and claim shapes this driver, its profile or the backend rule out, with the reason."""
         ...
@@ -174,6 +206,24 @@ class World(Protocol):
 
     def wipe_cdi(self) -> int:
         """Remove every file of the driver's CDI dir (as a reboot empties /var/run/cdi); returns how many."""
+        ...
+
+    def roll(self) -> Rollout:
+        """A rolling update: a new instance started beside the running one, then one of them stops.
+
+        Raises DriverDidNotComeBack where the instance left serving has no complete pool within the deadline.
+        """
+        ...
+
+    def status_mark(self, claim: ClaimRef) -> int | None:
+        """How many `status_writes` of the claim there were when the call that returned just now was answered.
+
+        None where the world cannot tell (its watch did not catch up): the writes after it are then not judged.
+        """
+        ...
+
+    def status_writes(self, claim: ClaimRef) -> tuple[StatusWrite, ...]:
+        """Every write that set the claim's status.devices entries of the driver, in the API server's order."""
         ...
 
     def delete_claim(self, claim: ClaimRef, force: bool) -> None:

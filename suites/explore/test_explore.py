@@ -2,26 +2,31 @@
 
 Nobody wrote these sequences down. Hypothesis draws them (claims of random shapes allocated by the real scheduler,
 some mixing in another driver's devices, prepares and unprepares alone, batched and concurrent, repeated prepares,
-driver restarts by SIGKILL and SIGTERM, a wiped CDI dir, republished pools, deleted claims) on a
-set-aside node of the driver under test, where the suite plays the kubelet, and checks the invariants of
-`dra_conformance/model/registry/explore.yaml` after every step. A finding is shrunk to the shortest sequence that
-still breaks it and reported with its seed; `dra-conformance explore --profile P --replay SEED` runs it again.
+driver restarts by SIGKILL and SIGTERM, a wiped CDI dir, node reboots, republished pools, deleted claims, rolling
+updates where the profile declares them) on a set-aside node of the driver under test, where the suite plays the
+kubelet, and checks the invariants of `dra_conformance/model/registry/explore.yaml` after every step. A finding is
+shrunk to the shortest sequence that still breaks it and reported with its seed;
+`dra-conformance explore --profile P --replay SEED` runs it again.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import allure
 import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.profile import Capability, DriverProfile
+from dra_conformance.driver.profile import render as fill_in
+from dra_conformance.driver.reference import reference_program
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.explore import RECORD_KIND
-from dra_conformance.explore.cluster import ClusterWorld
+from dra_conformance.explore.cluster import ClusterWorld, SecondInstance
 from dra_conformance.explore.invariants import HARNESS
 from dra_conformance.explore.runner import Budget, Exploration, explore, render
 from dra_conformance.explore.world import HarnessProblem
@@ -29,6 +34,7 @@ from dra_conformance.kube.builders import Builder
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
+from dra_conformance.model.cluster import BackendCapability, ClusterInfo
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
 from dra_conformance.model.obligations import Basis
@@ -61,6 +67,37 @@ def budget_of(config: pytest.Config) -> Budget:
     )
 
 
+def second_instance_of(profile: DriverProfile, cluster: ClusterInfo, disruption: Disruption) -> SecondInstance | None:
+    """How to start a new instance of a rolling update beside the driver: its profile's command line, an instance UID.
+
+    Only for the reference driver (referenceFaults) where the backend runs its build on this machine: the instance
+    UID is its `--rolling-update-uid`, as its DaemonSet passes the pod's UID. None elsewhere (the explorer says why).
+    """
+    declared = profile.declares(Capability.ROLLING_UPDATE) and profile.declares(Capability.REFERENCE_FAULTS)
+    if not declared or profile.run is None or BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
+        return None
+    endpoint, program, args = disruption.endpoint, reference_program(cluster.details), profile.run.process.args
+    kubeconfig = disruption.processes.driver_kubeconfig(disruption.node)
+
+    def argv(instance: str, state_dir: Path) -> list[str]:
+        values = {
+            "driver": profile.driver,
+            "node": disruption.node,
+            "kubeconfig": str(kubeconfig),
+            "kubelet_root": str(endpoint.kubelet_root),
+            "registrar_dir": str(endpoint.registrar_dir),
+            "plugins_dir": str(endpoint.plugins_dir),
+            "socket_path": str(endpoint.plugins_dir / "dra.sock"),
+            "cdi_dir": str(endpoint.cdi_dir),
+            "data_dir": str(state_dir),
+            "python": sys.executable,
+            "devices": str(profile.devices.per_node),
+        }
+        return [*program, *(fill_in(arg, values) for arg in args), f"--rolling-update-uid={instance}"]
+
+    return argv
+
+
 def reproduce_command(profile: str, seed: int, budget: Budget) -> str:
     """The command that runs this exploration's seed again."""
     return (
@@ -85,6 +122,7 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
     run_id: str,
     run_records: RunRecords,
     obligations: Obligations,
+    cluster: ClusterInfo,
 ) -> None:
     profile = driver_under_test.profile
     where = f"the explorer on {disruption.node}"
@@ -102,6 +140,8 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
             admin_access=profile.declares(Capability.ADMIN_ACCESS),
             republish=profile.declares(Capability.REFERENCE_FAULTS),
             other=other_driver,
+            rolling_update=profile.declares(Capability.ROLLING_UPDATE),
+            second_instance=second_instance_of(profile, cluster, disruption),
         )
     except HarnessProblem as problem:
         obligations.fail(HARNESS, str(problem), where)

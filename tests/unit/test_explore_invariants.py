@@ -9,7 +9,7 @@ import pytest
 
 from dra_conformance.explore import invariants as inv
 from dra_conformance.explore.model import AllocatedDevice, ClaimShape, ClaimState, Model, RequestShape, answered_devices
-from dra_conformance.explore.world import Observation, PoolView, PrepareOutcome, UnprepareOutcome
+from dra_conformance.explore.world import Observation, PoolView, PrepareOutcome, Rollout, StatusWrite, UnprepareOutcome
 from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
 
 NODE, DRIVER = "node-a", "gpu.x"
@@ -254,3 +254,69 @@ def test_cdi_edits_must_name_the_answered_device_and_only_the_claims_devices(
     inv.check_state(model, Observation({"u1.json": _edited_spec(edits)}, {}, {NODE: pool}), 0.0, checks)
     assert (inv.CDI_EDITS in checks.exercised) == (holds is not None), checks
     assert (inv.CDI_EDITS in _broken(checks)) == (holds is False), checks.violations
+
+
+def _write(version: str, at: float, *entries: str) -> StatusWrite:
+    return StatusWrite(version, at, entries)
+
+
+def test_a_status_write_after_the_unprepare_breaks_and_the_writes_before_it_do_not() -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    model.unprepared_ok(claim, at=10.0, writes=1)
+    prepare_write = _write("5", 1.0, "node-a/gpu-0", "node-a/gpu-1")
+    checks = inv.Checks()
+    inv.check_status_writes(model, {"u1": (prepare_write,)}, checks)
+    assert checks.violations == [] and inv.STATUS_WRITE_AFTER_UNPREPARE in checks.exercised
+    rewrite = _write("9", 13.0, "node-a/gpu-0", "node-a/gpu-1")
+    checks = inv.Checks()
+    inv.check_status_writes(model, {"u1": (prepare_write, rewrite)}, checks, seen_until=15.0)
+    assert _broken(checks) == [inv.STATUS_WRITE_AFTER_UNPREPARE], checks.violations
+    observed = checks.violations[0].observed
+    assert "1 time(s) (watched for 5.0s)" in observed and "resourceVersion 9, 3.0s after the unprepare" in observed
+
+
+def test_a_claim_prepared_again_or_never_marked_is_not_watched_for_status_writes() -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    model.unprepared_ok(claim, at=10.0, writes=None)  # the watch never caught up: no verdict
+    assert model.watched_for_writes() == []
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    model.unprepared_ok(claim, at=20.0, writes=1)
+    assert model.watched_for_writes() == [claim] and inv.status_watch_ends_at(model) == 20.0 + inv.STATUS_SETTLE_SECONDS
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    assert model.watched_for_writes() == [] and inv.status_watch_ends_at(model) is None
+    checks = inv.Checks()
+    inv.check_status_writes(
+        model, {"u1": (_write("1", 1.0, "node-a/gpu-0"), _write("2", 25.0, "node-a/gpu-0"))}, checks
+    )
+    assert checks.violations == [] and not checks.exercised
+
+
+@pytest.mark.parametrize(
+    ("during", "problem"),
+    [
+        ({"d-reg.sock"}, "the new instance registered under no socket name of its own"),
+        ({"d-new-reg.sock"}, "the old instance's sockets ['d-reg.sock'] were gone while it still ran"),
+    ],
+)
+def test_a_rolling_update_whose_instances_share_a_socket_breaks_the_obligation(during: set[str], problem: str) -> None:
+    model, _ = _model()
+    checks = inv.Checks()
+    inv.check_rollout(model, Rollout(frozenset({"d-reg.sock"}), frozenset(during)), checks)
+    assert _broken(checks) == [inv.ROLLOUT_SOCKETS] and problem in checks.violations[0].observed, checks.violations
+    checks = inv.Checks()
+    inv.check_rollout(model, Rollout(frozenset({"d-reg.sock"}), frozenset({"d-reg.sock", "d-new-reg.sock"})), checks)
+    assert checks.violations == [] and inv.ROLLOUT_SOCKETS in checks.exercised
+
+
+def test_the_status_write_window_runs_from_the_prepare_and_a_little_past_the_unprepare() -> None:
+    model, claim = _model()
+    model.prepared_ok(claim, answered_devices(RIGHT), at=10.0)
+    model.unprepared_ok(claim, at=11.0, writes=1)
+    assert inv.status_watch_ends_at(model) == 10.0 + inv.STATUS_WRITE_WINDOW_SECONDS
+    model.prepared_ok(claim, answered_devices(RIGHT), at=20.0)
+    model.unprepared_ok(claim, at=40.0, writes=2)
+    assert inv.status_watch_ends_at(model) == 40.0 + inv.UNPREPARE_WRITE_GRACE_SECONDS
+    model.deleted(claim)
+    assert inv.status_watch_ends_at(model) is None, "a deleted claim cannot be written: nothing to wait for"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dra_conformance.explore import invariants
-from dra_conformance.explore.model import AllocatedDevice, ClaimShape
+from dra_conformance.explore.model import AllocatedDevice, ClaimShape, RequestShape
 from dra_conformance.explore.runner import Budget, Exploration, explore, render
 from dra_conformance.explore.world import (
     PREPARE,
@@ -27,6 +27,8 @@ from dra_conformance.explore.world import (
     Observation,
     PoolView,
     PrepareOutcome,
+    Rollout,
+    StatusWrite,
     UnprepareOutcome,
 )
 from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
@@ -37,6 +39,25 @@ NODE = "node-a"
 DEVICES = 6
 # Small budgets: the in-memory node answers in microseconds, so examples, not seconds, bound these runs.
 QUICK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_seconds=60.0)
+# `rewrites-status`: how long after a prepare the driver writes the claim's entries again (the reference driver's
+# statusRefreshDelay), within the explorer's window.
+REWRITE_DELAY = 3.0
+REGISTRATION = f"{DRIVER}-reg.sock"
+
+
+class FakeClock:
+    """Time that passes only when the explorer sleeps (or a little on each reading)."""
+
+    def __init__(self, tick: float = 0.001) -> None:
+        self.now = 0.0
+        self.tick = tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 @dataclass
@@ -71,6 +92,13 @@ class FakeNode:
     tainted: bool = False
     # The checkpoint: what the driver finds prepared after a restart (`loses-entries` drops concurrent ones).
     checkpoint: set[str] = field(default_factory=set)
+    # The profile declares rollingUpdate (no backend offers it yet; always enabled, it would crowd out the rest).
+    rolling: bool = False
+    # The explorer's clock (`run` gives it to the exploration): `rewrites-status` writes when it says.
+    clock: FakeClock = field(default_factory=FakeClock)
+    # Each claim's writes of this driver's entries, in order; rewrites still to come (claim UID, due, entries).
+    writes: dict[str, list[StatusWrite]] = field(default_factory=dict)
+    rewrites: list[tuple[str, float, list[dict[str, Any]]]] = field(default_factory=list)
 
     node = NODE
     driver = DRIVER
@@ -96,8 +124,39 @@ class FakeNode:
     def other_capacity(self) -> int:
         return self.others
 
+    def can_roll(self) -> bool:
+        return self.rolling
+
     def not_explored(self) -> dict[str, str]:
-        return {} if self.republishing else {"republish": "the profile declares no way"}
+        skipped = {} if self.republishing else {"republish": "the profile declares no way"}
+        return skipped | ({} if self.rolling else {"rolling update": "the profile declares no rollingUpdate"})
+
+    def roll(self) -> Rollout:
+        # A new process with the checkpoint, as a restart; `shares-socket` registers under the old instance's name.
+        self.restart(SIGTERM)
+        new = REGISTRATION if "shares-socket" in self.bugs else f"{DRIVER}-new-reg.sock"
+        return Rollout(frozenset({REGISTRATION}), frozenset({REGISTRATION, new}))
+
+    def _write_status(self, uid: str, entries: list[dict[str, Any]]) -> None:
+        self.statuses[uid] = entries
+        ours = tuple(f"{e['pool']}/{e['device']}" for e in entries if e["driver"] == DRIVER)
+        writes = self.writes.setdefault(uid, [])
+        writes.append(StatusWrite(str(len(writes) + 1), self.clock.now, ours))
+
+    def _rewrite_due(self) -> None:
+        for uid, due, entries in list(self.rewrites):
+            if due <= self.clock.now:
+                self.rewrites.remove((uid, due, entries))
+                if uid in self.claims:  # refused once the claim is gone
+                    self._write_status(uid, entries)
+
+    def status_mark(self, claim: ClaimRef) -> int | None:
+        self._rewrite_due()
+        return len(self.writes.get(claim.uid, []))
+
+    def status_writes(self, claim: ClaimRef) -> tuple[StatusWrite, ...]:
+        self._rewrite_due()
+        return tuple(self.writes.get(claim.uid, []))
 
     def concurrently(self, calls: Sequence[tuple[str, Sequence[ClaimRef]]]) -> list[PrepareOutcome | UnprepareOutcome]:
         # In the order given; `loses-entries` is a checkpoint written outside the lock: the calls after the first
@@ -184,11 +243,12 @@ class FakeNode:
                 self.prepared[ref.uid] = devices
                 self.checkpoint.add(ref.uid)
                 self._write_spec(ref, devices)
-                self.statuses[ref.uid] = [
-                    {"driver": DRIVER, "pool": NODE, "device": d.device} for d in allocation.results
-                ]
+                entries = [{"driver": DRIVER, "pool": NODE, "device": d.device} for d in allocation.results]
                 if "status-for-other-driver" in self.bugs:
-                    self.statuses[ref.uid] += [{"driver": OTHER, "pool": NODE, "device": d} for d in allocation.others]
+                    entries += [{"driver": OTHER, "pool": NODE, "device": d} for d in allocation.others]
+                self._write_status(ref.uid, entries)
+                if "rewrites-status" in self.bugs:
+                    self.rewrites.append((ref.uid, self.clock.now + REWRITE_DELAY, entries))
             answers[ref.uid] = ClaimAnswer(devices=list(self.prepared[ref.uid]))
         if "batch-answers-swapped" in self.bugs and len(claims) > 1:
             uids = [c.uid for c in claims]
@@ -236,6 +296,7 @@ class FakeNode:
     retyped: bool = False
 
     def observe(self) -> Observation:
+        self._rewrite_due()
         names = tuple(f"gpu-{i}" for i in range(DEVICES))
         index = "string" if self.retyped else "int"
         pool = PoolView(
@@ -256,6 +317,7 @@ class FakeNode:
             self.unprepare([ref])
         self.claims.clear()
         self.statuses.clear()
+        self.rewrites.clear()
         self.tainted = self.retyped = False
 
 
@@ -276,28 +338,12 @@ def strict(_obligation: str) -> bool:
     return True
 
 
-class FakeClock:
-    """Time that passes only when the explorer sleeps (or a little on each reading)."""
-
-    def __init__(self, tick: float = 0.001) -> None:
-        self.now = 0.0
-        self.tick = tick
-
-    def __call__(self) -> float:
-        self.now += self.tick
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 def run(node: FakeNode, seed: int = 7, budget: Budget = QUICK, fails: Any = strict) -> Exploration:
-    clock = FakeClock()
-    return explore(node, budget, seed, fails, clock, clock.sleep)
+    return explore(node, budget, seed, fails, node.clock, node.clock.sleep)
 
 
 def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() -> None:
-    done = run(FakeNode())
+    done = run(FakeNode(rolling=True))
     assert done.finding is None, render(done, "replay")
     assert done.harness is None and not done.advisories
     kinds = {name.split(" (")[0] for name in done.operations}
@@ -311,6 +357,9 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
         "delete claim",
         "concurrent",
         "republish",
+        "reboot",
+        "prepare after the reboot",
+        "rolling update",
     }, done.operations
     assert {"delete claim (graceful)", "delete claim (force)"} <= set(done.operations), done.operations
     assert {"concurrent (prepare + unprepare)", "concurrent (prepare + prepare)"} <= set(done.operations)
@@ -322,8 +371,11 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
 
 
 # The longest shrunk sequence accepted where the shortest failing one is longer than a few steps: create, prepare,
-# wipe, restart, prepare again are five, and shrinking under the operations' preconditions leaves a step or two.
-SHRUNK_STEPS = {"replayed-prepare-skips-cdi-specs": 7}
+# reboot (wipe, restart) and the prepare after it are four; shrinking under the operations' preconditions may leave
+# a step more.
+SHRUNK_STEPS = {"replayed-prepare-skips-cdi-specs": 5}
+# Shrinking a status write after an unprepare waits out the write window at the end of each example (on the fake clock).
+LONG_SHRINK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_seconds=600.0)
 
 
 @pytest.mark.parametrize(
@@ -338,10 +390,12 @@ SHRUNK_STEPS = {"replayed-prepare-skips-cdi-specs": 7}
         ("index-becomes-string", invariants.POOL_ATTRIBUTES),
         # k/k#141433: after a wipe of the CDI dir and a restart, a repeated prepare answers IDs no spec defines.
         ("replayed-prepare-skips-cdi-specs", invariants.CDI_RESOLVES),
+        ("rewrites-status", invariants.STATUS_WRITE_AFTER_UNPREPARE),
+        ("shares-socket", invariants.ROLLOUT_SOCKETS),
     ],
 )
 def test_a_planted_bug_is_found_and_shrunk_to_a_short_sequence(bug: str, obligation: str | set[str]) -> None:
-    done = run(FakeNode(bugs=frozenset({bug})))
+    done = run(FakeNode(bugs=frozenset({bug}), rolling=True), budget=LONG_SHRINK)
     assert done.finding is not None, render(done, "replay")
     expected = obligation if isinstance(obligation, set) else {obligation}
     assert done.finding.violation.obligation in expected, render(done, "replay")
@@ -431,7 +485,7 @@ def test_status_entries_left_after_an_unprepare_are_judged_once_settled_even_in_
 
 def test_a_checkpoint_that_concurrent_calls_overwrite_is_found_by_an_unprepare_after_a_restart() -> None:
     done = run(
-        FakeNode(bugs=frozenset({"loses-entries"})), seed=2, budget=Budget(max_examples=400, max_steps=12, seconds=None)
+        FakeNode(bugs=frozenset({"loses-entries"})), seed=4, budget=Budget(max_examples=400, max_steps=12, seconds=None)
     )
     assert done.finding is not None, render(done, "replay")
     # The lost entry's unprepare after the restart leaves its CDI spec and its status entries.
@@ -445,7 +499,7 @@ def test_a_checkpoint_that_concurrent_calls_overwrite_is_found_by_an_unprepare_a
 
 
 def test_an_operation_the_profile_rules_out_is_never_drawn_and_the_run_says_why() -> None:
-    done = run(FakeNode(republishing=False))
+    done = run(FakeNode(republishing=False, rolling=True))
     assert "republish" not in done.operations, done.operations
     assert done.not_explored == {"republish": "the profile declares no way"}
     assert "not explored: republish: the profile declares no way" in render(done, "replay")
@@ -460,3 +514,51 @@ def test_claims_mixing_two_drivers_are_drawn_where_another_driver_runs_and_its_e
     assert broken.finding is not None, render(broken, "replay")
     assert broken.finding.violation.obligation == invariants.STATUS_OTHER_DRIVER, render(broken, "replay")
     assert len(broken.finding.steps) <= 3 and "of the other driver" in broken.finding.steps[0], broken.finding.steps
+
+
+def test_a_reboot_wipes_the_cdi_dir_restarts_the_driver_and_prepares_its_live_claims_again() -> None:
+    done = run(FakeNode(bugs=frozenset({"replayed-prepare-skips-cdi-specs"})), seed=1)
+    assert done.finding is not None and done.finding.shrunk, render(done, "replay")
+    steps = done.finding.steps
+    assert len(steps) <= SHRUNK_STEPS["replayed-prepare-skips-cdi-specs"], steps
+    assert steps[-2].startswith("reboot the node: wipe the CDI dir ("), steps
+    assert steps[-2].split(", ")[1].startswith("restart the driver (SIG"), steps
+    assert steps[-1].startswith("prepare after the reboot ['c1'") and steps[-1].endswith("-> ok"), steps
+    assert "not defined by any spec file" in done.finding.violation.observed, done.finding.violation
+
+
+def test_a_status_write_after_the_unprepare_is_found_at_the_end_of_the_example_that_made_it() -> None:
+    done = run(FakeNode(bugs=frozenset({"rewrites-status"})), seed=3, budget=LONG_SHRINK)
+    assert done.finding is not None, render(done, "replay")
+    assert done.finding.violation.obligation == invariants.STATUS_WRITE_AFTER_UNPREPARE, render(done, "replay")
+    steps = done.finding.steps
+    assert len(steps) == 3 and steps[-1].startswith("unprepare ['c1']"), steps
+    assert "wrote its status.devices entries 1 time(s)" in done.finding.violation.observed, done.finding.violation
+    # The end of an example waits for the window only where a claim it unprepared still exists.
+    correct = run(FakeNode(), seed=3)
+    assert correct.finding is None and invariants.STATUS_WRITE_AFTER_UNPREPARE in correct.exercised, render(
+        correct, "replay"
+    )
+
+
+def test_a_rewrite_of_the_in_memory_node_is_refused_once_the_claim_is_gone() -> None:
+    # What the planted bug does when the claim was deleted before the rewrite was due: the API server refuses it.
+    node = FakeNode(bugs=frozenset({"rewrites-status"}))
+    ref = node.create_claim(ClaimShape((RequestShape(1),))).ref
+    node.prepare([ref])
+    node.unprepare([ref])
+    mark = node.status_mark(ref)
+    node.delete_claim(ref, True)
+    node.clock.sleep(REWRITE_DELAY)
+    assert mark == 1 and node.status_writes(ref)[mark:] == (), node.writes
+
+
+def test_a_rolling_update_is_drawn_only_where_the_profile_declares_it() -> None:
+    done = run(FakeNode(rolling=False))
+    assert "rolling update" not in done.operations, done.operations
+    assert "not explored: rolling update: the profile declares no rollingUpdate" in render(done, "replay")
+    broken = run(FakeNode(bugs=frozenset({"shares-socket"}), rolling=True))
+    assert broken.finding is not None and broken.finding.steps[-1].startswith("rolling update"), render(
+        broken, "replay"
+    )
+    assert "the new instance registered under no socket name of its own" in broken.finding.violation.observed
