@@ -449,7 +449,9 @@ def run_mutant(
         "0",  # one check: in the run's own process, no xdist worker to start
         "--nodes",
         str(MUTANT_NODES),
-        *(["--real-node"] if chosen.shipped else []),
+        # One real node: each shipped mutant's check (the rolling update) runs on node 0, and a second node would
+        # only add its start and teardown to every mutant's run.
+        *(["--real-node", "--real-nodes", "1"] if chosen.shipped else []),
         f"--profile={profile}",
         f"--dra-state-dir={state_dir}",
         f"--dra-reports-dir={workdir / 'reports'}",
