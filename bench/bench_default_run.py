@@ -53,7 +53,7 @@ def _environment(checkout: Path) -> dict[str, str]:
         return dict(os.environ)
     # dra-wire too: what the reference programs share (sockets, client helpers) changes with them.
     drivers = checkout / "drivers"
-    paths = [checkout, drivers / "fake-dra", drivers / "fake-metrics", drivers / "dra-wire"]
+    paths = [checkout, drivers / "fake-metrics", drivers / "dra-wire"]
     inherited = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), *([inherited] if inherited else [])])}
 

@@ -25,7 +25,7 @@ For each driver profile, on a private one-node local cluster (temporary state di
    Measured rather than taken from the backend's `startup.drivers_ready`: that phase also covers installing the
    profile's RBAC, requesting the driver's token and the supervisor picking the process up, and it waits only for
    completeness, not for the device count. It is printed next to the measured figure for comparison; both include
-   the driver's own start-up (Python imports or Go runtime start, API client set-up, the first slice write).
+   the driver's own start-up (its runtime's start, API client set-up, the first slice write).
 
     python bench/driver [--profiles P ...] [--claims 100] [--rounds 3] [--pool-devices 1000] [--json [PATH]]
 
@@ -84,8 +84,7 @@ from dra_wire.kubelet_api import load
 # time from a driver's process start to its complete 1,000-device pool.
 TARGET_PREPARE_P99_MS = 20.0
 TARGET_POOL_PUBLISH_S = 2.0
-# Issue 24's target for the reference driver (either build, Python or Go): its prepare p99 at most this many times
-# the API floor's.
+# Issue 24's target for the reference driver: its prepare p99 at most this many times the API floor's.
 TARGET_P99_OVER_FLOOR = 1.3
 
 # The profile placeholder that stands for devices.perNode: where a profile sets its driver's device count.
@@ -702,7 +701,6 @@ def main() -> None:
         type=Path,
         default=[
             profiles_dir / "reference-driver.yaml",
-            profiles_dir / "reference-driver-python.yaml",
             profiles_dir / "upstream-test-driver.yaml",
         ],
     )

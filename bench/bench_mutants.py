@@ -219,8 +219,7 @@ def main() -> int:
     parser.add_argument(
         "--profile",
         type=Path,
-        help="the reference driver build to break: its profile (default fixtures/profiles/reference-driver.yaml, the "
-        "Go build; fixtures/profiles/reference-driver-python.yaml is the Python build); named checks only",
+        help="the profile to break (default fixtures/profiles/reference-driver.yaml); named checks only",
     )
     bench_record.add_option(parser)
     args = parser.parse_args()

@@ -11,7 +11,7 @@ adapter):
    kwok-node-0 as bench/scheduling registers them (kwok manages them; they do not carry the backend's node label,
    as a production cluster's nodes would not), every node of the cluster carries a pool of a second driver
    (`scale.bench.dra-conformance.io`, --devices devices in all, default 10,000: the slices are rendered by the
-   reference driver's own code from its command line with the driver and node names changed, and published
+   reference driver's own binary from its command line with the driver and node names changed, and published
    through the API, as bench/scheduling does), and --pods unrelated pods (default 2,000) run in namespaces of
    their own, 100 per namespace, bound to the regular nodes round robin (kwok runs them).
 
@@ -94,8 +94,6 @@ from dra_conformance.kube import audit_log, waits
 from dra_conformance.kube.namespaces import create_namespace
 from dra_conformance.kube.nodes import ready_node_names
 from dra_conformance.timeouts import Timeouts
-from fake_dra.__main__ import parse_args as driver_args
-from fake_dra.devices import resource_slices
 
 # The ratio of the scaled run's wall time to the baseline's that issue 24 sets as the target.
 TARGET_RATIO = 1.3
@@ -215,19 +213,13 @@ def publish_second_driver(
 ) -> int:
     """Publish a pool of SECOND_DRIVER on every node in `nodes`, `devices` devices in all; return the slices written.
 
-    The reference driver's command line on kwok-node-0 with the driver name, the node name and the device count
-    changed gives the configuration; its own `resource_slices` renders each pool (generation 1, every device).
+    The reference driver renders each pool (`bench_scheduling.reference_pool`) from its command line on kwok-node-0
+    with the driver name, the node name and the device count changed.
     """
-    template = bench_scheduling.driver_command(layout, bench_scheduling.node_names(1)[0])
     manifests: list[dict[str, Any]] = []
     for name, count in zip(nodes, per_node(devices, len(nodes)), strict=True):
-        replaced = {"--node-name": name, "--driver-name": SECOND_DRIVER, "--devices": str(count)}
-        args = [
-            f"{arg.split('=', 1)[0]}={replaced[arg.split('=', 1)[0]]}" if arg.split("=", 1)[0] in replaced else arg
-            for arg in template
-        ]
-        settings = driver_args(args)
-        manifests += resource_slices(settings, 1, unavailable=set(), published=settings.devices)
+        changed = {"--node-name": name, "--driver-name": SECOND_DRIVER, "--devices": str(count)}
+        manifests += bench_scheduling.reference_pool(layout, changed)
     resource_api = client.ResourceV1Api(api)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slices") as pool:
         list(

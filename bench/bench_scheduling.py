@@ -10,9 +10,9 @@ upstream's SchedulingWithResourceClaimTemplate):
    does. The other nodes (default 98) are registered by the bench like the backend registers its own (a copy of
    kwok-node-0 under another name and loopback address; kwok manages them), and their ResourceSlices are
    published by the bench directly through the API, exactly as the reference driver would publish them: the
-   driver's own code (`fake_dra.devices.resource_slices`) renders them from the driver's own command line with
-   the node name changed, one pool per node. Why not 100 driver processes: each is a Python process of its own
-   (the bench prints the measured RSS and start-up CPU of the running ones and what 100 would cost); on 2 cores
+   driver's own binary (its `slices` command) renders them from the driver's own command line with the node name
+   changed, one pool per node. Why not 100 driver processes: each is a process of its own (the bench prints the
+   measured RSS and start-up CPU of the running ones and what 100 would cost); on 2 cores
    shared with the control plane they would compete with the scheduler being measured, while the scheduler only
    ever reads the slices. Upstream's scheduler_perf does the same: it runs no driver and creates the slices itself.
 2. Watches on the namespace's pods and claims start from the (empty) namespace's resourceVersion and record when
@@ -48,6 +48,7 @@ import platform
 import signal
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -82,8 +83,6 @@ from dra_conformance.kube.namespaces import create_namespace
 from dra_conformance.kube.nodes import ready_node_names
 from dra_conformance.model.stats import percentile
 from dra_conformance.timeouts import Timeouts
-from fake_dra.__main__ import parse_args as driver_args
-from fake_dra.devices import resource_slices
 
 # Upstream's floors: kubernetes/kubernetes test/integration/scheduler_perf/dra/performance-config.yaml sets a
 # minimum SchedulingThroughput (pods/s) per `performance` workload, checked on their CI machines. Earlier
@@ -112,6 +111,8 @@ MIN_SCHEDULED_DEADLINE = 120.0
 NODES_READY_DEADLINE = 120.0
 # The slices are written by this process with `--workers` connections; a minute means the API refuses them.
 POOLS_DEADLINE = 60.0
+# The reference driver's binary renders one pool (its `slices` command) in milliseconds.
+RENDER_DEADLINE = 30.0
 # A watch the API server ends (its own timeout) is resumed from the last resourceVersion seen; this is the
 # server-side timeout requested, well above a run's length so a resume is rare.
 WATCH_SECONDS = 900
@@ -244,32 +245,29 @@ def add_nodes(api: client.ApiClient, names: list[str], first_index: int, workers
     )
 
 
-def driver_command(layout: ClusterLayout, node: str) -> list[str]:
-    """The reference driver's arguments on `node`, as the backend started it, after its program.
+def reference_pool(layout: ClusterLayout, changed: dict[str, str]) -> list[dict[str, Any]]:
+    """The pool the reference driver on kwok-node-0 would publish with the options `changed` (`--name` -> value).
 
-    The program is the Go build's binary or `python -m fake_dra`; both builds take the same arguments.
+    Its own binary renders it from its command line as the backend started it (`slices`: generation 1, every
+    device, no taints).
     """
-    builds = json.loads(drivers.builds_path(layout).read_text())
-    argv: list[str] = builds[node][drivers.CURRENT_BUILD]["argv"]
-    if Path(argv[0]).name == "reference_driver_go":
-        return argv[1:]
-    if "fake_dra" not in argv:
-        raise BenchError(f"the driver on {node} is not the reference driver: {' '.join(argv[:3])}")
-    return argv[argv.index("fake_dra") + 1 :]
+    node = node_names(1)[0]
+    argv: list[str] = json.loads(drivers.builds_path(layout).read_text())[node][drivers.CURRENT_BUILD]["argv"]
+    if Path(argv[0]).name != "reference_driver_go":
+        raise BenchError(f"the driver on {node} is not the reference driver: {argv[0]}")
+    args = [f"{name}={changed[name]}" if (name := arg.split("=", 1)[0]) in changed else arg for arg in argv[1:]]
+    rendered = subprocess.run(
+        [argv[0], "slices", *args], capture_output=True, text=True, timeout=RENDER_DEADLINE, check=False
+    )
+    if rendered.returncode != 0:
+        raise BenchError(f"{argv[0]} slices: {rendered.stderr.strip()}")
+    pool: list[dict[str, Any]] = json.loads(rendered.stdout)
+    return pool
 
 
 def publish_slices(api: client.ApiClient, layout: ClusterLayout, names: list[str], devices: int, workers: int) -> int:
-    """Publish, for every node in `names`, the pool the reference driver would publish there; return slices written.
-
-    The driver's command line on kwok-node-0, with the node name changed, gives the driver's own configuration;
-    its own `resource_slices` renders the pool (generation 1, no taints, every device).
-    """
-    template = driver_command(layout, node_names(1)[0])
-    manifests: list[dict[str, Any]] = []
-    for name in names:
-        args = [f"--node-name={name}" if arg.startswith("--node-name=") else arg for arg in template]
-        settings = driver_args(args)
-        manifests += resource_slices(settings, 1, unavailable=set(), published=settings.devices)
+    """Publish, for every node in `names`, the pool the reference driver would publish there; return slices written."""
+    manifests = [manifest for name in names for manifest in reference_pool(layout, {"--node-name": name})]
     resource = client.ResourceV1Api(api)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="slices") as pool:
         list(pool.map(lambda body: drain(resource.create_resource_slice(body, _preload_content=False)), manifests))

@@ -31,6 +31,7 @@ from dra_conformance import paths, settings, versions
 from dra_conformance.backends.registry import (
     build_local_binaries,
     build_reference_driver_go,
+    build_slice_allocator,
     build_sonobuoy,
     install_host_packages,
     install_real_node_packages,
@@ -40,15 +41,17 @@ from dra_conformance.backends.registry import (
 )
 from dra_conformance.config import SuiteConfig
 from dra_conformance.cpus import MAX_DEFAULT_WORKERS, WORKERS_PER_CPU, available_cpus, default_workers
+from dra_conformance.driver import slice_check
 from dra_conformance.driver.confinement import host_paths_line
 from dra_conformance.driver.profile import DriverProfile, load_profile
 from dra_conformance.errors import BuildError, ConformanceError, UsageError
 from dra_conformance.explore import runner as explore_runner
 from dra_conformance.image import builder as image_builder
 from dra_conformance.image import recipes as image_recipes
-from dra_conformance.kube.client import in_cluster_kubeconfig
+from dra_conformance.kube.client import client_from_kubeconfig, in_cluster_kubeconfig
 from dra_conformance.model.obligations import Registry, RegistryError
 from dra_conformance.model.records import read_records
+from dra_conformance.reader_may_leave import stdout_reader_may_leave
 from dra_conformance.report.allure_html import RunRenderer, report_command
 from dra_conformance.report.flakes import FLAKE_JSON, flake_record, read_outcomes, write_flake_record
 from dra_conformance.report.flakes import render as render_flakes
@@ -350,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     profile.add_argument("action", choices=["check"])
     profile.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    add_slices_parser(commands)
     obligations = commands.add_parser(
         "obligations", help="print the obligations registry and the field coverage table as Markdown"
     )
@@ -544,6 +548,67 @@ def _profile(args: argparse.Namespace) -> int:
         version = f" {loaded.version}" if loaded.version else ""
         print(f"{path}: valid: driver {loaded.driver}{version}, capabilities {declared} (sha256 {loaded.digest})")
     return EXIT_USAGE if invalid else EXIT_OK
+
+
+def add_slices_parser(commands: Any) -> None:
+    """`slices check`: a driver's ResourceSlices through the scheduler's own allocator, with no cluster."""
+    parser = commands.add_parser(
+        "slices",
+        help="check ResourceSlices offline with the scheduler's structured allocator: every combination of devices "
+        "up to a bound; findings exit 1, bad input 2",
+    )
+    parser.add_argument("action", choices=["check"])
+    parser.add_argument(
+        "files", nargs="*", type=Path, metavar="FILE", help="ResourceSlices as YAML or JSON (a list, a List, documents)"
+    )
+    add_shared(parser, "slices")
+    parser.add_argument("--driver", help="only this driver's slices (with --kubeconfig, listed for it)")
+    parser.add_argument(
+        "--max-devices",
+        type=_positive_int,
+        default=slice_check.DEFAULT_MAX_DEVICES,
+        help=f"the largest combination tried, in devices (default {slice_check.DEFAULT_MAX_DEVICES})",
+    )
+    parser.add_argument(
+        "--max-allocations",
+        type=_positive_int,
+        default=slice_check.DEFAULT_MAX_ALLOCATIONS,
+        help=f"refuse a bound that asks more of the allocator (default {slice_check.DEFAULT_MAX_ALLOCATIONS})",
+    )
+    parser.add_argument(
+        "--shape-attribute",
+        metavar="NAME",
+        help="group devices by this attribute's value (default: by the counters they consume)",
+    )
+
+
+def _slices(args: argparse.Namespace) -> int:
+    """`slices check FILE... [--kubeconfig FILE]`: one line per pool, the findings, one closing line."""
+    if not args.files and args.kubeconfig is None:
+        raise UsageError("slices check needs ResourceSlices: FILE..., or --kubeconfig to list a cluster's")
+    found: list[dict[str, Any]] = []
+    sources = [str(path) for path in args.files]
+    for path in args.files:
+        found += slice_check.load_slices(path)
+    if args.kubeconfig is not None:
+        api = client_from_kubeconfig(args.kubeconfig, args.context)
+        found += slice_check.cluster_slices(api, args.driver, where=str(args.kubeconfig))
+        sources.append(f"the cluster of {args.kubeconfig}")
+    if args.driver:
+        found = [piece for piece in found if piece["spec"]["driver"] == args.driver]
+        if not found:
+            raise UsageError(f"no ResourceSlices of driver {args.driver} in {', '.join(sources)}")
+    binary = build_slice_allocator(SuiteConfig(cache_dir=args.cache_dir))
+    report = slice_check.check(
+        found,
+        slice_check.program_allocator(binary),
+        source=", ".join(sources),
+        max_devices=args.max_devices,
+        max_allocations=args.max_allocations,
+        attribute=args.shape_attribute,
+    )
+    print("\n".join(report.lines()))
+    return EXIT_FAILED if report.findings else EXIT_OK
 
 
 def _obligations(args: argparse.Namespace) -> int:
@@ -824,10 +889,11 @@ def _pytest_then_html(pytest_args: list[str], html: bool, command: str = "run") 
     """One pytest run, then (`html`) its Allure HTML; the exit code is pytest's, whatever the rendering does."""
     import pytest
 
-    if not html:
-        return int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(command)]))
-    renderer = RunRenderer(default_cache_dir())
-    code = int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(command), renderer]))
+    with stdout_reader_may_leave(sys):
+        if not html:
+            return int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(command)]))
+        renderer = RunRenderer(default_cache_dir())
+        code = int(pytest.main(pytest_args, plugins=[_one_line_usage_errors(command), renderer]))
     renderer.render_now(lambda line: print(line, file=sys.stderr))
     return code
 
@@ -1028,6 +1094,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(args)
         if args.command == "explore":
             return _explore(args, rest)
+        if args.command == "slices":
+            return _slices(args)
         if args.command == "obligations":
             return _obligations(args)
         if args.command == "profile":

@@ -1,8 +1,8 @@
 """Where the data the engine ships lives: the scenario catalog, the RBAC matrix, the cluster assets and the suites.
 
 An installed wheel carries them inside the package (`dra_conformance/fixtures`, `clusters`, `suites`,
-`reference_driver_deploy`, `reference_driver_go`); a checkout (editable install) keeps them at the top of the
-repository (the last two under `drivers/`). Nothing else in the engine climbs the directory tree. Every default here
+`reference_driver_go`); a checkout (editable install) keeps them at the top of the repository (the last one under
+`drivers/`). Nothing else in the engine climbs the directory tree. Every default here
 has an override on the command line:
 
 - scenario catalog: `--dra-catalog DIR` (pytest);
@@ -76,13 +76,13 @@ def cluster_assets() -> Path:
 
 
 def reference_driver_go_module() -> Path:
-    """`drivers/fake-dra-go/`: the Go module of the reference driver's Go build, built like the pinned binaries."""
+    """`drivers/fake-dra-go/`: the reference driver's Go module (built like the pinned binaries) and its manifests."""
     return _data("reference_driver_go", "drivers/fake-dra-go")
 
 
 def reference_driver_rbac() -> Path:
     """The reference driver's least-privilege RBAC (shared with its in-cluster deploy manifests)."""
-    return _data("reference_driver_deploy", "drivers/fake-dra/deploy") / "rbac.yaml"
+    return reference_driver_go_module() / "deploy" / "rbac.yaml"
 
 
 def suites_dir() -> Path:

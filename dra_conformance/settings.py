@@ -64,7 +64,7 @@ SHARED: tuple[Setting, ...] = (
         "path",
         "$KUBECONFIG's first file; in a pod, the pod's ServiceAccount",
         "kubeconfig of the existing cluster",
-        ("run", "explore"),
+        ("run", "explore", "slices"),
         metavar="FILE",
     ),
     Setting(
@@ -72,7 +72,7 @@ SHARED: tuple[Setting, ...] = (
         "text",
         "the kubeconfig's current context",
         "kubeconfig context of the existing cluster",
-        ("run", "explore"),
+        ("run", "explore", "slices"),
         metavar="NAME",
     ),
     Setting(
@@ -113,7 +113,7 @@ SHARED: tuple[Setting, ...] = (
         "path",
         "$XDG_CACHE_HOME/dra-conformance, else ~/.cache/dra-conformance",
         "build cache of the pinned binaries, images and tools",
-        ("build", "cluster", "run", "explore", "report", "image", "sonobuoy"),
+        ("build", "cluster", "run", "explore", "report", "image", "sonobuoy", "slices"),
         metavar="DIR",
     ),
     Setting(

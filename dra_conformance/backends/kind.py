@@ -48,12 +48,12 @@ CONTAINERD_CDI_PATCH = f"""\
   cdi_spec_dirs = ["/etc/cdi", "{CDI_DIR}"]
 """
 
-# The reference driver's image, as drivers/fake-dra/Dockerfile and deploy/daemonset.yaml name it.
+# The reference driver's image, as drivers/fake-dra-go/Dockerfile and its deploy/daemonset.yaml name it.
 REFERENCE_IMAGE = "fake-dra:dev"
-REFERENCE_DOCKERFILE = PurePosixPath("drivers/fake-dra-go/Dockerfile")  # the default profile's Go build
+REFERENCE_DOCKERFILE = PurePosixPath("drivers/fake-dra-go/Dockerfile")
 # Another driver's image, which its vendor builds: `dra-conformance/<driver>:<profile version>`.
 VENDOR_IMAGE_REPOSITORY = "dra-conformance"
-# `{python}` inside an image: the interpreter on its PATH (the reference image is python:3.11-slim).
+# `{python}` inside an image: the interpreter on its PATH.
 IMAGE_PYTHON = "python"
 CONTAINER_NAME = "kubelet-plugin"
 # `{node}` in a pod: Kubernetes expands $(NODE_NAME) in command, args and later env values.

@@ -15,6 +15,7 @@ from dra_conformance.backends.local import host_packages
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.build import (
     REFERENCE_DRIVER_GO,
+    SLICE_ALLOCATOR,
     SONOBUOY,
     Builder,
     echo_stderr,
@@ -145,6 +146,13 @@ def build_sonobuoy(config: SuiteConfig) -> Path:
     """Build (or find in the cache) the pinned Sonobuoy binary, like the local backend's own binaries."""
     local = local_cluster_config(config, owner_pid=None)
     return Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr).ensure(SONOBUOY)
+
+
+def build_slice_allocator(config: SuiteConfig) -> Path:
+    """Build (or find in the cache) `slices check`'s allocator program, like the local backend's own binaries."""
+    local = local_cluster_config(config, owner_pid=None)
+    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
+    return builder.ensure(SLICE_ALLOCATOR)
 
 
 def build_reference_driver_go(config: SuiteConfig) -> Path:

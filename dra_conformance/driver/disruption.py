@@ -1,4 +1,4 @@
-"""Disrupting the driver under test on a node leased for it: kill its process, start it again."""
+"""Disrupting the driver under test on a node leased for it: kill or stop its process, start it again."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from kubernetes import client
 from dra_conformance.kube.builders import Builder, Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
-from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, DriverProcesses
+from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, DriverProcesses, DriverTermination
 from dra_conformance.model.driver import DriverEndpoint
 
 
@@ -43,6 +43,16 @@ class Disruption:
         """SIGKILL the driver's process on the node; returns its exit status."""
         self.killed = True
         return self.processes.kill_driver(self.node)
+
+    def terminate(self) -> int | None:
+        """SIGTERM the driver's process on the node, as the kubelet stops its pod; its exit status.
+
+        None where the backend can only SIGKILL it (nothing stopped then).
+        """
+        if not isinstance(self.processes, DriverTermination):
+            return None
+        self.killed = True
+        return self.processes.terminate_driver(self.node)
 
     def start(self, build: str | None = None) -> None:
         """Start the driver again (another `build` of its profile where named) and wait for a complete pool."""

@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -18,7 +17,6 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.driver.identity import DriverIdentity
-from dra_conformance.driver.launcher import DriverChild, DriverLauncher, launches_driver
 from dra_conformance.errors import DriverError
 from dra_conformance.kube import kinds, waits
 from dra_conformance.kube.builders import RESOURCE_API
@@ -85,16 +83,18 @@ class FakeDriverControl:
         return list(self._request("GET", "/attachments")["attachments"])
 
 
-# The reference driver's Python build, in this interpreter; its Go build is a binary the backend built and names in
-# `ClusterInfo.details` (GO_BUILD_DETAIL). Both take the same command line.
-PYTHON_BUILD = (sys.executable, "-m", "fake_dra")
+# The reference driver's binary (its Go build), as the backend that built it names it in `ClusterInfo.details`.
 GO_BUILD_DETAIL = "reference_driver.go_binary"
 
 
 def reference_program(details: dict[str, str]) -> tuple[str, ...]:
-    """What private reference driver instances run: the build of the driver under test (Go where the backend ran it)."""
+    """What private reference driver instances run: the binary the backend built."""
     go_binary = details.get(GO_BUILD_DETAIL)
-    return (go_binary,) if go_binary else PYTHON_BUILD
+    if not go_binary:
+        raise DriverError(
+            f"the cluster names no reference driver binary ({GO_BUILD_DETAIL}); restart it to build and record one"
+        )
+    return (go_binary,)
 
 
 def driver_argv(
@@ -107,9 +107,9 @@ def driver_argv(
     profile: str = "gpu",
     delete_slices_on_exit: bool = False,
     behaviour: tuple[str, ...] = (),
-    program: tuple[str, ...] = PYTHON_BUILD,
+    program: tuple[str, ...],
 ) -> list[str]:
-    """The command line of one fake driver process: `program` (a build of it) and its options.
+    """The command line of one fake driver process: `program` (the reference driver's binary) and its options.
 
     `behaviour` adds the profile's behaviour options.
     """
@@ -150,22 +150,15 @@ def behaviour_args(args: tuple[str, ...]) -> tuple[str, ...]:
 
 
 class FakeDriverProcess:
-    """One fake driver process owned by the caller (a test); it dies with its parent (PR_SET_PDEATHSIG).
+    """One fake driver process owned by the caller (a test); it dies with its parent (PR_SET_PDEATHSIG)."""
 
-    With a `launcher`, an instance of the reference driver is forked from it instead of started as a new
-    interpreter (the same program and options, a second less of start-up).
-    """
-
-    def __init__(
-        self, endpoint: DriverEndpoint, argv: list[str], log: Path, launcher: DriverLauncher | None = None
-    ) -> None:
+    def __init__(self, endpoint: DriverEndpoint, argv: list[str], log: Path) -> None:
         """Run `argv` for `endpoint`, logging to `log`."""
         self.endpoint = endpoint
         self.argv = argv
         self.log = log
-        self.launcher = launcher
         self.control = FakeDriverControl(endpoint)
-        self._process: DriverChild | None = None
+        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def exit_code(self) -> int | None:
@@ -178,9 +171,7 @@ class FakeDriverProcess:
             return "(no log)"
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
-    def _spawn(self) -> DriverChild:
-        if self.launcher is not None and launches_driver(self.argv):
-            return self.launcher.launch(self.argv[3:], self.log)
+    def _spawn(self) -> subprocess.Popen[bytes]:
         with self.log.open("ab") as log:
             return subprocess.Popen(
                 self.argv,
@@ -259,18 +250,17 @@ class PrivateDrivers:
         namespace: str,
         default_nodes: tuple[str, ...],
         timeouts: Timeouts,
+        *,
+        program: tuple[str, ...],
         behaviour: tuple[str, ...] = (),
-        launcher: DriverLauncher | None = None,
-        program: tuple[str, ...] = PYTHON_BUILD,
     ) -> None:
         """Create identities through `tracker` in `namespace`; start on `default_nodes` unless told otherwise.
 
         `behaviour`: the driver under test's behaviour options (`behaviour_args`), which every instance gets, so
-        the checks that run on private instances judge the driver as its profile runs it. `launcher`: where
-        instances of the Python build are forked from (else each is a new interpreter). `program`: the build the
-        instances run (`reference_program`), the driver under test's.
+        the checks that run on private instances judge the driver as its profile runs it. `program`: the reference
+        driver's binary (`reference_program`).
         """
-        self.behaviour, self.launcher, self.program = behaviour, launcher, program
+        self.behaviour, self.program = behaviour, program
         self.dynamic_client, self.api_client, self.tracker = dynamic_client, api_client, tracker
         self.namespace, self.default_nodes, self.timeouts = namespace, default_nodes, timeouts
         # Socket paths are limited to 107 bytes, so the kubelet roots live in a short temp directory.
@@ -305,7 +295,7 @@ class PrivateDrivers:
                 behaviour=(*self.behaviour, *args),
                 program=self.program,
             )
-            process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log", self.launcher)
+            process = FakeDriverProcess(endpoint, argv, self.scratch / node / "driver.log")
             self.started.append(process)
             process.start(self.timeouts.driver_ready)
             processes[node] = process

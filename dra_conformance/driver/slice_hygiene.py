@@ -6,17 +6,21 @@ Pure functions, no API calls: the slices suite lists or watches the slices and a
 - pools as a consumer sees them: the slices of a pool's highest generation, complete when there are as many as
   their resourceSliceCount says (types.go:330-333), and the slices of older generations left behind;
 - device names unique within a pool across its slices, attribute names unique once qualified by the driver's domain;
-- the owner of a slice bound to a node.
+- the owner of a slice bound to a node;
+- what a pool says apart from its generation, and the writes between two lists of its slices (a restart that
+  changes nothing writes none).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dra_conformance.driver.slice_history import SliceVersion
+from dra_conformance.driver.slice_history import SliceVersion, replay
 
 Slice = dict[str, Any]
 
@@ -244,3 +248,69 @@ def incomplete_moments(versions: list[SliceVersion]) -> list[str]:
             elif not view.complete:
                 moments.append(f"{event}: {view.describe()}")
     return moments
+
+
+def written_behind_older_slices(versions: list[SliceVersion], at: int) -> list[str]:
+    """Each slice written from `versions[at]` on at a lower generation than a slice of its pool still unchanged since.
+
+    `versions[:at]` is what was published at that point (a driver's stop, say); a slice of it counts as long as its
+    resourceVersion stays the same. A slice rewritten in place at a lower generation is no problem by itself: the API
+    allows a reset once every slice of the pool is updated or deleted (k8s.io/api v0.37.2 resource/v1/types.go:318).
+    """
+    before = replay(versions[:at])
+    unchanged = {name: item["metadata"].get("resourceVersion") for name, item in before.items()}
+    existing = dict(before)
+    problems = []
+    for kind, item in versions[at:]:
+        name = name_of(item)
+        if kind == "DELETED":
+            existing.pop(name, None)
+            continue
+        existing[name] = item
+        written = generation_of(item)
+        problems += [
+            f"{kind} {name} at generation {written} while {other} (generation {generation_of(old)}, unchanged since "
+            "before) was still published"
+            for other, old in sorted(existing.items())
+            if other != name
+            and other in unchanged
+            and old["metadata"].get("resourceVersion") == unchanged[other]
+            and pool_of(old) == pool_of(item)
+            and generation_of(old) > written
+        ]
+    return problems
+
+
+def pool_content(items: Iterable[Slice]) -> list[str]:
+    """What the pools say at their highest generations: each slice's spec, less what a rewrite alone changes.
+
+    One JSON text per slice, sorted, without the generation and without the times the API server gives taints
+    written without one (k8s.io/kubernetes v1.37.2 pkg/apis/resource/v1/defaults.go, SetDefaults_DeviceTaint).
+    """
+    texts = []
+    for members in current_slices(items).values():
+        for item in members:
+            spec = copy.deepcopy(item["spec"])
+            spec["pool"].pop("generation", None)
+            for device in spec.get("devices") or []:
+                for taint in device.get("taints") or []:
+                    taint.pop("timeAdded", None)
+            texts.append(json.dumps(spec, sort_keys=True))
+    return sorted(texts)
+
+
+def writes_between(before: Iterable[Slice], after: Iterable[Slice]) -> list[str]:
+    """The writes between two lists of slices: each one written or added since `before`, or deleted while current.
+
+    Current: of its pool's highest generation in `before`; a slice of an older generation may go unremarked.
+    """
+    earlier = list(before)
+    versions = {name_of(item): item["metadata"]["resourceVersion"] for item in earlier}
+    now = {name_of(item): item["metadata"]["resourceVersion"] for item in after}
+    written = [
+        f"{name} added" if name not in versions else f"{name} rewritten (resourceVersion {versions[name]} -> {rv})"
+        for name, rv in sorted(now.items())
+        if versions.get(name) != rv
+    ]
+    kept = sorted(name_of(item) for members in current_slices(earlier).values() for item in members)
+    return written + [f"{name} deleted" for name in kept if name not in now]

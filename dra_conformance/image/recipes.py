@@ -68,7 +68,7 @@ SUITE = Recipe(
     kind="suite",
     repository="dra-conformance.io/suite",
     debian_packages=IMAGE_DIR / "debian-packages.txt",
-    distributions=(".", "drivers/dra-wire", "drivers/fake-dra", "drivers/fake-metrics"),
+    distributions=(".", "drivers/dra-wire", "drivers/fake-metrics"),
     install="dra-conformance",
     lock=IMAGE_DIR / "locks" / "suite.txt",
     # In a pod, `run --cluster existing` without --kubeconfig uses the pod's ServiceAccount (in-cluster config).
@@ -87,8 +87,7 @@ SUITE = Recipe(
         "fixtures",
         "clusters",
         "drivers/dra-wire",
-        "drivers/fake-dra",
-        "drivers/fake-dra-go",  # the suite's wheel carries the Go build's module (pyproject.toml)
+        "drivers/fake-dra-go",  # the suite's wheel carries the reference driver's module and manifests (pyproject.toml)
         "drivers/fake-metrics",
     ),
     relay_architectures=("amd64", "arm64"),

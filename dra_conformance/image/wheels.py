@@ -31,7 +31,7 @@ TARGET_PLATFORM_OPTIONS: tuple[str, ...] = (
     *(f"--platform=manylinux_2_{minor}_x86_64" for minor in range(36, 16, -1)),
     "--platform=manylinux2014_x86_64",
 )
-# pip wheel of our four distributions (dra-wire compiles its bindings) or a download of ~40 wheels, pip's cache warm
+# pip wheel of our three distributions (dra-wire compiles its bindings) or a download of ~40 wheels, pip's cache warm
 # or cold over a slow link.
 PIP_TIMEOUT = 900.0
 # What pip's log says when it cannot reach the index.

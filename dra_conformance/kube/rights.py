@@ -266,7 +266,7 @@ _OWN_RIGHTS: dict[str, tuple[Right, ...]] = {
     ),
 }
 
-# What the roles a suite creates grant: the reference driver's ClusterRole (drivers/fake-dra/deploy/rbac.yaml) and
+# What the roles a suite creates grant: the reference driver's ClusterRole (drivers/fake-dra-go/deploy/rbac.yaml) and
 # its over-privileged variant (fixtures/rbac/overprivileged-driver.yaml), the authorization matrix's claim
 # controller ClusterRole and namespace editor Role (dra_conformance/rbac/environment.py). The API server lets an
 # identity create a role only if it holds every permission in it, and bind one likewise (RBAC's escalation

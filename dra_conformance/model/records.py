@@ -30,24 +30,36 @@ class RunRecords:
     def add(self, kind: str, entry: dict[str, Any]) -> None:
         """Append one entry of `kind`."""
         path = self.run_dir / RECORDS_DIR / kind / f"{self.worker}.jsonl"
+        line = (json.dumps(entry) + "\n").encode()
+        size = None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with path.open("a") as log:
-                log.write(json.dumps(entry) + "\n")
+            with path.open("ab") as log:
+                size = log.tell()
+                log.write(line)
         except OSError as error:
             if not is_full(error):
                 raise
+            if size is not None:  # whole lines or none: cut off what part of this one got in
+                with path.open("r+b") as log:
+                    log.truncate(size)
             raise ReportsFull(f"reports dir full: cannot record {kind} in {path} ({error.strerror})") from None
 
 
 def read_records(run_dir: Path, kind: str) -> list[dict[str, Any]]:
-    """Every worker's entries of `kind`, worker by worker in name order, each in the order it was added."""
-    return [
-        json.loads(line)
-        for path in sorted((run_dir / RECORDS_DIR / kind).glob("*.jsonl"))
-        for line in path.read_text().splitlines()
-        if line
-    ]
+    """Every worker's entries of `kind`, worker by worker in name order, each in the order it was added.
+
+    A last line with no newline is a write cut short (its worker killed mid-write) and is left out; any other line
+    that is not JSON is an error.
+    """
+    entries = []
+    for path in sorted((run_dir / RECORDS_DIR / kind).glob("*.jsonl")):
+        text = path.read_text()
+        lines = text.splitlines()
+        if lines and not text.endswith("\n"):
+            lines.pop()
+        entries += [json.loads(line) for line in lines if line]
+    return entries
 
 
 @dataclass(frozen=True)

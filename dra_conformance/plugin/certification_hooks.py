@@ -1,6 +1,6 @@
 """Collecting every test's outcome in the controller and writing the certification summary at the end of the run.
 
-The controller also gathers the canary gate's inputs (see `report.canary`): the run's window, the Events it
+The controller also gathers the canary gate's inputs (see `dra_conformance.canary`): the run's window, the Events it
 watches while the run goes on, and at the end the audit log and the rollback rehearsal's report or state file.
 """
 
@@ -18,6 +18,10 @@ import pytest
 from kubernetes import client
 
 from dra_conformance import __version__, paths
+from dra_conformance.canary import rules as canary_rules
+from dra_conformance.canary.audit import gather_audit
+from dra_conformance.canary.events import AllocationTimeoutWatch
+from dra_conformance.canary.inputs import PROVOKED_RECORDS, EventFacts, Inputs, provocations
 from dra_conformance.driver.answers import DriverAnswerWatch, Silence, answer_watch
 from dra_conformance.errors import ConformanceError, HarnessFault, SuiteForbidden
 from dra_conformance.kube.client import client_from_kubeconfig
@@ -35,9 +39,8 @@ from dra_conformance.plugin.options import option_or
 from dra_conformance.plugin.rollback_fixtures import STATE_FILE
 from dra_conformance.plugin.session import backend_of
 from dra_conformance.plugin.silence_citations import cite_silences
-from dra_conformance.report import canary, reports_space, summary_attribution
+from dra_conformance.report import reports_space, summary_attribution
 from dra_conformance.report.allure_tables import write_global_pages
-from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import (
     PHASES,
     WORKER_CRASH,
@@ -79,25 +82,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=None,
         help="how much worse than the device-plugin baseline the DRA p95s may be, as a fraction "
-        f"(default {canary.TOLERANCE_RATIO}; at least {canary.TOLERANCE_SECONDS} s)",
+        f"(default {canary_rules.TOLERANCE_RATIO}; at least {canary_rules.TOLERANCE_SECONDS} s)",
     )
     group.addoption(
         "--dra-canary-allocation-slo",
         type=float,
         default=None,
-        help=f"allocation p95 in seconds when no baseline was measured (default {canary.ALLOCATION_SLO:g})",
+        help=f"allocation p95 in seconds when no baseline was measured (default {canary_rules.ALLOCATION_SLO:g})",
     )
     group.addoption(
         "--dra-canary-ready-slo",
         type=float,
         default=None,
-        help=f"pod-ready p95 in seconds when no baseline was measured (default {canary.READY_SLO:g})",
+        help=f"pod-ready p95 in seconds when no baseline was measured (default {canary_rules.READY_SLO:g})",
     )
     group.addoption(
         "--dra-canary-prepare-slo",
         type=float,
         default=None,
-        help=f"the kubelet-observed prepare p95 in seconds the gate allows (default {canary.PREPARE_SLO:g})",
+        help=f"the kubelet-observed prepare p95 in seconds the gate allows (default {canary_rules.PREPARE_SLO:g})",
     )
     group.addoption(
         "--dra-canary-error-budget",
@@ -216,7 +219,7 @@ class OutcomeCollector:
         # Per check, the (start, stop) of each phase that failed or errored: what a fault's window is held against.
         self.failing_spans: dict[str, list[tuple[float, float]]] = {}
         self.exits: list[dict[str, Any]] | None = None
-        self.events: canary.EventFacts | None = None
+        self.events: EventFacts | None = None
         self.events_missing = "no cluster was named when the run started (`dra-conformance run` names it)"
         self.cluster_version: str | None = None
         # The real nodes' kubelets, read at the start and the end of the run (the gate's kubelet rules).
@@ -479,20 +482,20 @@ class OutcomeCollector:
         config = self.config
         rollback, namespace = _rehearsal(run_dir, config.getoption("--dra-rollback-state"))
         cluster = config.stash.get(stash.CLUSTER, None)
-        audit, audit_missing = canary.gather_audit(
+        audit, audit_missing = gather_audit(
             cluster.audit_log if cluster is not None else None,
             driver_user=driver_user,
             canary_namespace=namespace,
             since=self.started,
             until=self.ended or datetime.now(UTC),
-            provoked=canary.provocations(read_records(run_dir, canary.PROVOKED_RECORDS)),
+            provoked=provocations(read_records(run_dir, PROVOKED_RECORDS)),
         )
         kubelet, kubelet_missing = (
             self.kubelets.run(read_records(run_dir, EXCLUDED_RECORDS))
             if self.kubelets is not None
             else (None, f"the kubelets were not read at the start of the run ({self.events_missing})")
         )
-        inputs = canary.Inputs(
+        inputs = Inputs(
             driver_user,
             rollback,
             audit,
@@ -504,14 +507,14 @@ class OutcomeCollector:
             kubelet_missing=kubelet_missing,
             client_latency=latency_figures(read_records(run_dir, LATENCY_RECORDS)),
         )
-        policy = canary.Policy(
-            tolerance_ratio=option_or(config, "--dra-canary-tolerance", canary.TOLERANCE_RATIO),
-            allocation_slo=option_or(config, "--dra-canary-allocation-slo", canary.ALLOCATION_SLO),
-            ready_slo=option_or(config, "--dra-canary-ready-slo", canary.READY_SLO),
-            prepare_slo=option_or(config, "--dra-canary-prepare-slo", canary.PREPARE_SLO),
-            error_budget=option_or(config, "--dra-canary-error-budget", canary.ERROR_BUDGET),
+        policy = canary_rules.Policy(
+            tolerance_ratio=option_or(config, "--dra-canary-tolerance", canary_rules.TOLERANCE_RATIO),
+            allocation_slo=option_or(config, "--dra-canary-allocation-slo", canary_rules.ALLOCATION_SLO),
+            ready_slo=option_or(config, "--dra-canary-ready-slo", canary_rules.READY_SLO),
+            prepare_slo=option_or(config, "--dra-canary-prepare-slo", canary_rules.PREPARE_SLO),
+            error_budget=option_or(config, "--dra-canary-error-budget", canary_rules.ERROR_BUDGET),
         )
-        return canary.evaluate(inputs, policy)
+        return canary_rules.evaluate(inputs, policy)
 
 
 def _rehearsal(run_dir: Path, state_file: Path | None) -> tuple[dict[str, Any] | None, str | None]:

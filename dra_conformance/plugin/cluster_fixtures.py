@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from dra_conformance.canary.inputs import PROVOKED_RECORDS
 from dra_conformance.config import SuiteConfig
 from dra_conformance.errors import ConformanceError
 from dra_conformance.kube.client import client_from_kubeconfig
@@ -22,7 +23,6 @@ from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.records import RunRecords
 from dra_conformance.plugin import stash
 from dra_conformance.plugin.session import backend_of, cluster_ends_with_run
-from dra_conformance.report.canary import PROVOKED_RECORDS
 from dra_conformance.timeouts import Timeouts
 
 

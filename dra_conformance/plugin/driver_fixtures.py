@@ -23,11 +23,11 @@ from kubernetes.dynamic import DynamicClient
 
 from dra_conformance.backends.registry import build_socket_relay
 from dra_conformance.config import SuiteConfig
+from dra_conformance.driver.applicability import require_private_instances
 from dra_conformance.driver.disruption import Disruption
-from dra_conformance.driver.launcher import DriverLauncher
 from dra_conformance.driver.lease import NodeLeases
 from dra_conformance.driver.node_sockets import NodeSockets, SocketAccess, nodes_of_driver, reach_node_sockets
-from dra_conformance.driver.profile import Capability, DriverProfile, Strictness
+from dra_conformance.driver.profile import DriverProfile, Strictness
 from dra_conformance.driver.real_node import (
     DEFAULT_WORKLOAD_IMAGE,
     CdiSpecFiles,
@@ -37,13 +37,7 @@ from dra_conformance.driver.real_node import (
     real_node_hold,
     tolerations_of,
 )
-from dra_conformance.driver.reference import (
-    PYTHON_BUILD,
-    PrivateDriver,
-    PrivateDrivers,
-    behaviour_args,
-    reference_program,
-)
+from dra_conformance.driver.reference import PrivateDriver, PrivateDrivers, behaviour_args, reference_program
 from dra_conformance.driver.under_test import REAL_NODES_ONLY, DriverUnderTest
 from dra_conformance.errors import BackendError, UsageError
 from dra_conformance.kube.builders import Builder
@@ -444,57 +438,8 @@ def kubelet(
     assert not failures, f"claims left prepared after the test could not be unprepared: {failures}"
 
 
-def require_fault_switches(profile: DriverProfile, purpose: str) -> None:
-    """Skip as not applicable unless the driver under test answers the reference driver's fault switches.
-
-    They are the reference driver's (`referenceFaults`, or `faultSwitches` for its installed image): the check
-    needs them to make the driver do what it is then judged on.
-    """
-    if not profile.fault_switches:
-        pytest.skip(
-            f"not applicable: {purpose} needs the reference driver's fault switches; the driver under test is "
-            f"{profile.driver} ({profile.source} declares neither {Capability.REFERENCE_FAULTS} nor "
-            f"{Capability.FAULT_SWITCHES})"
-        )
-
-
-def require_private_instances(profile: DriverProfile, purpose: str) -> None:
-    """Skip as not applicable unless the suite may start the driver's program itself (`referenceFaults`).
-
-    What such a check shows is the reference driver's own behaviour, nothing about another driver, nor about the
-    reference driver's image installed as shipped (`faultSwitches`), whose program the suite does not start.
-    """
-    if not profile.declares(Capability.REFERENCE_FAULTS):
-        pytest.skip(
-            f"not applicable: {purpose} needs private instances of the reference driver's program; the driver "
-            f"under test is {profile.driver} ({profile.source} declares no {Capability.REFERENCE_FAULTS})"
-        )
-
-
-@pytest.fixture(scope="session")
-def driver_launcher(cluster: ClusterInfo, driver_profile: DriverProfile) -> Iterator[DriverLauncher | None]:
-    """The launcher private reference driver instances are forked from, where they can run; None elsewhere.
-
-    Started at once, so that it imports the driver while the first tests set up.
-    """
-    if not driver_profile.declares(Capability.REFERENCE_FAULTS):
-        yield None
-        return
-    if BackendCapability.REFERENCE_DRIVER not in cluster.capabilities:
-        yield None
-        return
-    if reference_program(cluster.details) != PYTHON_BUILD:
-        yield None  # the Go build starts in milliseconds as its own process
-        return
-    launcher = DriverLauncher()
-    launcher.start()
-    yield launcher
-    launcher.close()
-
-
 @pytest.fixture
 def private_driver(
-    driver_launcher: DriverLauncher | None,
     dynamic_client: DynamicClient,
     cluster: ClusterInfo,
     tracker: ResourceTracker,
@@ -511,6 +456,8 @@ def private_driver(
     then run while the driver is still there) and decide at run time whether it needs one.
     """
     behaviour = behaviour_args(driver_profile.run.process.args) if driver_profile.run else ()
+    # Only a backend that runs private instances built the reference driver's binary; `start` skips elsewhere.
+    runs_instances = BackendCapability.REFERENCE_DRIVER in cluster.capabilities
     drivers = PrivateDrivers(
         dynamic_client,
         api_client,
@@ -518,9 +465,8 @@ def private_driver(
         namespace,
         cluster.nodes[:1],
         timeouts,
-        behaviour,
-        driver_launcher,
-        reference_program(cluster.details),
+        program=reference_program(cluster.details) if runs_instances else (),
+        behaviour=behaviour,
     )
 
     def start(

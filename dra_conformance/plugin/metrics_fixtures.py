@@ -22,6 +22,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.errors import ConformanceError, ReportsFull, UsageError
+from dra_conformance.exits import refuse
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.metrics import run_watch
@@ -32,7 +33,6 @@ from dra_conformance.model.cluster import BackendCapability, ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.model.records import RunRecords
 from dra_conformance.plugin import stash
-from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.options import option_or
 from dra_conformance.timeouts import Timeouts
 

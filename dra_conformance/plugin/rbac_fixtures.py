@@ -16,11 +16,11 @@ from kubernetes.dynamic import DynamicClient
 
 from dra_conformance import paths
 from dra_conformance.errors import FixtureError
+from dra_conformance.exits import refuse
 from dra_conformance.kube.leaks import audit_namespace
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.cluster import ClusterInfo
-from dra_conformance.plugin.exits import refuse
 from dra_conformance.rbac.environment import RbacEnvironment, served_resource_versions
 from dra_conformance.rbac.matrix import VERSIONED_ACTIONS, Row, load_rows
 from dra_conformance.rbac.read_allowlist import DEFAULTS_FILE, Allowlist

@@ -24,12 +24,12 @@ from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.reference import FakeDriverControl, PrivateDriver
 from dra_conformance.driver.under_test import REAL_NODES_ONLY, DriverUnderTest
 from dra_conformance.errors import FixtureError
+from dra_conformance.exits import refuse
 from dra_conformance.kube.builders import Manifest
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.cluster import SET_ASIDE_TOLERATION, ClusterInfo
 from dra_conformance.model.masking import ObservedMask
-from dra_conformance.plugin.exits import refuse
 from dra_conformance.scenarios import catalog
 from dra_conformance.scenarios.catalog import Scenario
 from dra_conformance.scenarios.runner import ScenarioRun, ScenarioTarget

@@ -32,6 +32,7 @@ from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.registry import make_backend
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import ConformanceError, UsageError
+from dra_conformance.exits import refuse
 from dra_conformance.kube.preflight import check_rights
 from dra_conformance.kube.rights import describe_missing, missing_from_json, missing_to_json, skip_reasons, suite_of
 from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
@@ -42,7 +43,6 @@ from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import RECORD_KIND as ADVISORY_RECORDS
 from dra_conformance.model.records import Summarizer
 from dra_conformance.plugin import stash
-from dra_conformance.plugin.exits import refuse
 from dra_conformance.plugin.opt_in import REPORT_ATTRIBUTE, asked_before_collection, uses_the_plugin
 from dra_conformance.plugin.options import cluster_named, suite_config_from
 from dra_conformance.plugin.rbac_fixtures import load_matrix, load_read_allowlist
@@ -74,6 +74,10 @@ def _new_run_id() -> str:
 def _raise_keyboard_interrupt(_signum: int, _frame: object) -> None:
     # pytest turns KeyboardInterrupt into an orderly session end, which stops the cluster this run started.
     raise KeyboardInterrupt
+
+
+def _after_the_reports(_signum: int, _frame: object) -> None:
+    print("dra-conformance: SIGTERM while the verdict and reports are written: the run ends once they are", flush=True)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -272,7 +276,14 @@ def cluster_ends_with_run(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """In the controller: stop the cluster if this run started it (workers never stop it)."""
+    """In the controller: stop the cluster if this run started it (workers never stop it).
+
+    From here the run writes its verdict and reports: a SIGTERM now waits for them instead of cutting them off (a
+    KeyboardInterrupt raised inside the terminal summary escapes pytest and loses summary.json; the checks are over,
+    so finishing the files takes seconds).
+    """
+    if signal.getsignal(signal.SIGTERM) is _raise_keyboard_interrupt:
+        signal.signal(signal.SIGTERM, _after_the_reports)
     config = session.config
     if stash.is_worker(config) or not stash.opted_in(config):
         return

@@ -31,13 +31,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from dra_conformance.canary import rules as canary_rules
+from dra_conformance.canary import text as canary_text
 from dra_conformance.driver.answers import DRIVER_ANSWERS
 from dra_conformance.model.findings import RECORD_KIND as ADVISORY_RECORDS
 from dra_conformance.model.read_exposure import RECORD_KIND as READ_EXPOSURE_RECORDS
 from dra_conformance.model.read_exposure import markdown_line as read_exposure_line
 from dra_conformance.model.read_exposure import summary_finding as read_exposure_finding
 from dra_conformance.model.records import read_records
-from dra_conformance.report import canary as canary_gate
 from dra_conformance.report import driver_answers, harness_errors, reports_space
 from dra_conformance.report.exploration import exploration_markdown, exploration_terminal_line, explored_space
 from dra_conformance.report.four_layers import four_layer_line, four_layer_markdown, four_layer_section
@@ -67,7 +68,7 @@ ROLLBACK_REPORT = "rollback-report.json"
 METRICS_API_ROLLBACK_KEY = "metrics_api_rollback"
 METRICS_API_ROLLBACK = "metrics API rollback (v1 -> v1beta1)"
 DEVICE_PLUGIN_ROLLBACK_KEY = "device_plugin_rollback"
-DEVICE_PLUGIN_ROLLBACK = canary_gate.DEVICE_PLUGIN_ROLLBACK
+DEVICE_PLUGIN_ROLLBACK = canary_rules.DEVICE_PLUGIN_ROLLBACK
 # The checks of the resource Metrics API contract, by path under suites/: the metrics suite, and the metrics API
 # rollback rehearsal (v1 -> v1beta1 -> v1). They judge the metrics pipeline (its adapter, its APIServices), which
 # the driver under test neither provides nor touches, so their outcomes decide the metrics verdict, never the
@@ -418,7 +419,7 @@ def summarize(
     driver_exits: list[dict[str, Any]] | None = None,
     driver_silences: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.evaluate`).
+    """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.rules.evaluate`).
 
     `driver_silences` are the windows in which an instance of the driver did not answer (`Silence.to_json`).
     """
@@ -465,7 +466,7 @@ def summarize(
         METRICS_VERDICT_KEY: metrics if metrics is not None else {"state": "not run"},
         METRICS_SECTION: metrics_section(metrics_checks, metrics),
         METRICS_API_ROLLBACK_KEY: _rollback(rollback, METRICS_REHEARSAL),
-        DEVICE_PLUGIN_ROLLBACK_KEY: _rollback(rollback, canary_gate.DRA_REHEARSAL),
+        DEVICE_PLUGIN_ROLLBACK_KEY: _rollback(rollback, canary_rules.DRA_REHEARSAL),
         "flake_record": {"state": "one run", "why": "pass rates per test come from `dra-conformance run --repeat N`"},
         "read_exposure": read_exposure_finding(read_records(run_dir, READ_EXPOSURE_RECORDS)),
         "exploration": explored_space(run_dir),
@@ -506,7 +507,7 @@ def _rollback(report: dict[str, Any] | None, name: str) -> dict[str, Any]:
     if isinstance(rehearsals, dict):
         own = rehearsals.get(name)
     else:
-        own = report if name == canary_gate.DRA_REHEARSAL else None
+        own = report if name == canary_rules.DRA_REHEARSAL else None
     if not own:
         return {"state": "not run"}
     return {k: own.get(k) for k in ("verdict", "failed_phase", "rollback_seconds")} | {
@@ -565,7 +566,7 @@ def render_markdown(summary: dict[str, Any]) -> str:
     lines += [
         "",
         *exploration_markdown(summary.get("exploration")),
-        *canary_gate.markdown_lines(summary["canary_gate"]),
+        *canary_text.markdown_lines(summary["canary_gate"]),
         "",
         "## Other decisions",
         "",
@@ -689,7 +690,7 @@ def terminal_lines(summary: dict[str, Any]) -> list[str]:
         )
     states = ", ".join(f"{c} {row['state']}" for c, row in summary["capabilities"].items())
     lines.append(f"  capabilities: {states or 'none declared'}")
-    lines += canary_gate.terminal_lines(summary["canary_gate"])
+    lines += canary_text.terminal_lines(summary["canary_gate"])
     lines += exploration_terminal_line(summary.get("exploration"))
     four_layers = four_layer_line(summary.get("four_layers"))
     lines += [f"  {four_layers}"] if four_layers else []

@@ -2,13 +2,15 @@
 
 The profile's `run` is the newer build (vN+1) and `run.versions.previous` the older (vN). The rehearsal starts vN,
 prepares a claim, upgrades, prepares another, downgrades, prepares a third, then unprepares all three. Each switch
-must publish a complete pool at a newer generation with no slice of an older one left; claims allocated before it
+must publish a complete pool with no slice of an older generation left, at a newer generation when the pool says
+something else than before (a switch that changes nothing may leave the slices as they are); claims allocated before it
 must still be known to the driver afterwards (their CDI specs go on unprepare); new claims must allocate devices
 nobody holds. A switch is timed from the kill of the old process to the new one's complete pool.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,6 +19,7 @@ from typing import Any
 from kubernetes import client
 
 from dra_conformance.driver.pool import node_pools
+from dra_conformance.driver.slice_hygiene import pool_content
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
@@ -33,6 +36,9 @@ class BuildStep:
     build: str
     seconds: float = 0.0
     generation: int | None = None
+    # A digest of what the pool says at that generation, the generation left out: a switch that leaves it the same
+    # needs no new generation.
+    content: str = ""
     # Attribute name -> values seen in the pool at that generation (what vN+1 changed shows here).
     attributes: dict[str, list[str]] = field(default_factory=dict)
     claims_prepared: list[str] = field(default_factory=list)
@@ -81,22 +87,38 @@ def attribute_values(slices: list[dict[str, Any]], generation: int) -> dict[str,
     return {name: sorted(found)[:4] for name, found in sorted(values.items())}
 
 
+def content_digest(slices: list[dict[str, Any]]) -> str:
+    """A short digest of what the pools say at their highest generations, the generation left out."""
+    return hashlib.sha256("\n".join(pool_content(slices)).encode()).hexdigest()[:16]
+
+
 def check_pool_after_switch(
     api_client: client.ApiClient,
     driver: str,
     node: str,
     step: BuildStep,
-    previous_generation: int | None,
+    previous: BuildStep | None,
     timeout: float,
 ) -> None:
-    """A complete pool at a newer generation, and no slice of an older generation left (within `timeout`)."""
+    """A complete pool, newer than `previous`'s unless it says the same, with no older slice left (within `timeout`).
+
+    `previous`: the last switch that found a complete pool (None: this is the first). A pool that says after the
+    switch what it said before may keep its generation, its slices untouched (as the kubelet-plugin helper leaves
+    them); it may not go back.
+    """
     pools = node_pools(api_client, driver, node)
     if not pools or not all(p.complete for p in pools.values()):
         step.problems.append(f"no complete pool on {node} after the switch: {[p.describe() for p in pools.values()]}")
         return
     step.generation = max(p.generation for p in pools.values())
-    if previous_generation is not None and step.generation <= previous_generation:
-        step.problems.append(f"pool generation {step.generation} is not newer than {previous_generation}")
+    step.content = content_digest(pool_slices(api_client, driver, node))
+    if previous is not None and previous.generation is not None:
+        unchanged = step.content == previous.content
+        if step.generation < previous.generation or (step.generation == previous.generation and not unchanged):
+            step.problems.append(
+                f"pool generation {step.generation} is not newer than {previous.generation}"
+                + ("" if unchanged else " although what the pool says changed")
+            )
     newest = step.generation
 
     def older_slices() -> list[str]:

@@ -12,9 +12,10 @@ removes the DeviceClass; removing the class first leaves pods holding claims of 
 `after_rollback` phase reports as left behind.
 
 The device-plugin path is a real device plugin where a node advertises the resource through a real kubelet (on
-the local cluster's real node, the reference plugin `fake_dra.device_plugin`, registered with that kubelet): its
-workloads must run (Ready), tolerate the node's taints, and show the devices the plugin allocated them. Only on a
-fake (kwok) node does a status patch stand in for the device plugin. Every phase record says which it was.
+the local cluster's real node, the reference plugin `device_plugin` beside this module, registered with that
+kubelet): its workloads must run (Ready), tolerate the node's taints, and show the devices the plugin allocated
+them. Only on a fake (kwok) node does a status patch stand in for the device plugin. Every phase record says which
+it was.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dra_conformance.kube.builders import PAUSE_IMAGE, RESOURCE_API, TEST_POD_GR
 from dra_conformance.kube.nodes import named_nodes
 from dra_conformance.kube.pods import describe_pod, pod_ready, scheduled_condition
 from dra_conformance.model.stats import percentile
+from dra_conformance.rollback.device_plugin import DEVICE_IDS_ENV
 from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
 from dra_conformance.timeouts import Timeouts
 
@@ -48,8 +50,6 @@ DEVICE_PLUGIN, DRA = "device-plugin", "dra"
 # What serves the device-plugin path, as the phase records name it.
 REAL_DEVICE_PLUGIN = "real device plugin (kubelet device plugin API v1beta1)"
 STAND_IN = "stand-in (extended resource patched into a fake node's status)"
-# The reference device plugin (fake_dra.device_plugin) names a container's device ids in this variable.
-DEVICE_IDS_ENV = "DEVICE_PLUGIN_DEVICE_IDS"
 # A workload with a shell prints its environment (its devices among it), then stays up holding them.
 PRINT_ENV_AND_WAIT = ["sh", "-c", "env; exec sleep 3600"]
 # Taints the node lifecycle controller sets for a node's conditions (not-ready, unreachable, pressure): a node

@@ -5,8 +5,9 @@ unique names, the test's namespace and the driver name. `{driver}` in any string
 attribute domains need it). A device count may be written relative to the devices of the node the scenario
 runs on, `"{devices}"` or `"{devices+1}"`: the reference driver's private instance has `driver.devices`, any other
 driver the count its profile declares per node. An unknown key or a bad value is a FixtureError naming the file
-and the key path. A `fault` is checked against the reference driver's own schema (fake_dra.faults.FAULT_SCHEMA):
-the driver owns the fault vocabulary, so a typo in a fault fails here rather than when the scenario switches it on.
+and the key path. A `fault` is checked against the reference driver's fault schema (driver.faults.FAULT_SCHEMA,
+the vocabulary its control socket accepts), so a typo in a fault fails here rather than when the scenario switches
+it on.
 
 A scenario states what it needs of the driver under test (`needs`: devices per node, declared capabilities,
 attributes usable in selectors) and, if it only makes sense for the reference driver, why (`referenceOnly`; a
@@ -25,10 +26,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from dra_conformance.driver.faults import FAULT_SCHEMA
 from dra_conformance.driver.profile import AttributeType, Capability, DriverProfile
 from dra_conformance.errors import FixtureError
 from dra_conformance.schema_errors import format_key_path, schema_problem
-from fake_dra.faults import FAULT_SCHEMA
 
 
 def _named_one_of(alternatives: dict[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ import (
 )
 
 // Broken modes: realistic vendor bugs the driver can be started with (--broken-mode), each a mutant that a
-// conformance check worth its name catches. The names and what each does are the Python build's
-// (../fake-dra/fake_dra/broken.py), which documents every one.
+// conformance check worth its name catches. The mutation harness's BrokenMode (tests/mutants/broken_modes.py)
+// documents each it starts by name; the others are documented where they act.
 const (
 	nonIdempotentPrepare           = "non-idempotent-prepare"
 	unprepareUnknownFails          = "unprepare-unknown-fails"
@@ -68,6 +68,9 @@ var brokenModes = []string{
 	checkpointWrittenOutsideLock, reusesRegistrationSocketName,
 	// Go build only (opaque.go): the class's opaque configs applied over the claim's.
 	classConfigOverClaimConfig,
+	// Go build only (downtime.go): a graceful stop that deletes the slices, resets the generation, leaves sockets;
+	// a start that rewrites unchanged slices at a new generation.
+	deletesSlicesOnSigterm, restartsGenerationBesideOldSlices, leavesSocketsOnSigterm, rewritesSlicesOnRestart,
 }
 
 const (

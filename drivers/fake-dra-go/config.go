@@ -29,7 +29,7 @@ const (
 	wordsIDs            = "words"
 )
 
-// profiles are the device profiles, as the Python build has them (../fake-dra/fake_dra/config.py).
+// profiles are the device profiles.
 var profiles = []string{gpuProfile, nicProfile, partitionsProfile, sharedProfile, fabricProfile}
 
 // healthServices: --health-service values and the DRAResourceHealth versions each serves and lists in GetInfo.
@@ -42,7 +42,7 @@ var healthServices = map[string][]string{
 
 var driverVersionPattern = regexp.MustCompile(`^[12]\.\d+\.\d+$`)
 
-// Config is everything one driver process needs, from its command line (see ../fake-dra/fake_dra/config.py).
+// Config is everything one driver process needs, from its command line.
 type Config struct {
 	DriverName, NodeName     string
 	KubeletRoot, CDIDir      string
@@ -115,8 +115,8 @@ func usageError(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
-// parseArgs reads the command line (and FAKE_DRA_DEVICES) the way the Python build does; flags of features this
-// build does not have yet are refused with one line that says so.
+// parseArgs reads the command line (and FAKE_DRA_DEVICES, which --devices overrides); a command line that cannot
+// run is refused with one line that says why.
 func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	flags := flag.NewFlagSet("fake-dra", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
@@ -150,7 +150,7 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	attachDelay := flags.Float64("attach-delay", 1.0, "gpu-fabric: seconds one attach takes")
 	if err := flags.Parse(args); errors.Is(err, flag.ErrHelp) {
 		flags.SetOutput(os.Stderr)
-		fmt.Fprintln(os.Stderr, "usage: fake-dra --driver-name=NAME --node-name=NODE [options]; fake-dra registered --socket=PATH")
+		fmt.Fprintln(os.Stderr, "usage: fake-dra --driver-name=NAME --node-name=NODE [options]; fake-dra registered --socket=PATH; fake-dra slices [the driver's options]")
 		flags.PrintDefaults()
 		return c, err
 	} else if err != nil {

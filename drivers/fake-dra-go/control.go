@@ -6,8 +6,17 @@ import (
 	"strconv"
 )
 
-// The control socket: HTTP over a unix socket next to dra.sock, in the Python build's protocol (see
-// ../fake-dra/fake_dra/control.py). A fault change takes effect before the request returns: tests never race it.
+// The control socket: HTTP over a unix socket next to dra.sock, for switching faults and reading the call log.
+//
+//	GET  /healthz     {"driver", "node", "generation"}
+//	GET  /faults      {"faults": [...]}
+//	PUT  /faults      {"faults": [...]}  replace every fault (an empty list restores normal behaviour); answers
+//	                                     after the slice and health stream reflect the change
+//	GET  /calls       {"calls": [...]}   every gRPC call served, oldest first
+//	GET  /prepared    {"claims": {...}}  prepared claims by UID
+//	GET  /attachments {"attachments": [...]} gpu-fabric: every attach of the controller, oldest first
+//
+// A local socket (not a ConfigMap), so a fault change takes effect before the request returns: tests never race it.
 func controlHandler(core *DriverCore, crash func()) http.Handler {
 	mux := http.NewServeMux()
 	// Every reply carries its length, so it is whole on the wire before anything else happens: the crash fault's

@@ -86,9 +86,18 @@ func newDriverCore(c Config, api *DriverAPI, calls *CallLog, prepared *PreparedC
 	return core, err
 }
 
-// nextGeneration: a restart publishes a newer pool generation than any earlier run, even if its slices were
-// deleted: newer than every slice of the pool still published and than the one stored on disk.
+// nextGeneration is the pool generation this run publishes at. A pool whose slices at their highest generation
+// already say what this run would publish is kept as it is: the same generation, and no slice written again (its
+// resourceVersion unchanged), as the upstream kubelet-plugin helper's ResourceSlice controller keeps it
+// (k8s.io/dynamic-resource-allocation v0.37.2 resourceslice/resourceslicecontroller.go, syncPool: it compares each
+// existing slice of the highest generation with the desired one, updates only those that differ, and logs "Kept
+// generation because at most one update API call is necessary"). Other content (another version's attributes, a
+// rescan that found other devices, no slice left) is published at a generation newer than any earlier run's, even
+// if its slices were deleted: newer than every slice of the pool still published and than the one stored on disk.
 func (d *DriverCore) nextGeneration() (int64, error) {
+	if restartsAtOne(d.config) {
+		return 1, d.storeGeneration(1) // the bug: the slices still published are not looked at
+	}
 	path := filepath.Join(d.config.StateDir, "generation")
 	var stored int64
 	if raw, err := os.ReadFile(path); err == nil {
@@ -98,11 +107,21 @@ func (d *DriverCore) nextGeneration() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	generation := stored
+	var published int64
 	for _, item := range existing {
-		generation = max(generation, item.Spec.Pool.Generation)
+		published = max(published, item.Spec.Pool.Generation)
 	}
-	generation++
+	// rewrites-slices-on-restart never looks: every start republishes at a new generation.
+	if published > 0 && !d.config.IsBroken(rewritesSlicesOnRestart) {
+		d.generation = published
+		if samePool(existing, d.desiredPool()) {
+			if stored < published {
+				return published, d.storeGeneration(published)
+			}
+			return published, nil
+		}
+	}
+	generation := max(stored, published) + 1
 	return generation, d.storeGeneration(generation)
 }
 
@@ -118,22 +137,33 @@ func (d *DriverCore) Generation() int64 {
 	return d.generation
 }
 
-// Publish writes the node's pool as the active faults say it should look, at the current generation.
+// Publish writes the node's pool as the active faults say it should look, at the current generation; a slice that
+// already says so is not written again.
 func (d *DriverCore) Publish() error {
 	d.poolMu.Lock()
 	defer d.poolMu.Unlock()
 	return d.publishLocked()
 }
 
-func (d *DriverCore) publishLocked() error {
+// desiredPool is the node's pool as the next publish writes it: what the active faults make of it at the current
+// generation, with the broken modes' changes.
+func (d *DriverCore) desiredPool() []resourceapi.ResourceSlice {
 	pool := d.pool(d.config)
-	d.publishes++
-	if d.config.IsBroken(republishChangesAttributeType) && d.publishes > 1 {
+	if d.config.IsBroken(republishChangesAttributeType) && d.publishes > 0 {
 		pool = indexAsString(pool) // the bug: a rescan reads the index back as a string
 	}
 	if d.config.IsBroken(duplicateDeviceNames) {
 		pool = splitWithRepeatedDevice(pool)
 	}
+	if d.config.IsBroken(restartsGenerationBesideOldSlices) {
+		pool = namedByGeneration(pool)
+	}
+	return pool
+}
+
+func (d *DriverCore) publishLocked() error {
+	pool := d.desiredPool()
+	d.publishes++
 	if err := d.api.PublishPool(d.config.NodeName, pool, d.config.IsBroken(republishLeavesIncompletePool)); err != nil {
 		return err
 	}

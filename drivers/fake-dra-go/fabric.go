@@ -1,6 +1,6 @@
 package main
 
-// The `gpu-fabric` device profile (../fake-dra/fake_dra/fabric.py): fabric-attached GPUs that the scheduler binds a
+// The `gpu-fabric` device profile: fabric-attached GPUs that the scheduler binds a
 // pod to only once attached. Each device carries a binding condition (`attached`), a failure condition
 // (`attach-failed`) and bindsToNode. The attach controller, under an identity of its own (--controller-kubeconfig),
 // watches claims allocated such devices of this driver, "attaches" each (waits --attach-delay), and only then writes

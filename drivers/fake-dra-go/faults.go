@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// faultModes is the fault vocabulary of the Python build (../fake-dra/fake_dra/faults.py, whose FAULT_SCHEMA the
-// scenario catalog checks faults against); attach-failure acts in the gpu-fabric profile's attach controller.
+// faultModes is the fault vocabulary; the engine's FAULT_SCHEMA (dra_conformance/driver/faults.py, which documents
+// each mode) checks scenario faults against it. attach-failure acts in the gpu-fabric profile's attach controller.
 var faultModes = map[string]bool{
 	"unavailable": true, "informational-taint": true, "reduced-capacity": true,
 	"slow-prepare": true, "slow-unprepare": true, "prepare-error": true, "unprepare-error": true,
@@ -40,7 +40,7 @@ type Fault struct {
 	Message string  `json:"message"`
 }
 
-// parseFault validates one fault description as the Python build's FAULT_SCHEMA does; the error names the field.
+// parseFault validates one fault description as the engine's FAULT_SCHEMA does; the error names the field.
 func parseFault(raw json.RawMessage) (Fault, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
@@ -111,8 +111,8 @@ func parseFault(raw json.RawMessage) (Fault, error) {
 	return fault, nil
 }
 
-// pythonRepr writes a value as the Python build's schema messages do: a string in single quotes, anything else as
-// its JSON. Checks match on the wording (e.g. "mode: 'melt' is not one of").
+// pythonRepr writes a value as the engine's schema messages (Python's jsonschema) do: a string in single quotes,
+// anything else as its JSON. Checks match on the wording (e.g. "mode: 'melt' is not one of").
 func pythonRepr(value any, raw json.RawMessage) string {
 	if text, ok := value.(string); ok {
 		return "'" + text + "'"

@@ -1,6 +1,6 @@
 package main
 
-// The variant --refuse-devices-held-by-other-claims (../fake-dra/fake_dra/held.py): prepare refuses a claim one of
+// The variant --refuse-devices-held-by-other-claims: prepare refuses a claim one of
 // whose devices another claim still holds on this node, as some GPU drivers do on purpose, and the kubelet retries
 // the prepare until it has unprepared the other claim. The scheduler may allocate a device again as soon as the
 // claim that had it is deallocated, before the kubelet of the node has unprepared that claim.

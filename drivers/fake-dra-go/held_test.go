@@ -98,7 +98,7 @@ func TestAClaimWhoseDeviceAnotherClaimHoldsIsRefusedUntilThatClaimIsUnprepared(t
 		t.Fatalf("old: %v", errs)
 	}
 	errs := prepareErrors(t, core, next, other)
-	// The Python build's refusal for the same claims (tests/unit/test_fake_dra_variants.py).
+	// The refusal the Python build (removed since) gave for the same claims.
 	python := "device d.example.com/n1/gpu-0 is still prepared for claim ns/old (uid uid-old) on node n1; retry once that claim is unprepared"
 	if errs["uid-next"] != python {
 		t.Errorf("refusal %q\nwant %q", errs["uid-next"], python)

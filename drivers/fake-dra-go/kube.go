@@ -9,6 +9,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -118,6 +119,7 @@ func (a *DriverAPI) ListSlices(node string) ([]resourceapi.ResourceSlice, error)
 
 // PublishPool makes `slices` the node's slices, owned by its Node: create or replace each, then delete the others.
 //
+// A slice that already says what it should (spec and owner) is not written again, so its resourceVersion stays.
 // Deleting only after every new slice is written keeps the pool complete at its highest generation as soon as the
 // last write lands; slices left over are at a lower generation, which consumers ignore until they are gone.
 // `deleteFirst` (republish-leaves-incomplete-pool) deletes every slice of the node before writing, so the pool is
@@ -194,9 +196,69 @@ func (a *DriverAPI) writeSlice(slice resourceapi.ResourceSlice, existing map[str
 		_, err := slices.Create(ctx, &slice, metav1.CreateOptions{})
 		return err
 	}
+	slice = withServerTaintTimes(slice, current)
+	if sameSlice(current, slice) {
+		return nil // unchanged: an update would only churn its resourceVersion
+	}
 	slice.ResourceVersion = current.ResourceVersion
 	_, err := slices.Update(ctx, &slice, metav1.UpdateOptions{})
 	return err
+}
+
+// withServerTaintTimes is `desired` with each taint that has no TimeAdded given the one of the same taint (key,
+// value, effect) of the same device in `current`: the API server sets TimeAdded on a taint written without one
+// (k8s.io/kubernetes v1.37.2 pkg/apis/resource/v1/defaults.go, SetDefaults_DeviceTaint), so an unchanged taint
+// keeps its time and does not read as a change.
+func withServerTaintTimes(desired, current resourceapi.ResourceSlice) resourceapi.ResourceSlice {
+	before := map[string][]resourceapi.DeviceTaint{}
+	for _, device := range current.Spec.Devices {
+		before[device.Name] = device.Taints
+	}
+	out := *desired.DeepCopy()
+	for i := range out.Spec.Devices {
+		for j := range out.Spec.Devices[i].Taints {
+			taint := &out.Spec.Devices[i].Taints[j]
+			for _, was := range before[out.Spec.Devices[i].Name] {
+				if taint.TimeAdded == nil && was.Key == taint.Key && was.Value == taint.Value && was.Effect == taint.Effect {
+					taint.TimeAdded = was.TimeAdded
+				}
+			}
+		}
+	}
+	return out
+}
+
+// sameSlice: `current` already says what `desired` does (its spec and its owner), taint times taken as in
+// withServerTaintTimes.
+func sameSlice(current, desired resourceapi.ResourceSlice) bool {
+	desired = withServerTaintTimes(desired, current)
+	return apiequality.Semantic.DeepEqual(current.Spec, desired.Spec) &&
+		apiequality.Semantic.DeepEqual(current.OwnerReferences, desired.OwnerReferences)
+}
+
+// samePool: the pool's slices at their highest generation in `existing` are those of `desired` (by name), each
+// with the spec it says, and no others. Owners are not compared: `desired` carries none before it is published.
+func samePool(existing, desired []resourceapi.ResourceSlice) bool {
+	var generation int64
+	for _, item := range existing {
+		generation = max(generation, item.Spec.Pool.Generation)
+	}
+	current := map[string]resourceapi.ResourceSlice{}
+	for _, item := range existing {
+		if item.Spec.Pool.Generation == generation {
+			current[item.Name] = item
+		}
+	}
+	if len(current) != len(desired) {
+		return false
+	}
+	for _, slice := range desired {
+		was, found := current[slice.Name]
+		if !found || !apiequality.Semantic.DeepEqual(was.Spec, withServerTaintTimes(slice, was).Spec) {
+			return false
+		}
+	}
+	return true
 }
 
 // nodeOwner is the owner reference the node's slices carry (nil when no such Node exists), as the upstream

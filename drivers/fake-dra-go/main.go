@@ -1,7 +1,7 @@
 // Command fake-dra-go is the reference DRA driver's Go build: one node's driver, until SIGTERM or SIGINT.
 //
-// It takes the Python build's command line (../fake-dra, `python -m fake_dra`) and keeps its sockets, files and API
-// writes, for the device profiles and variants it implements so far; anything else is refused with one line.
+// Two commands besides: `fake-dra slices [options]` prints the pool the driver would publish, and
+// `fake-dra registered --socket=PATH` is its image's readiness probe.
 package main
 
 import (
@@ -26,6 +26,9 @@ const (
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == registeredCommand {
 		os.Exit(registered(os.Args[2:], os.Getenv))
+	}
+	if len(os.Args) > 1 && os.Args[1] == slicesCommand {
+		os.Exit(printSlices(os.Args[2:], os.Getenv, os.Stdout))
 	}
 	os.Exit(run(mustParse()))
 }
@@ -91,6 +94,9 @@ func run(c Config) int {
 	}
 	fmt.Printf("fake-dra %s serving node %s, pool generation %d (Go build)\n", c.DriverName, c.NodeName, core.Generation())
 	<-stop
+	if c.IsBroken(leavesSocketsOnSigterm) {
+		return 0 // the bug: it quits at once, its servers never stopped, their sockets left behind
+	}
 	began := time.Now()
 	fmt.Printf("fake-dra stopping: gRPC servers (%g s grace), then the control socket\n", shutdownGrace.Seconds())
 	core.StopKeepingPool()
@@ -100,6 +106,14 @@ func run(c Config) int {
 	_ = control.Shutdown(ctx)
 	for _, path := range []string{c.RegistrationSocket(), c.DRASocket(), c.ControlSocket()} {
 		_ = os.Remove(path)
+	}
+	if forgetsGeneration(c) {
+		_ = os.Remove(generationFile(c)) // the bug: a tidy stop clears the state the next start needs
+	}
+	if c.IsBroken(deletesSlicesOnSigterm) && !c.DeleteSlicesOnExit {
+		if err := api.DeletePool(c.NodeName); err != nil { // the bug: the kubelet's wiping delay made moot
+			return fail("delete slices of %s: %s", c.NodeName, denial(err))
+		}
 	}
 	if c.DeleteSlicesOnExit {
 		fmt.Printf("fake-dra stopped serving after %.1f s; deleting its slices\n", time.Since(began).Seconds())

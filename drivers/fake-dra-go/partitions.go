@@ -1,9 +1,13 @@
 package main
 
-// The `gpu-partitions` device profile (../fake-dra/fake_dra/partitions.py, which documents the model): each
-// physical GPU `gpu-<i>` has one counter set, `gpu-<i>-counters` (its memory and one counter per quarter of its
-// compute, `slot-0`..`slot-3`), and is published as seven devices that consume from it: the whole device, two
-// halves and four quarters. Partitions on the same part of a GPU never fit together; the scheduler enforces it.
+// The `gpu-partitions` device profile: each physical GPU `gpu-<i>` has one counter set, `gpu-<i>-counters` (its
+// 16Gi of memory and one counter per quarter of its compute, `slot-0`..`slot-3`), published in a slice of the same
+// pool that lists shared counters only (the API allows one of `devices` and `sharedCounters` per slice), and is
+// published as seven devices that consume from it: the whole device `gpu-<i>` (every counter), two halves
+// `gpu-<i>-half-<j>` (8Gi, slots 2j and 2j+1) and four quarters `gpu-<i>-quarter-<k>` (4Gi, slot k). Partitions on
+// the same part of a GPU never fit together, so at most the four quarters are allocated at once; the scheduler
+// enforces it from the counters. Three levels is the smallest shape in which partitions of different sizes overlap,
+// as MIG-style profiles do.
 
 import (
 	"fmt"

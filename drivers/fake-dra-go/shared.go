@@ -1,6 +1,6 @@
 package main
 
-// The `gpu-shared` device profile (../fake-dra/fake_dra/shared.py): GPUs that several claims share, each claim
+// The `gpu-shared` device profile: GPUs that several claims share, each claim
 // consuming part of their capacity. Every allocation of such a device is a share with an ID of its own
 // (`shareID` in the allocation result); each share gets a CDI spec file of its own, named after the share, so
 // unpreparing one claim removes its own shares' specs and leaves the other claims on the same device prepared.

@@ -23,7 +23,7 @@ from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
 from dra_conformance.scenarios.runner import ScenarioTarget
 
-# The reference driver's device profile with shareable devices (drivers/fake-dra/fake_dra/shared.py).
+# The reference driver's device profile with shareable devices (drivers/fake-dra-go/shared.go).
 REFERENCE_PROFILE = "gpu-shared"
 
 

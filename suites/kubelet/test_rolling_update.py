@@ -62,6 +62,8 @@ class Sample:
 
     at: float
     sockets: frozenset[str]
+    # Each socket's inode: a socket re-created under the same name is another listener (a new instance took it).
+    inodes: frozenset[tuple[str, int]]
     old_pod: str  # "running", "deleting" or "gone"
     pool: str  # PoolState.describe() of each pool, or "no pool"
     pool_complete: bool
@@ -95,15 +97,16 @@ class RolloutSampler:
 
     def sample(self) -> Sample:
         """One sample now."""
-        sockets = (
-            frozenset(p.name for p in self.registry.iterdir() if p.is_socket())
+        inodes = (
+            frozenset((p.name, p.stat().st_ino) for p in self.registry.iterdir() if p.is_socket())
             if self.registry.is_dir()
             else frozenset()
         )
         pools = node_pools(self.api_client, self.driver, self.node)
         return Sample(
             time.monotonic(),
-            sockets,
+            frozenset(name for name, _ in inodes),
+            inodes,
             self._old_pod_state(),
             "; ".join(pool.describe() for pool in pools.values()) or "no pool",
             bool(pools) and all(pool.complete for pool in pools.values()),
@@ -140,6 +143,18 @@ def _timeline(samples: list[Sample], start: float) -> list[str]:
             lines.append(f"+{sample.at - start:.1f}s sockets={state[0]} old pod {state[1]}, {state[2]}")
             last = state
     return lines
+
+
+def _taken_over(first: Sample, old_sockets: set[str], samples: list[Sample]) -> list[str]:
+    """The old instance's socket names re-created (another inode) while its pod still ran, with when."""
+    before = {name: inode for name, inode in first.inodes if name in old_sockets}
+    return [
+        f"{name} (inode {before[name]} -> {inode}) at +{sample.at - first.at:.1f}s"
+        for sample in samples
+        if sample.old_pod == "running"
+        for name, inode in sample.inodes
+        if name in before and inode != before[name]
+    ]
 
 
 def _rollout_done(apps: client.AppsV1Api, namespace: str, name: str) -> tuple[bool, str]:
@@ -249,6 +264,10 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
             deadline = time.monotonic() + ROLLOUT_DEADLINE
             done, summary = False, ""
             while not done or sampler.samples[-1].old_pod != "gone":
+                # The new instance listening on the old one's socket name: the rollout cannot end well (its
+                # readiness never passes, or the old instance is cut off), and the samples already show why.
+                if _taken_over(first, old_sockets, list(sampler.samples)):
+                    break
                 if time.monotonic() > deadline:
                     # Raised once the samples are judged: a rollout stuck on shared sockets is that obligation's.
                     stuck = WaitTimeout(
@@ -284,6 +303,14 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
     allure.attach("\n".join(report), "rollout timeline", allure.attachment_type.TEXT)
     print("\n".join(report))  # shown with -rP
 
+    taken_over = _taken_over(first, old_sockets, samples)
+    obligations.check(
+        "kubelet.rolling-update-instances-registered-side-by-side",
+        not taken_over,
+        f"the new instance re-created the old instance's socket {sorted(old_sockets)} while the old pod ran: "
+        f"{taken_over[:3]}; {timeline}",
+        where,
+    )
     removed_while_running = [s for s in samples if s.old_pod == "running" and not old_sockets <= s.sockets]
     obligations.check(
         "kubelet.rolling-update-leaves-other-instances-sockets",

@@ -17,7 +17,7 @@ from dra_conformance.scenarios.runner import ScenarioTarget
 
 from .target import PartitionTarget
 
-# The reference driver's device profile that publishes partitions (drivers/fake-dra/fake_dra/partitions.py).
+# The reference driver's device profile that publishes partitions (drivers/fake-dra-go/partitions.go).
 PARTITIONS_PROFILE = "gpu-partitions"
 # Physical devices of the private instance: one GPU publishes seven devices (whole, two halves, four quarters) on
 # one counter set, of which four fit together; a second GPU would add scheduling work and nothing to check.

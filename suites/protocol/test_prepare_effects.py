@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dra_conformance.driver.applicability import require_fault_switches
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.under_test import DriverUnderTest
@@ -22,7 +23,6 @@ from dra_conformance.kubelet.allocation import AllocatedClaim
 from dra_conformance.kubelet.obligations import check_prepare_answer, check_unprepare
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.findings import Obligations
-from dra_conformance.plugin.driver_fixtures import require_fault_switches
 
 from .cdi_specs import cdi_dir_of
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes import client
 
+from dra_conformance.driver.applicability import require_fault_switches
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.slice_history import SliceHistory, SliceVersion
@@ -22,7 +23,6 @@ from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.nodes import node_uids
 from dra_conformance.model.findings import Obligations
-from dra_conformance.plugin.driver_fixtures import require_fault_switches
 from dra_conformance.timeouts import Timeouts
 
 # One LIST of the driver's slices the API server answers from its watch cache.

@@ -6,9 +6,9 @@ Three phases, in order, on one worker (they share the rehearsal): `before` (the 
 writes its record to the state file and refreshes `reports/<run-id>/rollback-report.{json,md}`.
 
 The device-plugin path is a real device plugin where a node's kubelet advertises the resource (with `--real-node`,
-the reference plugin `fake_dra.device_plugin` on `real-node-0`): its workloads must run there (Ready) and keep the
-devices the plugin allocated them. Only on fake nodes does a status patch stand in for it. Each record's
-`device_plugin` fact says which.
+the reference plugin `dra_conformance.rollback.device_plugin` on `real-node-0`): its workloads must run there
+(Ready) and keep the devices the plugin allocated them. Only on fake nodes does a status patch stand in for it. Each
+record's `device_plugin` fact says which.
 
 Each kind of problem a phase records is judged as the obligation it breaks (`rollback.yaml`): where the rehearsal
 starts from, and the change and the rollback themselves, are preconditions; what the scheduler, the garbage
@@ -24,9 +24,9 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.namespaces import NamespaceReaper
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
-from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish, resume, set_up
 from dra_conformance.rollback.extended_resource import run_after_change, run_after_rollback, run_before
 from dra_conformance.rollback.state import Phase, PhaseRecord
+from dra_conformance.rollback.steps import Rehearsal, finish, resume, set_up
 from dra_conformance.timeouts import Timeouts
 
 from .phase_verdicts import Kinds, by_kind, judge, kind

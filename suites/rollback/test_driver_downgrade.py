@@ -111,7 +111,8 @@ def test_driver_upgraded_and_downgraded_with_claims_in_flight_keeps_pools_curren
     # The claim the running process prepared itself (None until it did): its CDI spec shows whether the driver
     # removes specs on unprepare at all, those of the others whether it still knows claims earlier builds prepared.
     own: str | None = None
-    generation: int | None = None
+    # The last switch that found a complete pool: the next one's pool is newer unless it says the same.
+    last: BuildStep | None = None
     try:
         for switch in SWITCHES:
             step = BuildStep(switch)
@@ -140,15 +141,16 @@ def test_driver_upgraded_and_downgraded_with_claims_in_flight_keeps_pools_curren
             step.seconds = elapsed(start)
             checked = len(step.problems)
             check_pool_after_switch(
-                api_client, driver_profile.driver, disruption.node, step, generation, timeouts.driver_ready
+                api_client, driver_profile.driver, disruption.node, step, last, timeouts.driver_ready
             )
             exercised = ["rollback.build-comes-up-with-a-complete-pool"]
             if step.generation is not None:
                 exercised.append("rollback.no-slice-of-an-older-generation-left")
-                if generation is not None:
+                if last is not None:
                     exercised.append("rollback.pool-generation-advances-on-a-switch")
             findings.classify(step.problems[checked:], POOL_KINDS, exercised)
-            generation = step.generation or generation
+            if step.generation is not None:
+                last = step
             claim = disruption.allocate(tracker, build, api_client, device_class, timeouts.pod_scheduled)
             held = {d for earlier in claims for d in _devices(earlier)}
             doubled = sorted((_devices(claim) & held) - _shareable(api_client, driver_profile.driver, disruption.node))

@@ -20,9 +20,9 @@ from kubernetes import client
 from dra_conformance.kube.namespaces import NamespaceReaper
 from dra_conformance.metrics import api as metrics_api
 from dra_conformance.model.findings import Obligations
-from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish_metrics, resume_metrics, set_up_metrics
 from dra_conformance.rollback.metrics_rehearsal import run_after_change, run_after_rollback, run_before
 from dra_conformance.rollback.state import Phase, PhaseRecord
+from dra_conformance.rollback.steps import Rehearsal, finish_metrics, resume_metrics, set_up_metrics
 from dra_conformance.timeouts import Timeouts
 
 from .phase_verdicts import Kinds, by_kind, judge, kind

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver.applicability import require_fault_switches
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.slice_history import SliceHistory
@@ -20,7 +21,6 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.model.findings import Obligations
-from dra_conformance.plugin.driver_fixtures import require_fault_switches
 from dra_conformance.timeouts import Timeouts
 
 

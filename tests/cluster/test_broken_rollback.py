@@ -10,10 +10,10 @@ from kubernetes import client
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.kube.namespaces import NamespaceReaper
 from dra_conformance.model.cluster import ClusterInfo
-from dra_conformance.plugin.rollback_fixtures import Rehearsal, finish, set_up
 from dra_conformance.rollback.extended_resource import run_after_change, run_after_rollback, run_before
 from dra_conformance.rollback.report import REPORT_MARKDOWN
 from dra_conformance.rollback.state import RehearsalState
+from dra_conformance.rollback.steps import Rehearsal, finish, set_up
 from dra_conformance.timeouts import Timeouts
 
 # Not the suite's resource, so a rehearsal of suites/rollback in the same run is not disturbed.

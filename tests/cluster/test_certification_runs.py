@@ -1,8 +1,6 @@
 """The certification runs CI makes besides the suites with the reference driver, each as `dra-conformance run` would.
 
 - Kubernetes' own DRA test driver, a driver we did not write, certified from its profile on kwok nodes;
-- the reference driver's Python build (drivers/fake-dra), certified from its profile on kwok nodes (the suites run
-  with its Go build, the default);
 - the real node's tier, one driver at a time: the device-plugin rollback rehearsal; the reference driver as a vendor
   ships it (its image archive, built by our own code, and manifests: fixed kubelet paths, real nodes only); and the
   upstream test driver's kubelet-mode checks.
@@ -53,11 +51,6 @@ RUNS = (
     CertificationRun(
         "upstream-test-driver-on-kwok",
         ("--profile", "fixtures/profiles/upstream-test-driver.yaml"),
-        ("certified", "certified with advisories"),
-    ),
-    CertificationRun(
-        "reference-driver-python-on-kwok",
-        ("--profile", "fixtures/profiles/reference-driver-python.yaml"),
         ("certified", "certified with advisories"),
     ),
     CertificationRun(

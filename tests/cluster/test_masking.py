@@ -13,6 +13,7 @@ source alone must keep every value out. The values' tokens must be there: the ch
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 
@@ -21,7 +22,6 @@ import pytest
 from dra_conformance import paths
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.masking import mask_value
-from fake_dra import identifiers
 
 # The private drivers' options: the words format, a status kept after unprepare (an advisory, a failure under the
 # reference profile's strict), interfaces numbered from 1 in networkData (the networkData check's failure).
@@ -50,7 +50,21 @@ def pytest_configure(config):
 CHECKS = "nic-network-data or test_declared_network_data_names_what_the_slice_publishes_for_the_device"
 SELECTED = (paths.suites_dir() / "status", paths.suites_dir() / "protocol" / "test_network_data.py")
 # What the words format writes: every value starts with zq7-, its addresses are in 2001:db8:7a7::/64.
-RAW_VALUES = re.compile(rf"{identifiers.WORDS_PREFIX}-[a-z0-9-]+|2001:db8:7a7::[0-9a-f]+")
+WORDS_PREFIX = "zq7"
+RAW_VALUES = re.compile(rf"{WORDS_PREFIX}-[a-z0-9-]+|2001:db8:7a7::[0-9a-f]+")
+# The words the reference driver picks its `words` values from (drivers/fake-dra-go/devices.go, wordID).
+WORDS = (
+    "amber", "bristle", "cobalt", "dune", "ember", "fjord", "gable", "heron",
+    "islet", "juniper", "kestrel", "lumen", "moraine", "nimbus", "opal", "quill",
+)  # fmt: skip
+
+
+def word_id(kind: str, node: str, index: int) -> str:
+    """The reference driver's `words` value of `kind` for device `index` on `node` (devices.go: wordID)."""
+    digest = hashlib.sha256(f"{kind}/{node}".encode()).digest()
+    picked = [WORDS[byte % len(WORDS)] for byte in digest[:3]]
+    ordinal = WORDS[index % len(WORDS)] + ("" if index < len(WORDS) else str(index // len(WORDS)))
+    return "-".join([WORDS_PREFIX, *picked, ordinal])
 
 
 def _hits(text: str) -> list[str]:
@@ -94,7 +108,7 @@ def test_device_identifiers_of_any_shape_are_masked_at_the_source_in_every_file_
     # The checks quoted them, masked: the status check quotes the entry of nic-0 (its data: the serial), the
     # networkData check that of nic-0 naming the interface of nic-1 (the mutant numbers them from 1).
     node = cluster.nodes[0]
-    quoted = {identifiers.serial(node, 0), identifiers.interface_name(identifiers.WORDS, node, 1)}
+    quoted = {word_id("serial", node, 0), word_id("interface", node, 1)}
     everything = "\n".join([*texts.values(), terminal])
     missing = sorted(value for value in quoted if mask_value(value) not in everything)
     assert not missing, f"tokens of {missing} in no output: the checks quoted less than this test assumes"

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from dra_conformance.exits import EXIT_CANNOT_RUN
 from dra_conformance.kube import builders, kubeconfig, waits
 from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.preflight import check_cluster, check_rights
@@ -29,7 +30,6 @@ from dra_conformance.kube.rights import (
 )
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.cluster import ClusterInfo
-from dra_conformance.plugin.exits import EXIT_CANNOT_RUN
 
 # Guards against a hang only: Python start-up plus a preflight that gives each request at most 4 s to connect.
 COMMAND_DEADLINE = 60.0

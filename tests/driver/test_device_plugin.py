@@ -20,6 +20,7 @@ import grpc
 import pytest
 
 from dra_conformance.kube import waits
+from dra_conformance.rollback import device_plugin
 from dra_wire.kubelet_api import KubeletAPI, load
 
 # The plugin registers within a second of start (Python start-up and the bindings' import dominate).
@@ -77,7 +78,7 @@ def test_plugin_registers_serves_reregisters_and_removes_its_socket(plugin_dir: 
     api = load()
     kubelet = FakeKubelet(api, plugin_dir)
     kubelet.start()
-    argv = [sys.executable, "-m", "fake_dra.device_plugin", "--plugin-dir", str(plugin_dir), "--devices", "3"]
+    argv = [sys.executable, "-m", device_plugin.__name__, "--plugin-dir", str(plugin_dir), "--devices", "3"]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     socket = plugin_dir / "fake-example-com-gpu.sock"
     try:

@@ -1,6 +1,6 @@
 """The mutation harness: run the bundled suites against a broken reference driver and read which checks failed.
 
-A mutant is one realistic vendor bug: a broken mode of the reference driver (`fake_dra.broken.BrokenMode`, started
+A mutant is one realistic vendor bug: a broken mode of the reference driver (`tests.mutants.broken_modes`, started
 with `--broken-mode`), or a broken RBAC manifest the driver ships. Each runs as the driver under test from a copy
 of the reference driver's profile, like a vendor's binary, on a local cluster: a private one, or one that mutants
 run one after another share, each swapping its driver in (`--replace-driver`: a fresh driver, the control plane
@@ -25,7 +25,7 @@ import yaml
 
 from dra_conformance import paths
 from dra_conformance.driver import confinement
-from fake_dra.broken import BrokenMode
+from tests.mutants.broken_modes import BrokenMode
 from tests.reference_image import build_reference_image
 from tests.shared_cluster import swap_in
 
@@ -93,6 +93,7 @@ FOREIGN_NODE_CHECK = "test_claim_of_another_node_is_refused_without_node_local_w
 IDEMPOTENCE_CHECK = "test_prepare_and_unprepare_are_idempotent[v1]"
 BATCH_CHECK = "test_claims_prepared_and_unprepared_in_one_call_are_each_handled"
 CDI_RESOLVE_CHECK = "test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared"
+DOWNTIME_CHECK = "test_a_restart_after_sigterm_keeps_the_pool_complete_and_its_generation_and_removes_the_sockets"
 
 # Grouped by the class of obligation they break (the field coverage table's groups, docs/obligations.md).
 MUTANTS: tuple[Mutant, ...] = (
@@ -167,8 +168,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_a_repeated_prepare_answers_cdi_ids_that_resolve_after_the_claims_specs_were_lost",
         "protocol.repeated-prepare-cdi-ids-resolve-after-specs-lost",
     ),
-    # Opaque config (issue 44): the class's config applied over the claim's. A mode of the Go build only (its config
-    # API, drivers/fake-dra-go/opaque.go), so it is passed as an argument, not as a mode of the Python build.
+    # Opaque config (issue 44): the class's config applied over the claim's (its config API,
+    # drivers/fake-dra-go/opaque.go), passed as an argument.
     Mutant(
         "class-config-over-claim-config",
         "test_a_claim_config_overrides_the_class_config_it_contradicts",
@@ -205,6 +206,36 @@ MUTANTS: tuple[Mutant, ...] = (
         BrokenMode.REPUBLISH_CHANGES_ATTRIBUTE_TYPE,
         "test_device_attributes_keep_their_names_and_types_across_republishes",
         "slices.attribute-names-and-types-stable",
+    ),
+    # Downtime (issue 44, items 4 and 5) and issue 43's held-out class, modes of the Go build only
+    # (drivers/fake-dra-go/downtime.go), passed as arguments: on SIGTERM the driver deletes its slices and starts again
+    # from generation 1; or it starts again from generation 1 under new slice names beside the old run's; or it quits
+    # at once, leaving its sockets; or every start rewrites its unchanged slices at a new generation. Each breaks one
+    # of the obligations the one SIGTERM restart of suites/slices/test_downtime.py judges, the first it judges of
+    # those broken (the slices rewritten by the first two also break the last, judged after them).
+    Mutant(
+        "deletes-slices-on-sigterm",
+        DOWNTIME_CHECK,
+        "slices.short-restart-keeps-pool-complete",
+        args=("--broken-mode=deletes-slices-on-sigterm",),
+    ),
+    Mutant(
+        "restarts-generation-beside-old-slices",
+        DOWNTIME_CHECK,
+        "slices.restart-generation-not-behind-old-slices",
+        args=("--broken-mode=restarts-generation-beside-old-slices",),
+    ),
+    Mutant(
+        "leaves-sockets-on-sigterm",
+        DOWNTIME_CHECK,
+        "kubelet.sigterm-removes-sockets",
+        args=("--broken-mode=leaves-sockets-on-sigterm",),
+    ),
+    Mutant(
+        "rewrites-slices-on-restart",
+        DOWNTIME_CHECK,
+        "slices.unchanged-restart-leaves-slices-untouched",
+        args=("--broken-mode=rewrites-slices-on-restart",),
     ),
     _driver_mutant(
         BrokenMode.DUPLICATE_DEVICE_NAMES,
@@ -350,8 +381,7 @@ def shipped_mutant_profile(chosen: Mutant, directory: Path) -> Path:
 def mutant_profile(chosen: Mutant, directory: Path, base: Path | None = None) -> Path:
     """The reference driver's profile, broken as `chosen` says; its RBAC paths made absolute for the copy.
 
-    `base`: the profile of the build to break (default the reference driver's, its Go build; the Python build's
-    profile takes the same options).
+    `base`: the profile to break (default the reference driver's).
     """
     if chosen.shipped:
         return shipped_mutant_profile(chosen, directory)

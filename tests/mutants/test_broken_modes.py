@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_dra.broken import BrokenMode
+from tests.mutants.broken_modes import BrokenMode
 from tests.mutants.harness import MUTANTS, Mutant, arbitrary_node_rbac, assert_caught
 from tests.shared_cluster import stop_shared_cluster
 

@@ -1,7 +1,7 @@
 """The wheels alone run dra-conformance: built from this checkout, installed into a new venv, used from an empty dir.
 
-The checkout holds four distributions: the engine (root) and dra-wire, fake-dra and fake-metrics (drivers/*), which
-the engine depends on. Each file ships in exactly one of their wheels, and dra-wire's carries the kubelet plugin API
+The checkout holds three distributions: the engine (root) and dra-wire and fake-metrics (drivers/*), which the
+engine depends on. Each file ships in exactly one of their wheels, and dra-wire's carries the kubelet plugin API
 bindings its build compiled. What they do is checked by running them, with no Go on PATH: the CLI finds the cached
 pinned binaries from the Go modules it ships, a bundled suite passes through the kubelet-plugin sockets, and a
 vendor's own test uses our fixtures through the `pytest11` entry point. The runs attach to the session's local
@@ -38,7 +38,6 @@ pytestmark = pytest.mark.xdist_group("wheel")
 DISTRIBUTIONS = {
     "dra_conformance": paths.CHECKOUT,
     "dra_wire": paths.CHECKOUT / "drivers" / "dra-wire",
-    "fake_dra": paths.CHECKOUT / "drivers" / "fake-dra",
     "fake_metrics": paths.CHECKOUT / "drivers" / "fake-metrics",
 }
 # Building the wheels is a local copy (dra-wire's also compiles the bindings, from the Go module cache or the Go
@@ -133,14 +132,14 @@ def test_engine_wheel_carries_suites_data_and_cluster_modules(installed: Install
         "dra_conformance/fixtures/profiles/reference-driver.yaml",
         "dra_conformance/fixtures/profiles/reference-driver-rbac.yaml",
         "dra_conformance/fixtures/profiles/upstream-test-driver.yaml",
-        "dra_conformance/fixtures/profiles/reference-driver-python.yaml",
         "dra_conformance/driver/profile.schema.json",
         "dra_conformance/clusters/local/kube/go.mod",
         "dra_conformance/clusters/local/kube/go.sum",
         "dra_conformance/clusters/local/etcd/main.go",
         "dra_conformance/clusters/local/kwok-stages.yaml",
-        "dra_conformance/reference_driver_deploy/rbac.yaml",
         "dra_conformance/reference_driver_go/go.mod",
+        "dra_conformance/reference_driver_go/deploy/rbac.yaml",
+        "dra_conformance/reference_driver_go/deploy/fabric/controller-rbac.yaml",
         "dra_conformance/report/allure_npm/package.json",
         "dra_conformance/report/allure_npm/package-lock.json",
     }

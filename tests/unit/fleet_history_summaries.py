@@ -1,7 +1,7 @@
 """Nightly summaries for the fleet history's tests and its demonstration.
 
 The canary gate's rules, the metrics verdict's evidence and a flake record worded as the plugin writes them
-(report/canary.py, report/flakes.py).
+(canary/rules.py, report/flakes.py).
 """
 
 from __future__ import annotations

@@ -1,28 +1,19 @@
-"""Binding conditions: the reference driver's fabric devices and attach bookkeeping, and how the checks read a claim."""
+"""Binding conditions: how the checks read a claim's binding conditions, and the attach controller's identity."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 
 from dra_conformance import paths
 from dra_conformance.driver.binding import controller_cluster_role, device_bindings, named_writer, parse_time
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import ProfileError
-from fake_dra import devices, fabric
-from fake_dra.config import DriverConfig
-from fake_dra.faults import FaultSet
 
 DRIVER = "gpu-x.fake-dra.example.com"
-
-
-def _config(tmp_path: Path, **changes: Any) -> DriverConfig:
-    return DriverConfig(DRIVER, "node-a", tmp_path, tmp_path / "cdi", tmp_path / "state", **changes)
 
 
 def _claim(*, conditions: list[dict[str, str]] | None = None, binding: bool = True) -> dict[str, Any]:
@@ -37,36 +28,6 @@ def _claim(*, conditions: list[dict[str, str]] | None = None, binding: bool = Tr
 
 def _true(kind: str, at: str = "2026-12-02T03:00:05Z") -> dict[str, str]:
     return {"type": kind, "status": "True", "reason": "R", "message": "m", "lastTransitionTime": at}
-
-
-def test_fabric_devices_bind_to_the_node_and_carry_a_binding_and_a_failure_condition(tmp_path: Path) -> None:
-    config = _config(tmp_path, profile=fabric.PROFILE, devices=2)
-    [pool] = devices.resource_slices(config, 1, unavailable=set(), published=2)
-    listed = pool["spec"]["devices"]
-    assert [d["name"] for d in listed] == devices.device_names(config) == ["gpu-fabric-0", "gpu-fabric-1"]
-    for device in listed:
-        assert device["bindsToNode"] is True
-        assert device["bindingConditions"] == [fabric.BINDING_CONDITION]
-        assert device["bindingFailureConditions"] == [fabric.FAILURE_CONDITION]
-
-
-def test_controller_attaches_a_device_whose_entry_has_no_binding_or_failure_condition_yet() -> None:
-    assert [r["device"] for r in fabric.pending_devices(_claim(), DRIVER)] == ["gpu-fabric-0"]
-    assert fabric.pending_devices(_claim(conditions=[_true("Ready")]), DRIVER), "Ready is not a binding condition"
-    assert not fabric.pending_devices(_claim(conditions=[_true("attached")]), DRIVER)
-    assert not fabric.pending_devices(_claim(conditions=[_true("attach-failed")]), DRIVER)
-    assert not fabric.pending_devices(_claim(binding=False), DRIVER), "a device without binding conditions"
-    assert not fabric.pending_devices(_claim(), "other.example.com"), "another driver's device"
-
-
-def test_attach_log_lists_attaches_oldest_first_as_json() -> None:
-    log = fabric.AttachLog()
-    log.record(fabric.Attachment("u", "n", "c", "gpu-fabric-0", "attached", 1.0, 3.0, 3.5))
-    log.record(fabric.Attachment("v", "n", "d", "gpu-fabric-1", "failed", 4.0, 4.0, 4.1))
-    assert [(a["claim"], a["outcome"], a["finishedAt"]) for a in log.to_json()] == [
-        ("u", "attached", 3.0),
-        ("v", "failed", 4.0),
-    ]
 
 
 @pytest.mark.parametrize(
@@ -157,41 +118,3 @@ def test_a_missing_controller_rbac_file_is_one_line_naming_its_key(tmp_path: Pat
         load_profile(path)
     assert "identity.controller.rbac[0]: file not found" in str(raised.value), raised.value
     assert ":8:" in str(raised.value), raised.value
-
-
-def test_controller_attaches_each_allocation_once_and_again_after_a_deallocation(tmp_path: Path) -> None:
-    controller = fabric.AttachController(_config(tmp_path), client.ApiClient(), FaultSet(), fabric.AttachLog())
-    started: list[str] = []
-    controller._attach = lambda claim, result: started.append(result["device"])  # type: ignore[method-assign]
-    allocated = _claim()
-    allocated["status"]["allocation"]["allocationTimestamp"] = "2026-12-02T03:00:00Z"
-    controller.observe(allocated)
-    controller.observe(allocated)  # the claim changed again before the condition landed
-    controller.observe({"metadata": allocated["metadata"], "status": {}})  # deallocated
-    controller.observe(allocated)  # allocated again within the same second
-    for thread in threading.enumerate():
-        if thread.name.startswith("attach-"):
-            thread.join()
-    assert started == ["gpu-fabric-0", "gpu-fabric-0"]
-
-
-def test_each_status_apply_carries_every_entry_the_controller_wrote_for_the_current_allocation(tmp_path: Path) -> None:
-    # Server-side apply takes a manager's fields away when its next apply leaves them out: an apply naming only the
-    # second device would delete the first device's entry (seen on a claim of eight devices).
-    controller = fabric.AttachController(_config(tmp_path), client.ApiClient(), FaultSet(), fabric.AttachLog())
-    applied: list[list[str]] = []
-
-    def apply(meta: dict[str, Any], entries: list[dict[str, Any]], what: str) -> float:
-        applied.append([entry["device"] for entry in entries])
-        return 1.0
-
-    controller._apply = apply  # type: ignore[method-assign]
-    claim = _claim()
-    claim["status"]["allocation"]["allocationTimestamp"] = "2026-12-02T03:00:00Z"
-    first = {"driver": DRIVER, "pool": "node-a", "device": "gpu-fabric-0"}
-    second = {**first, "device": "gpu-fabric-1"}
-    controller._write(claim, first, fabric.condition("attached", "Attached", "m"))
-    controller._write(claim, second, fabric.condition("attached", "Attached", "m"))
-    claim["status"]["allocation"]["allocationTimestamp"] = "2026-12-02T03:00:09Z"  # allocated again
-    controller._write(claim, second, fabric.condition("attached", "Attached", "m"))
-    assert applied == [["gpu-fabric-0"], ["gpu-fabric-0", "gpu-fabric-1"], ["gpu-fabric-1"]]

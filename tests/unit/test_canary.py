@@ -11,10 +11,12 @@ from typing import Any
 
 from kubernetes.client import ApiClient
 
+from dra_conformance.canary.audit import SCHEDULER, audit_facts, gather_audit
+from dra_conformance.canary.events import AllocationTimeoutWatch
+from dra_conformance.canary.inputs import AuditFacts, EventFacts, Inputs, provocations
+from dra_conformance.canary.rules import DRA_REHEARSAL, REHEARSAL_RULE, GateVerdict, Policy, RuleResult, evaluate
+from dra_conformance.canary.text import markdown_lines
 from dra_conformance.kubelet.dra_metrics import PREPARE, CallHistogram, KubeletDraCalls, KubeletRun
-from dra_conformance.report import canary
-from dra_conformance.report.canary import AuditFacts, EventFacts, GateVerdict, Inputs, Policy, RuleResult
-from dra_conformance.report.canary_events import AllocationTimeoutWatch
 from dra_conformance.report.certification import RunFacts, render_markdown, summarize, terminal_lines
 
 DRIVER = "system:serviceaccount:fake-dra:fake-dra"
@@ -44,7 +46,7 @@ def _audit(
 def _pod(namespace: str, name: str, created: float, bound: float | None) -> list[dict[str, Any]]:
     events = [_audit("create", "pods", namespace, name, created, user="admin", code=201)]
     if bound is not None:
-        events.append(_audit("create", "pods", namespace, name, bound, user=canary.SCHEDULER, code=201, sub="binding"))
+        events.append(_audit("create", "pods", namespace, name, bound, user=SCHEDULER, code=201, sub="binding"))
     return events
 
 
@@ -115,11 +117,11 @@ def test_audit_facts_time_canary_pods_per_path_and_the_runs_dra_pods_only() -> N
         *_pod(CANARY_NS, "baseline-dra-1", 2.0, None),  # never bound
         *_pod(CANARY_NS, "baseline-device-plugin-0", 3.0, 3.1),
         *_pod("test-ns", "with-claim", 4.0, 4.5),
-        _audit("update", "resourceclaims", "test-ns", "c", 4.3, user=canary.SCHEDULER, code=200, sub="status"),
+        _audit("update", "resourceclaims", "test-ns", "c", 4.3, user=SCHEDULER, code=200, sub="status"),
         *_pod("other-ns", "no-claim", 5.0, 5.2),
         *_pod("test-ns", "before-the-run", -60.0, -59.0),
     ]
-    facts = canary.audit_facts(
+    facts = audit_facts(
         reversed(events), driver_user=DRIVER, canary_namespace=CANARY_NS, since=RUN_START, until=RUN_END
     )
     assert facts.canary_allocation == {"dra": [0.25], "device-plugin": [0.1]}, facts
@@ -139,7 +141,7 @@ def test_only_the_driver_under_tests_own_status_writes_in_the_run_are_counted() 
         # The driver before this run (a reused cluster): outside the window.
         _status_write("ns", "earlier", -30, user=DRIVER, code=403),
     ]
-    facts = canary.audit_facts(events, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END)
+    facts = audit_facts(events, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END)
     assert facts.status_writes == 5, facts
     assert facts.denials == ["ns/denied patch -> 403"], facts
     assert facts.errors == ["ns/invalid patch -> 422"], f"409 and 404 are the protocol, not errors: {facts}"
@@ -149,15 +151,13 @@ def test_the_audit_reader_skips_lines_cut_short_and_says_why_a_log_is_missing(tm
     log = tmp_path / "audit.log"
     whole = json.dumps(_status_write("ns", "denied", 2, user=DRIVER, code=403), separators=(",", ":"))  # as kube writes
     log.write_text(whole + "\n" + whole[:40] + "\n")
-    facts, why = canary.gather_audit(log, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END)
+    facts, why = gather_audit(log, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END)
     assert facts is not None and facts.denials == ["ns/denied patch -> 403"], (facts, why)
-    missing, why = canary.gather_audit(
+    missing, why = gather_audit(
         tmp_path / "nope.log", driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END
     )
     assert missing is None and "does not exist" in why, why
-    unreadable, why = canary.gather_audit(
-        None, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END
-    )
+    unreadable, why = gather_audit(None, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END)
     assert unreadable is None and "--dra-audit-log" in why, why
 
 
@@ -171,12 +171,12 @@ def test_the_tolerance_is_the_larger_of_the_relative_and_the_absolute_part() -> 
 
 
 def test_dra_latency_within_tolerance_passes_and_beyond_it_holds() -> None:
-    gate = canary.evaluate(_inputs(), Policy())
+    gate = evaluate(_inputs(), Policy())
     assert gate["state"] == "pass", gate
     allocation = _rule(gate, "allocation p95")
     assert allocation["figure"] == "DRA p95 0.05 s (8 canary pods)", allocation
     assert allocation["threshold"].startswith("<= 0.29 s (device-plugin p95 0.04 s"), allocation
-    slow = canary.evaluate(_inputs(rollback=_rollback(dra_ready=0.5, plugin_ready=0.1)), Policy())
+    slow = evaluate(_inputs(rollback=_rollback(dra_ready=0.5, plugin_ready=0.1)), Policy())
     ready = _rule(slow, "pod-ready p95")
     assert (ready["result"], slow["state"]) == ("hold", "hold"), slow
     assert "pod-ready p95" in slow["reasons"][0], slow["reasons"]
@@ -184,17 +184,17 @@ def test_dra_latency_within_tolerance_passes_and_beyond_it_holds() -> None:
 
 def test_without_a_rehearsal_allocation_falls_back_to_the_slo_and_pod_ready_has_no_data() -> None:
     audit = AuditFacts(run_dra_allocation=[0.2, 0.3, 1.4], status_writes=3)
-    gate = canary.evaluate(_inputs(rollback=None, audit=audit), Policy(allocation_slo=2.0))
+    gate = evaluate(_inputs(rollback=None, audit=audit), Policy(allocation_slo=2.0))
     allocation = _rule(gate, "allocation p95")
     assert allocation["result"] == "pass" and allocation["threshold"].startswith("<= 2.0 s (configured SLO"), gate
     assert "3 pods of this run" in allocation["figure"], allocation
     assert _rule(gate, "pod-ready p95")["result"] == "no data", gate
-    assert _rule(gate, canary.REHEARSAL_RULE)["result"] == "hold", "no rehearsal is a hold, not a pass"
+    assert _rule(gate, REHEARSAL_RULE)["result"] == "hold", "no rehearsal is a hold, not a pass"
     assert gate["state"] == "hold", gate
 
 
 def test_a_rule_without_data_still_names_its_threshold_and_says_once_what_is_missing() -> None:
-    gate = canary.evaluate(
+    gate = evaluate(
         _inputs(rollback=None, audit=None, audit_missing="no audit log"), Policy(allocation_slo=2.0, ready_slo=5.0)
     )
     allocation, ready = _rule(gate, "allocation p95"), _rule(gate, "pod-ready p95")
@@ -204,7 +204,7 @@ def test_a_rule_without_data_still_names_its_threshold_and_says_once_what_is_mis
 
 
 def test_a_baseline_path_without_samples_falls_back_to_the_slo_and_says_so() -> None:
-    gate = canary.evaluate(_inputs(rollback=_rollback(plugin_ready=None)), Policy(ready_slo=5.0))
+    gate = evaluate(_inputs(rollback=_rollback(plugin_ready=None)), Policy(ready_slo=5.0))
     ready = _rule(gate, "pod-ready p95")
     assert ready["result"] == "pass", ready
     assert ready["threshold"] == "<= 5.0 s (configured SLO: no device-plugin canary pod got Ready)", ready
@@ -215,13 +215,13 @@ def test_paths_measured_on_different_kinds_of_kubelet_are_held_to_the_slo_not_co
     report = _rollback(dra_ready=0.3, plugin_ready=1.8)
     report["canary_baseline"]["device-plugin"]["kubelet"] = "real"
     report["canary_baseline"]["dra"]["kubelet"] = "fake (kwok)"
-    gate = canary.evaluate(_inputs(rollback=report), Policy(ready_slo=5.0, allocation_slo=1.0))
+    gate = evaluate(_inputs(rollback=report), Policy(ready_slo=5.0, allocation_slo=1.0))
     for name in ("pod-ready p95", "allocation p95"):
         rule = _rule(gate, name)
         assert "configured SLO: device-plugin baseline on a real kubelet" in rule["threshold"], rule
         assert "not comparable" in rule["why"], rule
     report["canary_baseline"]["dra"]["kubelet"] = "real"
-    same = _rule(canary.evaluate(_inputs(rollback=report), Policy()), "pod-ready p95")
+    same = _rule(evaluate(_inputs(rollback=report), Policy()), "pod-ready p95")
     assert same["threshold"].startswith("<= 2.25 s (device-plugin p95 1.8 s"), same
 
 
@@ -230,26 +230,26 @@ def test_paths_measured_on_different_kinds_of_kubelet_are_held_to_the_slo_not_co
 
 def test_one_denial_holds_a_zero_budget_and_passes_a_budget_of_one() -> None:
     audit = _audit_facts([0.05] * 8, [0.04] * 8, denials=["ns/c patch -> 403"])
-    held = _rule(canary.evaluate(_inputs(audit=audit), Policy()), "errors against budget")
+    held = _rule(evaluate(_inputs(audit=audit), Policy()), "errors against budget")
     assert held["result"] == "hold" and "status-writer denials 1" in held["figure"], held
     assert "ns/c patch -> 403" in held["figure"], "the report names what it counted"
-    allowed = _rule(canary.evaluate(_inputs(audit=audit), Policy(error_budget=1)), "errors against budget")
+    allowed = _rule(evaluate(_inputs(audit=audit), Policy(error_budget=1)), "errors against budget")
     assert allowed["result"] == "pass", allowed
 
 
 def test_allocation_timeouts_count_against_the_budget() -> None:
     events = EventFacts(["ns/p", "ns/p"])
-    rule = _rule(canary.evaluate(_inputs(events=events), Policy(error_budget=1)), "errors against budget")
+    rule = _rule(evaluate(_inputs(events=events), Policy(error_budget=1)), "errors against budget")
     assert rule["result"] == "hold" and "allocation timeouts 2" in rule["figure"], rule
 
 
 def test_missing_counts_are_no_data_unless_what_was_counted_is_already_over_budget() -> None:
-    gate = canary.evaluate(_inputs(events=None, events_missing="event watch failed: 500"), Policy())
+    gate = evaluate(_inputs(events=None, events_missing="event watch failed: 500"), Policy())
     rule = _rule(gate, "errors against budget")
     assert rule["result"] == "no data" and "event watch failed" in rule["why"], rule
     assert gate["state"] == "incomplete", f"no data never passes: {gate}"
     over = _audit_facts([0.05] * 8, [0.04] * 8, errors=["ns/c patch -> 500"])
-    gate = canary.evaluate(_inputs(audit=over, events=None, events_missing="watch failed"), Policy())
+    gate = evaluate(_inputs(audit=over, events=None, events_missing="watch failed"), Policy())
     assert _rule(gate, "errors against budget")["result"] == "hold", gate
 
 
@@ -260,11 +260,9 @@ def test_dra_pods_bound_but_never_ready_beyond_the_baseline_hold() -> None:
     report = _rollback()
     report["canary_baseline"]["dra"]["failures"] = 2
     audit = _audit_facts([0.05] * 8, [0.04] * 8, canary_bound={"dra": 7, "device-plugin": 8})
-    rule = _rule(
-        canary.evaluate(_inputs(rollback=report, audit=audit), Policy()), "job-start failures after allocation"
-    )
+    rule = _rule(evaluate(_inputs(rollback=report, audit=audit), Policy()), "job-start failures after allocation")
     assert rule["result"] == "hold" and rule["figure"] == "DRA 1 of 7 bound never Ready", rule
-    without_audit = canary.evaluate(_inputs(rollback=report, audit=None, audit_missing="no log"), Policy())
+    without_audit = evaluate(_inputs(rollback=report, audit=None, audit_missing="no log"), Policy())
     rule = _rule(without_audit, "job-start failures after allocation")
     assert "2 of 8 never Ready (bound or not" in rule["figure"], f"without the audit log every miss counts: {rule}"
 
@@ -273,7 +271,7 @@ def test_dra_pods_bound_but_never_ready_beyond_the_baseline_hold() -> None:
 
 
 def test_a_clean_rehearsal_passes_with_its_dates() -> None:
-    rule = _rule(canary.evaluate(_inputs(), Policy()), canary.REHEARSAL_RULE)
+    rule = _rule(evaluate(_inputs(), Policy()), REHEARSAL_RULE)
     assert rule["result"] == "pass", rule
     assert rule["figure"] == "yes, 2026-11-30T12:00:01+00:00 to 2026-11-30T12:00:05+00:00: rolled back cleanly"
 
@@ -281,10 +279,10 @@ def test_a_clean_rehearsal_passes_with_its_dates() -> None:
 def test_a_rehearsal_not_finished_or_not_clean_holds() -> None:
     partial = _rollback()
     partial["phases"][2] = {"phase": "after_rollback", "outcome": "not run"}
-    rule = _rule(canary.evaluate(_inputs(rollback=partial), Policy()), canary.REHEARSAL_RULE)
+    rule = _rule(evaluate(_inputs(rollback=partial), Policy()), REHEARSAL_RULE)
     assert rule["result"] == "hold" and rule["figure"] == "no (phases recorded: before, after_change)", rule
     failed = _rollback(verdict="not rolled back cleanly", failed_phase="after_rollback")
-    rule = _rule(canary.evaluate(_inputs(rollback=failed), Policy()), canary.REHEARSAL_RULE)
+    rule = _rule(evaluate(_inputs(rollback=failed), Policy()), REHEARSAL_RULE)
     assert rule["result"] == "hold" and "first failed phase after_rollback" in rule["figure"], rule
 
 
@@ -294,9 +292,9 @@ def test_with_several_rehearsals_the_dra_rehearsals_own_verdict_decides() -> Non
     report = _rollback(
         verdict="not rolled back cleanly",
         failed_phase="metrics: after_change",
-        rehearsals={canary.DRA_REHEARSAL: own, "metrics": other},
+        rehearsals={DRA_REHEARSAL: own, "metrics": other},
     )
-    rule = _rule(canary.evaluate(_inputs(rollback=report), Policy()), canary.REHEARSAL_RULE)
+    rule = _rule(evaluate(_inputs(rollback=report), Policy()), REHEARSAL_RULE)
     assert rule["result"] == "pass", rule
 
 
@@ -304,7 +302,7 @@ def test_with_several_rehearsals_the_dra_rehearsals_own_verdict_decides() -> Non
 
 
 def test_the_summary_carries_the_gate_in_json_markdown_and_the_short_form(tmp_path: Path) -> None:
-    gate = canary.evaluate(_inputs(rollback=None), Policy())
+    gate = evaluate(_inputs(rollback=None), Policy())
     facts = RunFacts("0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ())
     summary = summarize([], facts, tmp_path, gate)
     assert summary["canary_gate"]["state"] == GateVerdict.HOLD, summary["canary_gate"]
@@ -349,7 +347,7 @@ def test_a_broken_event_watch_gives_no_data_not_zero() -> None:
 
 
 def test_errors_a_check_declared_it_provokes_are_excluded_and_listed_not_counted() -> None:
-    provoked = canary.provocations(
+    provoked = provocations(
         [
             {
                 "check": "suites/protocol/test_protocol.py::test_other_node",
@@ -365,7 +363,7 @@ def test_errors_a_check_declared_it_provokes_are_excluded_and_listed_not_counted
         _status_write("ns-provoking", "after-window", 25, user=DRIVER, code=422),
         _status_write("ns-other", "same-time", 15, user=DRIVER, code=403),
     ]
-    facts = canary.audit_facts(
+    facts = audit_facts(
         events, driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END, provoked=provoked
     )
     assert facts.excluded == [
@@ -374,13 +372,11 @@ def test_errors_a_check_declared_it_provokes_are_excluded_and_listed_not_counted
     ], facts
     assert facts.errors == ["ns-provoking/after-window patch -> 422"], "outside its window it counts"
     assert facts.denials == ["ns-other/same-time patch -> 403"], "another namespace counts"
-    only_provoked = canary.audit_facts(
+    only_provoked = audit_facts(
         events[:1], driver_user=DRIVER, canary_namespace=None, since=RUN_START, until=RUN_END, provoked=provoked
     )
-    gate = canary.evaluate(
-        _inputs(audit=_audit_facts([0.05] * 8, [0.04] * 8, excluded=only_provoked.excluded)), canary.Policy()
-    )
+    gate = evaluate(_inputs(audit=_audit_facts([0.05] * 8, [0.04] * 8, excluded=only_provoked.excluded)), Policy())
     assert gate["state"] == "pass", gate["reasons"]
     assert gate["excluded"] == only_provoked.excluded
     assert "excluded as provoked by checks 1" in _rule(gate, "errors against budget")["figure"]
-    assert any("provoked on purpose" in line for line in canary.markdown_lines(gate))
+    assert any("provoked on purpose" in line for line in markdown_lines(gate))

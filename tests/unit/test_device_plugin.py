@@ -1,4 +1,4 @@
-"""The reference device plugin's answers (fake_dra.device_plugin), built without a kubelet or a socket."""
+"""The reference device plugin's answers (rollback.device_plugin), built without a kubelet or a socket."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.rollback import extended_resource
+from dra_conformance.rollback import device_plugin
 from dra_wire.kubelet_api import KubeletAPI, load
-from fake_dra import device_plugin
 
 
 @pytest.fixture(scope="module")
@@ -107,8 +106,5 @@ def test_bad_command_lines_exit_2_with_one_line(argv: list[str], capsys: pytest.
     with pytest.raises(SystemExit) as exited:
         device_plugin.parse_args(argv)
     error = capsys.readouterr().err.strip().splitlines()
-    assert exited.value.code == 2 and error[-1].startswith("python -m fake_dra.device_plugin: error:"), error
+    assert exited.value.code == 2 and error[-1].startswith(f"python -m {device_plugin.__name__}: error:"), error
 
-
-def test_the_rehearsal_reads_the_variable_the_plugin_sets() -> None:
-    assert extended_resource.DEVICE_IDS_ENV == device_plugin.DEVICE_IDS_ENV

@@ -13,7 +13,7 @@ from dra_conformance.backends.local.process_plan import ProcessSpec
 
 SPEC = ProcessSpec(
     "driver-real-node-0",
-    ["/usr/bin/python3", "-m", "fake_dra", "--node=real-node-0"],
+    ["/cache/bin/reference_driver_go", "--node-name=real-node-0"],
     "/tmp/driver.log",
     critical=False,
     env={"KUBECONFIG": "/run/x/driver.kubeconfig", "TMPDIR": "/run/x/tmp"},

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from dra_conformance.canary.inputs import Inputs
+from dra_conformance.canary.rules import Policy, evaluate
 from dra_conformance.cli import EXIT_USAGE, main
-from dra_conformance.report import canary
 from dra_conformance.report.certification import (
     CheckResult,
     Outcome,
@@ -327,7 +328,7 @@ def test_the_summary_and_the_fleet_name_the_two_rollbacks_apart(tmp_path: Path) 
         "rehearsals": {"metrics-v1-v1beta1": metrics},
     }
     (run_dir / "rollback-report.json").write_text(json.dumps(report))
-    gate = canary.evaluate(canary.Inputs("system:serviceaccount:d:d", rollback=report), canary.Policy())
+    gate = evaluate(Inputs("system:serviceaccount:d:d", rollback=report), Policy())
     written = summarize([CheckResult("suites/protocol/test_p.py::test_x", Outcome.PASSED)], facts, run_dir, gate)
     assert written["metrics_api_rollback"] == {
         "verdict": "rolled back cleanly",

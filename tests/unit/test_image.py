@@ -106,7 +106,8 @@ def test_archive_is_the_same_bytes_twice_and_its_blobs_match_their_digests(tmp_p
 
 
 def _checkout(root: Path) -> Path:
-    for relative in ("pyproject.toml", "drivers/fake-dra/fake_dra/__init__.py", "drivers/dra-wire/dra_wire/x.py"):
+    sources = ("pyproject.toml", "drivers/fake-metrics/fake_metrics/__init__.py", "drivers/dra-wire/dra_wire/x.py")
+    for relative in sources:
         (root / relative).parent.mkdir(parents=True, exist_ok=True)
         (root / relative).write_text(relative)
     return root
@@ -115,9 +116,9 @@ def _checkout(root: Path) -> Path:
 def _recipe(lock: Path) -> recipes.Recipe:
     lock.write_text(wheels.render_lock([wheels.Locked("grpcio", "1.85.3", "0" * 64)], "test lock"))
     return recipes.Recipe(
-        "reference-driver", "example.io/fake-dra", recipes.IMAGE_DIR / "debian-packages.txt",
-        ("drivers/dra-wire", "drivers/fake-dra"), "fake-dra", lock, recipes.REFERENCE_DRIVER_CONFIG,
-        ("drivers/dra-wire", "drivers/fake-dra"),
+        "example", "example.io/fake-metrics", recipes.IMAGE_DIR / "debian-packages.txt",
+        ("drivers/dra-wire", "drivers/fake-metrics"), "fake-metrics", lock, recipes.REFERENCE_DRIVER_CONFIG,
+        ("drivers/dra-wire", "drivers/fake-metrics"),
     )  # fmt: skip
 
 
@@ -125,12 +126,12 @@ def test_cache_key_follows_sources_lock_and_epoch_but_not_bytecode(tmp_path: Pat
     checkout = _checkout(tmp_path / "checkout")
     recipe = _recipe(tmp_path / "lock.txt")
     key = builder.cache_key(recipe, checkout, EPOCH)
-    cache = checkout / "drivers" / "fake-dra" / "fake_dra" / "__pycache__"
+    cache = checkout / "drivers" / "fake-metrics" / "fake_metrics" / "__pycache__"
     cache.mkdir()
     (cache / "x.cpython-311.pyc").write_bytes(b"bytecode")
     assert builder.cache_key(recipe, checkout, EPOCH) == key, "bytecode changed the key"
     assert builder.cache_key(recipe, checkout, EPOCH + 1) != key, "the epoch did not change the key"
-    (checkout / "drivers" / "fake-dra" / "fake_dra" / "__init__.py").write_text("changed")
+    (checkout / "drivers" / "fake-metrics" / "fake_metrics" / "__init__.py").write_text("changed")
     changed_source = builder.cache_key(recipe, checkout, EPOCH)
     assert changed_source != key, "a source change did not change the key"
     recipe.lock.write_text(wheels.render_lock([wheels.Locked("grpcio", "1.85.4", "1" * 64)], "test lock"))
@@ -152,8 +153,8 @@ def test_pins_from_pip_report_leave_our_distributions_out_and_need_a_sha256() ->
         info = {"url": f"https://example.invalid/{name}.whl", "archive_info": {"hashes": hashes}}
         return {"metadata": {"name": name, "version": "1.0"}, "download_info": info}
 
-    report = {"install": [item("Fake_DRA", {"sha256": "f" * 64}), item("PyYAML", {"sha256": "c" * 64})]}
-    assert wheels.pins_from_report(report, ["fake-dra"]) == [wheels.Locked("pyyaml", "1.0", "c" * 64)]
+    report = {"install": [item("Fake_Metrics", {"sha256": "f" * 64}), item("PyYAML", {"sha256": "c" * 64})]}
+    assert wheels.pins_from_report(report, ["fake-metrics"]) == [wheels.Locked("pyyaml", "1.0", "c" * 64)]
     with pytest.raises(UsageError, match="no sha256 for kubernetes"):
         wheels.pins_from_report({"install": [item("kubernetes", {"md5": "0"})]}, [])
 
@@ -169,13 +170,13 @@ def test_mmdebstrap_runs_as_root_into_a_directory_and_pip_installs_offline(tmp_p
     command = rootfs.mmdebstrap_command(
         suite="bookworm", variant="apt", packages=["python3"], dpkg_options=["path-exclude=/usr/share/man/*"],
         sources=recipes.DEBIAN_SOURCES, target=tmp_path / "rootfs", wheels=tmp_path / "wheels",
-        pip_wheel="pip-26.3-py3-none-any.whl", install="fake-dra", source_date_epoch=EPOCH,
+        pip_wheel="pip-26.3-py3-none-any.whl", install="fake-metrics", source_date_epoch=EPOCH,
     )  # fmt: skip
     assert command[:4] == ["mmdebstrap", "--mode=root", "--variant=apt", "--format=directory"]
     assert "--include=python3" in command and "--dpkgopt=path-exclude=/usr/share/man/*" in command
     assert command[-4:] == ["bookworm", str(tmp_path / "rootfs"), *recipes.DEBIAN_SOURCES][-4:]
     [pip] = [part for part in command if "pip install" in part]
-    for needed in ("--no-index", f"SOURCE_DATE_EPOCH={EPOCH}", "PYTHONHASHSEED=0", "python3 ", " fake-dra"):
+    for needed in ("--no-index", f"SOURCE_DATE_EPOCH={EPOCH}", "PYTHONHASHSEED=0", "python3 ", " fake-metrics"):
         assert needed in pip, pip
 
 
@@ -251,9 +252,9 @@ def test_an_unreachable_debian_mirror_is_one_line_naming_it(tmp_path: Path) -> N
 
 def test_wheels_are_built_from_a_copy_of_exactly_the_hashed_files(tmp_path: Path) -> None:
     checkout = _checkout(tmp_path / "checkout")
-    for leftover in ("drivers/fake-dra/build/lib/stale.py", "drivers/fake-dra/fake_dra.egg-info/PKG-INFO"):
+    for leftover in ("drivers/fake-metrics/build/lib/stale.py", "drivers/fake-metrics/fake_metrics.egg-info/PKG-INFO"):
         (checkout / leftover).parent.mkdir(parents=True, exist_ok=True)
         (checkout / leftover).write_text("not a source")
-    copied = builder.copy_sources(checkout, ("pyproject.toml", "drivers/fake-dra"), tmp_path / "src")
+    copied = builder.copy_sources(checkout, ("pyproject.toml", "drivers/fake-metrics"), tmp_path / "src")
     files = sorted(p.relative_to(copied).as_posix() for p in copied.rglob("*") if p.is_file())
-    assert files == ["drivers/fake-dra/fake_dra/__init__.py", "pyproject.toml"], files
+    assert files == ["drivers/fake-metrics/fake_metrics/__init__.py", "pyproject.toml"], files

@@ -35,10 +35,10 @@ from dra_conformance.config import SuiteConfig
 from dra_conformance.driver.profile import DriverProfile, ProcessTemplate, RunSpec, load_profile
 from dra_conformance.errors import BackendError, UsageError
 from dra_conformance.model.cluster import ClusterInfo
-from fake_dra.__main__ import parse_args
+from tests.driver_flags import option_values
 
 PROFILES = paths.fixtures_dir() / "profiles"
-SHIPPED = ("reference-driver", "reference-driver-python", "upstream-test-driver")
+SHIPPED = ("reference-driver", "upstream-test-driver")
 MINOR = versions.minor(versions.KUBERNETES)
 CLUSTER = "dra-conformance"
 # Node directories a kubelet plugin needs: registration sockets, plugin sockets, CDI specs.
@@ -252,14 +252,14 @@ def test_device_classes_the_profile_creates_select_its_driver(name: str) -> None
         assert doc["spec"]["selectors"] == [{"cel": {"expression": f'device.driver == "{profile.driver}"'}}]
 
 
-def test_reference_driver_args_parse_with_in_cluster_configuration() -> None:
+def test_reference_driver_runs_with_in_cluster_configuration_and_the_standard_kubelet_root() -> None:
     daemonset = _only(driver_manifests(_profile("reference-driver"), DriverImage("fake-dra:dev")), "DaemonSet")
     (container,) = daemonset["spec"]["template"]["spec"]["containers"]
     assert container["command"] == ["reference_driver_go"], "the Go build, on the image's PATH"
-    config = parse_args([arg.replace("$(NODE_NAME)", "kind-worker") for arg in container["args"]])
-    assert config.node_name == "kind-worker"
-    assert config.kubeconfig is None, "no --kubeconfig: the driver reads its in-cluster configuration"
-    assert str(config.kubelet_root) == "/var/lib/kubelet"
+    options = option_values(container["args"])
+    assert options["node-name"] == "$(NODE_NAME)", options
+    assert "kubeconfig" not in options, "no --kubeconfig: the driver reads its in-cluster configuration"
+    assert options.get("kubelet-root", "/var/lib/kubelet") == "/var/lib/kubelet", options
 
 
 def test_upstream_driver_runs_its_binary_from_the_image_path_and_gets_its_socket_directory() -> None:

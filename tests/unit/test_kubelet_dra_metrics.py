@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from dra_conformance.canary.inputs import Inputs
+from dra_conformance.canary.rules import Policy, evaluate
 from dra_conformance.kubelet.dra_metrics import (
     PREPARE,
     UNPREPARE,
@@ -15,7 +17,6 @@ from dra_conformance.kubelet.dra_metrics import (
     figures,
     parse,
 )
-from dra_conformance.report import canary
 
 DRIVER = "gpu.example.com"
 BOUNDS = ("0.1", "0.153", "0.235", "0.36", "0.553", "0.848", "1.3", "1.995", "3.06", "+Inf")
@@ -102,14 +103,14 @@ def test_records_round_trip_and_a_faulted_window_is_taken_out() -> None:
 
 
 def _gate(run: KubeletRun | None, missing: str = "") -> dict[str, dict[str, str]]:
-    inputs = canary.Inputs(
+    inputs = Inputs(
         "system:serviceaccount:ns:driver",
         driver=DRIVER,
         kubelet=run,
         kubelet_missing=missing,
         client_latency={PREPARE: {"count": 40, "p50": 0.004, "p95": 0.0096, "max": 0.02}},
     )
-    rules = canary.evaluate(inputs, canary.Policy())["rules"]
+    rules = evaluate(inputs, Policy())["rules"]
     return {rule["rule"]: rule for rule in rules}
 
 

@@ -1,77 +1,57 @@
-"""Partitionable devices, pure logic: the reference driver's `gpu-partitions` slices and the counter arithmetic."""
+"""Partitionable devices, pure logic: the reference driver's `gpu-partitions` pools and the counter arithmetic.
+
+The pools are the Go build's (drivers/fake-dra-go/testdata/partitions-*.json, which its own test asserts it
+publishes): the engine's counter arithmetic must read each as the partition checks expect.
+"""
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dra_conformance import paths
 from dra_conformance.driver import counters
 from dra_conformance.driver.counters import CounterPool, SearchTooLarge, pools_from_slices
-from fake_dra import devices, partitions
-from fake_dra.broken import BrokenMode
-from fake_dra.config import PARTITIONS_PROFILE, DriverConfig
 
 GIB = 2**30
+TESTDATA = paths.reference_driver_go_module() / "testdata"
+# What the Go build's tests call the node and the driver of every fixture.
+NODE, DRIVER = "n1", "d.example.com"
+# The names a GPU's devices take: the whole device, two halves, four quarters.
+PARTITION_SUFFIXES = ("", "-half-0", "-half-1", "-quarter-0", "-quarter-1", "-quarter-2", "-quarter-3")
 
 
-def _config(tmp_path: Path, **overrides: object) -> DriverConfig:
-    base: dict[str, object] = dict(
-        driver_name="gpu.example.com",
-        node_name="node-a",
-        kubelet_root=tmp_path / "k",
-        cdi_dir=tmp_path / "cdi",
-        state_dir=tmp_path / "s",
-        profile=PARTITIONS_PROFILE,
-        devices=1,
-    )
-    return DriverConfig(**{**base, **overrides})  # type: ignore[arg-type]
+def _specs(fixture: str) -> list[dict[str, Any]]:
+    manifests = json.loads((TESTDATA / f"partitions-{fixture}.json").read_text())
+    return [manifest["spec"] for manifest in manifests]
 
 
-def _slices(config: DriverConfig, published: int | None = None, **options: Any) -> list[dict[str, Any]]:
-    count = config.devices if published is None else published
-    return devices.resource_slices(config, 3, unavailable=options.pop("unavailable", set()), published=count, **options)
+def _pool(fixture: str) -> CounterPool:
+    return pools_from_slices(_specs(fixture))[NODE]
 
 
-def _pool(config: DriverConfig) -> CounterPool:
-    return pools_from_slices(m["spec"] for m in _slices(config))["node-a"]
+# --- the reference driver's pools ------------------------------------------------------------------------------------
 
 
-# --- the reference driver's slices ------------------------------------------------------------------------------
-
-
-def test_one_gpu_is_a_device_slice_and_a_counter_slice_of_one_pool_counted_by_both(tmp_path: Path) -> None:
-    manifests = _slices(_config(tmp_path))
-    specs = [m["spec"] for m in manifests]
-    assert [m["metadata"]["name"] for m in manifests] == ["node-a-gpu.example.com-0", "node-a-gpu.example.com-1"]
-    assert [s["pool"] for s in specs] == [{"name": "node-a", "generation": 3, "resourceSliceCount": 2}] * 2, specs
-    assert all(s["nodeName"] == "node-a" and s["driver"] == "gpu.example.com" for s in specs)
+def test_devices_and_counter_sets_are_slices_of_their_own_in_one_pool() -> None:
+    specs = _specs("three-devices")
+    assert [s["pool"] for s in specs] == [{"name": NODE, "generation": 5, "resourceSliceCount": 2}] * 2, specs
+    assert all(s["nodeName"] == NODE and s["driver"] == DRIVER for s in specs)
     # The API allows only one of devices and sharedCounters in a slice; an empty list would count as set.
     assert "sharedCounters" not in specs[0] and "devices" not in specs[1], specs
-    assert [d["name"] for d in specs[0]["devices"]] == [
-        "gpu-0",
-        "gpu-0-half-0",
-        "gpu-0-half-1",
-        "gpu-0-quarter-0",
-        "gpu-0-quarter-1",
-        "gpu-0-quarter-2",
-        "gpu-0-quarter-3",
-    ]
-    assert specs[1]["sharedCounters"] == [
-        {
-            "name": "gpu-0-counters",
-            "counters": {
-                "memory": {"value": "16Gi"},
-                **{f"slot-{slot}": {"value": "1"} for slot in range(4)},
-            },
-        }
-    ]
+    names = [d["name"] for d in specs[0]["devices"]]
+    assert names == [f"gpu-{i}{suffix}" for i in range(3) for suffix in PARTITION_SUFFIXES], names
+    assert specs[1]["sharedCounters"][0] == {
+        "name": "gpu-0-counters",
+        "counters": {"memory": {"value": "16Gi"}, **{f"slot-{slot}": {"value": "1"} for slot in range(4)}},
+    }
 
 
-def test_the_whole_device_consumes_every_counter_and_each_partition_kind_tiles_the_device(tmp_path: Path) -> None:
-    pool = _pool(_config(tmp_path))
+def test_the_whole_device_consumes_every_counter_and_each_partition_kind_tiles_the_device() -> None:
+    pool = _pool("three-devices")
     (whole,) = pool.consumers["gpu-0"]
     assert whole.counters == pool.counter_sets["gpu-0-counters"], whole
     for kind, count in (("half", 2), ("quarter", 4)):
@@ -87,46 +67,40 @@ def test_the_whole_device_consumes_every_counter_and_each_partition_kind_tiles_t
     assert pool.overdrawn(["gpu-0-half-0", "gpu-0-quarter-2", "gpu-0-quarter-3"]) == []
 
 
-def test_a_correct_partition_pool_resolves_fits_and_takes_four_quarters_at_most(tmp_path: Path) -> None:
-    pool = _pool(_config(tmp_path, devices=2))
+def test_a_correct_partition_pool_resolves_fits_and_takes_four_quarters_at_most() -> None:
+    pool = _pool("three-devices")
     assert pool.complete and pool.unresolved() == [] and pool.duplicate_sets == ()
     assert pool.devices_beyond_their_sets() == []
-    assert pool.largest_co_allocation() == tuple(sorted(f"gpu-{i}-quarter-{q}" for i in range(2) for q in range(4)))
+    assert pool.largest_co_allocation() == tuple(sorted(f"gpu-{i}-quarter-{q}" for i in range(3) for q in range(4)))
 
 
-@pytest.mark.parametrize(("gpus", "device_slices", "counter_slices"), [(9, 1, 2), (10, 2, 2), (20, 3, 3)])
-def test_large_pools_split_devices_64_to_a_slice_and_counter_sets_8_to_a_slice(
-    tmp_path: Path, gpus: int, device_slices: int, counter_slices: int
-) -> None:
-    config = _config(tmp_path, devices=gpus)
-    specs = [m["spec"] for m in _slices(config)]
+def test_large_pools_split_devices_64_to_a_slice_and_counter_sets_8_to_a_slice() -> None:
+    specs = _specs("twenty-devices")
     listed = [len(s["devices"]) for s in specs if "devices" in s]
     sets = [len(s["sharedCounters"]) for s in specs if "sharedCounters" in s]
-    assert (len(listed), len(sets)) == (device_slices, counter_slices), (listed, sets)
-    assert max(listed) <= devices.MAX_TAINTED_DEVICES_PER_SLICE and max(sets) <= partitions.MAX_COUNTER_SETS_PER_SLICE
+    assert (listed, sets) == ([64, 64, 12], [8, 8, 4])
     assert {s["pool"]["resourceSliceCount"] for s in specs} == {len(specs)}
-    names = [d["name"] for s in specs for d in s.get("devices", [])]
-    assert names == devices.device_names(config) and len(names) == 7 * gpus
+    pool = pools_from_slices(specs)[NODE]
+    assert pool.complete and pool.unresolved() == [] and len(pool.consumers) == 7 * 20
 
 
-def test_reduced_and_tainted_partition_pools(tmp_path: Path) -> None:
-    config = _config(tmp_path, devices=3)
-    (empty,) = _slices(config, published=0)
-    assert empty["spec"]["devices"] == [] and empty["spec"]["pool"]["resourceSliceCount"] == 1
-    reduced = _slices(config, published=1, unavailable={"gpu-0-half-1"})
-    pool = pools_from_slices(m["spec"] for m in reduced)["node-a"]
-    assert sorted(pool.counter_sets) == ["gpu-0-counters"] and len(pool.consumers) == 7
-    assert pool.tainted == {"gpu-0-half-1"}, pool.tainted
+def test_reduced_and_tainted_partition_pools() -> None:
+    (empty,) = _specs("no-devices")
+    assert not empty.get("devices") and empty["pool"]["resourceSliceCount"] == 1
+    pool = _pool("reduced-capacity")
+    assert sorted(pool.counter_sets) == ["gpu-0-counters", "gpu-1-counters"] and len(pool.consumers) == 14
+    assert pool.tainted == {"gpu-1-quarter-2"}, pool.tainted
 
 
-def test_the_oversubscribing_mutant_publishes_a_whole_device_beyond_its_set(tmp_path: Path) -> None:
-    pool = _pool(_config(tmp_path, broken=frozenset({BrokenMode.PARTITIONS_OVERSUBSCRIBE_COUNTERS})))
+def test_the_oversubscribing_mutant_publishes_a_whole_device_beyond_its_set() -> None:
+    pool = _pool("oversubscribed")
     assert pool.counter_sets["gpu-0-counters"]["memory"] == 15 * GIB
     assert pool.unresolved() == [], "every reference still resolves: only the amounts are wrong"
     assert pool.devices_beyond_their_sets() == [
-        f"device gpu-0: counter memory of set gpu-0-counters: {16 * GIB} consumed, {15 * GIB} available"
+        f"device gpu-{i}: counter memory of set gpu-{i}-counters: {16 * GIB} consumed, {15 * GIB} available"
+        for i in range(2)
     ]
-    assert len(pool.largest_co_allocation()) == 3, "the four quarters no longer fit together"
+    assert len(pool.largest_co_allocation()) == 6, "the four quarters of a GPU no longer fit together"
 
 
 # --- the engine's counter arithmetic ------------------------------------------------------------------------------

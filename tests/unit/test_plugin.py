@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.plugin.exits import EXIT_CANNOT_RUN
+from dra_conformance.exits import EXIT_CANNOT_RUN
 
 PASSING_TEST = "def test_nothing():\n    assert True\n"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import re
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,6 @@ import pytest
 import yaml
 
 from dra_conformance import paths
-from dra_conformance.backends.local import drivers
 from dra_conformance.driver.profile import (
     PLACEHOLDERS,
     AttributeType,
@@ -28,14 +26,13 @@ from dra_conformance.driver.profile import (
     schema,
 )
 from dra_conformance.driver.reference import GO_BUILD_DETAIL, driver_argv, reference_program
-from dra_conformance.errors import ProfileError, UsageError
+from dra_conformance.errors import DriverError, ProfileError, UsageError
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.timeouts import Timeouts
-from fake_dra import devices
-from fake_dra.__main__ import parse_args
+from tests.driver_flags import option_values
 
 PROFILES = paths.fixtures_dir() / "profiles"
-SHIPPED = ("reference-driver", "reference-driver-python", "upstream-test-driver")
+SHIPPED = ("reference-driver", "upstream-test-driver")
 
 # Line numbers below refer to this text (line 1 is `apiVersion`).
 VALID = """\
@@ -131,17 +128,13 @@ def test_reference_profile_runs_the_fake_driver_with_its_real_flags_devices_and_
     assert profile.run is not None
     argv = profile.run.process.argv(_values(tmp_path) | {"driver": profile.driver})
     assert argv[0] == "/cache/bin/reference-driver-go", argv
-    config = parse_args(argv[1:])  # the Go build takes the Python build's command line
-    assert (config.driver_name, config.node_name, config.devices) == (
+    flags = option_values(argv[1:])
+    assert (flags["driver-name"], flags["node-name"], flags["devices"], flags["profile"]) == (
         profile.driver,
         "node-a",
-        profile.devices.per_node,
+        str(profile.devices.per_node),
+        "gpu",
     )
-    published = devices.resource_slice(config, 1, unavailable=set(), published=config.devices)["spec"]["devices"]
-    assert len(published) == profile.devices.per_node
-    for device in published:
-        types = {name: AttributeType(next(iter(value))) for name, value in device["attributes"].items()}
-        assert types == profile.devices.attributes, device["name"]
     assert [path.read_bytes() for path in profile.identity.rbac] == [paths.reference_driver_rbac().read_bytes()]
     assert set(profile.capabilities) >= {
         Capability.STATUS_DEVICES,
@@ -150,42 +143,29 @@ def test_reference_profile_runs_the_fake_driver_with_its_real_flags_devices_and_
     }
 
 
-def test_the_reference_profile_runs_the_go_build_and_the_python_profile_the_same_driver(tmp_path: Path) -> None:
-    go, python = _shipped("reference-driver"), _shipped("reference-driver-python")
-    assert python.run is not None and go.run is not None
-    assert go.run.process.command == ("{bin:reference_driver_go}",)
-    assert go.run.process.args == python.run.process.args, "one command line for both builds"
-    assert go.run.versions["previous"].args == python.run.versions["previous"].args, "and one for the release before"
-    assert not drivers.runs_reference_driver(go), "the Python build's launcher must not start the Go build"
-    assert drivers.runs_reference_driver(python) and not drivers.runs_reference_driver_go(python)
-    assert drivers.runs_reference_driver_go(go)
-    argv = go.run.process.argv(_values(tmp_path) | {"driver": go.driver})
-    assert argv[0] == "/cache/bin/reference-driver-go", argv
-    config = parse_args(argv[1:])
-    assert (config.driver_name, config.devices, config.profile) == (go.driver, go.devices.per_node, "gpu")
-    assert (go.driver, go.devices, go.device_classes) == (python.driver, python.devices, python.device_classes)
-    assert (go.identity.rbac, go.identity.controller) == (python.identity.rbac, python.identity.controller)
-    assert go.strictness == python.strictness == Strictness.STRICT
-    assert go.capabilities == python.capabilities, "the Go build does all the Python build does"
+def test_the_reference_profile_runs_the_go_build_and_names_its_release_before() -> None:
+    profile = _shipped("reference-driver")
+    assert profile.run is not None
+    assert profile.run.process.command == ("{bin:reference_driver_go}",)
+    current, previous = profile.run.process.args, profile.run.versions["previous"].args
+    changed = [(now, before) for now, before in zip(current, previous, strict=True) if now != before]
+    assert changed == [("--driver-version=2.0.0", "--driver-version=1.0.0")], changed
+    assert profile.strictness == Strictness.STRICT
 
 
-def test_private_reference_driver_instances_run_the_build_of_the_driver_under_test(tmp_path: Path) -> None:
+def test_private_reference_driver_instances_run_the_binary_the_backend_built(tmp_path: Path) -> None:
     endpoint = DriverEndpoint("gpu-x.fake-dra.example.com", "kwok-node-0", tmp_path / "kubelet", tmp_path / "cdi")
-
-    def argv(details: dict[str, str]) -> list[str]:
-        return driver_argv(
-            endpoint,
-            kubeconfig=tmp_path / "k",
-            state_dir=tmp_path / "s",
-            cdi_dir=tmp_path / "cdi",
-            program=reference_program(details),
-        )
-
-    python = argv({})
-    assert python[:3] == [sys.executable, "-m", "fake_dra"], python
-    go = argv({GO_BUILD_DETAIL: "/cache/bin/reference_driver_go"})
-    assert go[0] == "/cache/bin/reference_driver_go" and go[1:] == python[3:], "one command line for both builds"
-    assert parse_args(go[1:]).driver_name == endpoint.driver
+    argv = driver_argv(
+        endpoint,
+        kubeconfig=tmp_path / "k",
+        state_dir=tmp_path / "s",
+        cdi_dir=tmp_path / "cdi",
+        program=reference_program({GO_BUILD_DETAIL: "/cache/bin/reference_driver_go"}),
+    )
+    assert argv[0] == "/cache/bin/reference_driver_go", argv
+    assert option_values(argv[1:])["driver-name"] == endpoint.driver
+    with pytest.raises(DriverError, match=GO_BUILD_DETAIL):
+        reference_program({})
 
 
 def test_upstream_test_driver_profile_runs_the_pinned_binary_and_declares_only_what_it_does(tmp_path: Path) -> None:
@@ -212,13 +192,6 @@ def test_a_placeholder_in_an_environment_value_counts_as_used() -> None:
     template = ProcessTemplate(command=("driver",), env={"NUM_DEVICES": "{devices}"})
     assert template.uses("devices") and not template.uses("node")
     assert template.environment({"devices": "12"}) == {"NUM_DEVICES": "12"}
-
-
-def test_fake_driver_takes_its_device_count_from_the_environment_unless_given_a_flag() -> None:
-    base = ["--driver-name=d.example.com", "--node-name=n"]
-    assert parse_args(base, environ={"FAKE_DRA_DEVICES": "12"}).devices == 12
-    assert parse_args([*base, "--devices=3"], environ={"FAKE_DRA_DEVICES": "12"}).devices == 3
-    assert parse_args(base, environ={}).devices == 4
 
 
 # --- one source of truth: the schema documents what the code knows -------------------------------------------------

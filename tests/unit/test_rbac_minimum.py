@@ -39,7 +39,7 @@ def test_status_writes_are_beyond_the_minimum_of_a_driver_that_declares_no_statu
 
 
 def test_shipped_profiles_rbac_is_within_their_minimum() -> None:
-    for name in ("reference-driver.yaml", "reference-driver-python.yaml", "upstream-test-driver.yaml"):
+    for name in ("reference-driver.yaml", "upstream-test-driver.yaml"):
         profile = load_profile(paths.fixtures_dir() / "profiles" / name)
         documented = audit.documented(profile.identity.rbac, profile.driver)
         needed = audit.minimum(profile.capabilities, profile.driver)

@@ -1,8 +1,8 @@
-"""The reference driver's Go build (drivers/fake-dra-go): its own Go tests, and gofmt and go vet, pass.
+"""The reference driver (drivers/fake-dra-go): its own Go tests, and gofmt and go vet, pass.
 
-The Go tests cover its pure logic against the Python build's values (identifiers, the state file in both release
-formats, the pool's split into slices, the fault vocabulary); what it does on a cluster is certified by its profile
-in tests/cluster/test_certification_runs.py.
+The Go tests cover its pure logic against values its former Python build gave (identifiers, the state file in both
+release formats, the pool's split into slices, the fault vocabulary); what it does on a cluster is judged by the
+suites, which run it as the default profile's driver.
 """
 
 from __future__ import annotations

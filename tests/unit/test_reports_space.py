@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import errno
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,38 +11,22 @@ import pytest
 
 from dra_conformance.errors import ReportsFull
 from dra_conformance.model.obligations import Basis, Registry
-from dra_conformance.model.records import RunRecords, Section
+from dra_conformance.model.records import RunRecords, Section, read_records
 from dra_conformance.report import reports_space
 from dra_conformance.report.certification import SUMMARY_JSON, VERDICT_JSON, write_summary
 from dra_conformance.report.writer import write_report
 from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
+from tests.tmpfs import mounted_tmpfs
 
 # A file system small enough to fill in a moment; tmpfs counts whole 4 KiB pages.
 TINY_FS = "64k"
-# mount and umount of a tmpfs answer at once; a hung one is a broken machine.
-MOUNT_DEADLINE = 30.0
 
 
 @pytest.fixture
 def tiny_fs(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs of this test's own, unmounted afterwards (root only: else not applicable)."""
-    if os.geteuid() != 0:
-        pytest.skip("not applicable: mounting a tmpfs needs root")
-    mount_point = tmp_path / "reports"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={TINY_FS}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-        timeout=MOUNT_DEADLINE,
-        check=False,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"not applicable: cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "reports", TINY_FS) as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], timeout=MOUNT_DEADLINE, check=True)
 
 
 def _fill(directory: Path) -> None:
@@ -109,6 +91,27 @@ def test_a_record_that_does_not_fit_is_the_suites_problem_not_the_drivers(tiny_f
     assert "reports dir full: cannot record latency in" in str(refused.value), str(refused.value)
     registered = Registry.load().obligations[ReportsFull.obligation]
     assert registered.basis is Basis.HARNESS, registered
+
+
+def test_a_record_cut_short_by_a_full_disk_leaves_the_earlier_records_whole_and_readable(tiny_fs: Path) -> None:
+    records = RunRecords(tiny_fs / "run", "gw0")
+    records.add("latency", {"first": 1})  # its file's first page, with room left in it
+    _fill(tiny_fs)
+    with pytest.raises(ReportsFull):
+        records.add("latency", {"x": "y" * 10_000})  # fits the page's rest only in part
+    written = (tiny_fs / "run" / "records" / "latency" / "gw0.jsonl").read_text()
+    assert written == '{"first": 1}\n', f"the cut record left {len(written)} bytes: {written[:80]!r}"
+    assert read_records(tiny_fs / "run", "latency") == [{"first": 1}]
+
+
+def test_a_last_record_line_with_no_newline_is_a_cut_write_and_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "records" / "latency" / "gw1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"a": 1}\n{"b": 2}\n{"c": ')
+    assert read_records(tmp_path, "latency") == [{"a": 1}, {"b": 2}]
+    path.write_text('{"a": 1}\nnot json\n')
+    with pytest.raises(ValueError):
+        read_records(tmp_path, "latency")
 
 
 def test_a_rollback_state_that_does_not_fit_keeps_the_last_one_and_leaves_no_scratch(tiny_fs: Path) -> None:

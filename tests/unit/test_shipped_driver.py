@@ -14,7 +14,8 @@ from dra_conformance.backends.local import daemonset_disruption, shipped
 from dra_conformance.driver.profile import NodeScope, Transforms, load_profile
 from dra_conformance.errors import ProfileError
 from dra_conformance.image import recipes
-from fake_dra.__main__ import parse_args
+from dra_conformance.model.driver import DriverEndpoint
+from tests.driver_flags import option_values
 
 SHIPPED_PROFILE = paths.fixtures_dir() / "profiles" / "reference-driver-shipped.yaml"
 REPO = Path(__file__).resolve().parents[2]
@@ -122,16 +123,17 @@ def test_shipped_daemonset_runs_the_built_image_with_the_standard_paths_it_mount
     probe = container["readinessProbe"]["exec"]["command"]
     assert probe[:2] == [f"/{recipes.REFERENCE_DRIVER_FILE}", "registered"], probe
     assert container["imagePullPolicy"] in ("Never", "IfNotPresent")
-    config = parse_args([arg.replace("$(NODE_NAME)", NODE) for arg in container["args"]])
+    flags = option_values(container["args"])
     profile = load_profile(SHIPPED_PROFILE)
-    assert (config.driver_name, config.devices) == (profile.driver, profile.devices.per_node)
+    assert (flags["driver-name"], flags["devices"]) == (profile.driver, str(profile.devices.per_node))
+    assert "standard-paths" in flags, "its sockets are where the kubelet looks by default"
+    endpoint = DriverEndpoint(flags["driver-name"], NODE, Path("/var/lib/kubelet"))
     host_paths = {v["name"]: Path(v["hostPath"]["path"]) for v in pod["volumes"] if "hostPath" in v}
     mounted = {Path(m["mountPath"]): host_paths[m["name"]] for m in container["volumeMounts"]}
-    # Each file the driver writes is in a mounted directory, at the same path on the host.
-    for written in (config.registration_socket, config.dra_socket, config.state_dir, config.cdi_dir):
+    # Each directory the driver writes to is mounted, at the same path on the host.
+    for written in (endpoint.registrar_dir, endpoint.plugins_dir, Path(flags["state-dir"]), Path(flags["cdi-dir"])):
         holders = [inside for inside in mounted if written == inside or inside in written.parents]
         assert holders and all(mounted[inside] == inside for inside in holders), (written, mounted)
-    assert config.registration_socket.parent == Path("/var/lib/kubelet/plugins_registry")
     assert pod["serviceAccountName"] == profile.identity.service_account.name
     assert {"operator": "Exists"} in pod["tolerations"]
 

@@ -13,11 +13,13 @@ from dra_conformance.driver.slice_hygiene import (
     incomplete_moments,
     limit_violations,
     owner_problems,
+    pool_content,
     pool_views,
     settled,
     single_node_selector,
+    writes_between,
+    written_behind_older_slices,
 )
-from fake_dra.broken import split_with_repeated_device
 
 DRIVER = "gpu.example.com"
 
@@ -80,13 +82,6 @@ def test_duplicate_device_names_count_only_the_current_generation() -> None:
     assert duplicate_device_names([old, *new]) == []
     repeated = _slice("c", 2, 2, [{"name": "gpu-0"}])
     assert duplicate_device_names([old, new[0], repeated]) == ["pool node-a: device gpu-0 in slices ['b', 'c']"]
-
-
-def test_the_duplicate_names_mutant_splits_one_slice_into_a_complete_pool_with_a_repeated_name() -> None:
-    pool = split_with_repeated_device([_slice("s", devices=_devices(8))])
-    assert [p["spec"]["pool"]["resourceSliceCount"] for p in pool] == [2, 2]
-    assert all(view.complete for view in pool_views(pool).values())
-    assert duplicate_device_names(pool) == ["pool node-a: device d0 in slices ['s', 's-repeat']"]
 
 
 def test_pool_view_is_complete_when_its_highest_generation_has_every_slice() -> None:
@@ -157,3 +152,54 @@ def test_writing_a_multi_slice_generation_one_by_one_is_incomplete_in_between() 
 def test_a_pool_first_seen_incomplete_is_judged_from_its_first_complete_state() -> None:
     versions: list[SliceVersion] = [("ADDED", _slice("a", 1, 2)), ("ADDED", _slice("b", 1, 2))]
     assert incomplete_moments(versions) == []
+
+
+def _version(name: str, generation: int, resource_version: str) -> dict[str, Any]:
+    item = _slice(name, generation)
+    item["metadata"]["resourceVersion"] = resource_version
+    return item
+
+
+def test_a_restart_writing_generation_one_beside_a_higher_older_slice_is_behind_it() -> None:
+    versions: list[SliceVersion] = [
+        ("LISTED", _version("s-g3", 3, "10")),
+        ("ADDED", _version("s-g1", 1, "11")),
+        ("DELETED", _version("s-g3", 3, "12")),
+    ]
+    assert written_behind_older_slices(versions, 1) == [
+        "ADDED s-g1 at generation 1 while s-g3 (generation 3, unchanged since before) was still published"
+    ]
+
+
+def test_a_reset_in_place_or_after_deleting_the_old_slices_is_not_behind_any() -> None:
+    in_place: list[SliceVersion] = [("LISTED", _version("s", 3, "10")), ("MODIFIED", _version("s", 1, "11"))]
+    deleted_first: list[SliceVersion] = [
+        ("LISTED", _version("s", 3, "10")),
+        ("DELETED", _version("s", 3, "11")),
+        ("ADDED", _version("s", 1, "12")),
+    ]
+    assert written_behind_older_slices(in_place, 1) == []
+    assert written_behind_older_slices(deleted_first, 1) == []
+
+
+def _stored(name: str, generation: int, resource_version: str, taint_time: str | None = None) -> dict[str, Any]:
+    taint = {"key": "k", "value": "v", "effect": "NoSchedule"} | ({"timeAdded": taint_time} if taint_time else {})
+    item = _slice(name, generation, devices=[{"name": f"{name}-dev", "taints": [taint]}])
+    item["metadata"]["resourceVersion"] = resource_version
+    return item
+
+
+def test_a_pool_rewritten_at_a_new_generation_says_the_same_and_its_writes_are_named() -> None:
+    before = [_stored("s", 3, "10", "2026-12-05T22:00:00Z"), _stored("old", 2, "9")]
+    rewritten = [_stored("s", 4, "15")]
+    assert pool_content(rewritten) == pool_content(before)
+    assert writes_between(before, rewritten) == ["s rewritten (resourceVersion 10 -> 15)"]
+    assert writes_between(before, [before[0]]) == [], "an older generation's slice may go"
+    assert writes_between(before, [*before, _stored("t", 3, "16")]) == ["t added"]
+    assert writes_between(before, []) == ["s deleted"]
+
+
+def test_a_pool_whose_devices_changed_says_something_else() -> None:
+    before = [_stored("s", 3, "10")]
+    untainted = [_slice("s", 4, devices=[{"name": "s-dev"}])]
+    assert pool_content(untainted) != pool_content(before)

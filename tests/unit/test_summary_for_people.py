@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from dra_conformance.canary.inputs import Inputs
+from dra_conformance.canary.rules import Policy, evaluate
 from dra_conformance.kubelet.layers import RECORD_KIND, Answer, FourLayerRecord, Layer, LayerAnswer
 from dra_conformance.model.records import RunRecords
-from dra_conformance.report import canary
 from dra_conformance.report.certification import (
     CheckResult,
     Outcome,
@@ -96,7 +97,7 @@ def test_summary_md_has_tables_and_phrases_not_python_reprs(tmp_path: Path) -> N
 
 
 def test_each_canary_caveat_is_printed_once(tmp_path: Path) -> None:
-    gate = canary.evaluate(canary.Inputs("system:serviceaccount:d:d"), canary.Policy())
+    gate = evaluate(Inputs("system:serviceaccount:d:d"), Policy())
     whys = [rule["why"] for rule in gate["rules"] if rule["why"]]
     repeated = {why for why in whys if whys.count(why) > 1}
     assert repeated, f"the case needs a caveat several rules share: {whys}"

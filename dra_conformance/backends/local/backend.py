@@ -282,9 +282,6 @@ class LocalBackend:
             owner_pid=self.config.owner_pid,
             cleanup_paths=[drivers.runtime_dir(self.layout)],
             scheduler_qps=self.config.scheduler_qps,
-            driver_launcher=drivers.runtime_dir(self.layout) / "launcher"
-            if drivers.runs_reference_driver(load_profile(self.config.profile))
-            else None,
         )
         if adapter is not None:
             adapter = adapter.planned(self.supervised, plan)
@@ -416,13 +413,11 @@ class LocalBackend:
     def _write_record(self, recorded: dict[str, Any], endpoints: list[DriverEndpoint], binaries: Binaries) -> None:
         """cluster.json: `recorded` with this config's profile, the driver's `endpoints` and the Go build's binary.
 
-        The binary is recorded where the profile runs the reference driver's Go build: private reference driver
-        instances then run the same build.
+        Private reference driver instances run that binary, whatever driver the profile runs.
         """
-        go_build = drivers.runs_reference_driver_go(load_profile(self.config.profile))
         recorded = {
             **recorded,
-            "reference_driver_go": str(binaries.reference_driver_go) if go_build else None,
+            "reference_driver_go": str(binaries.reference_driver_go),
             "profile": str(self.config.profile),
             "profile_digest": profile_hash(self.config.profile),
             "drivers": [endpoint_to_json(e) for e in endpoints],

@@ -160,6 +160,14 @@ SONOBUOY = Component(
 )
 
 
+# `dra-conformance slices check`'s allocator (clusters/local/slice-allocator, our own program): the scheduler's
+# structured allocator from the pinned k8s.io/dynamic-resource-allocation (the staging tag of versions.KUBERNETES).
+# Built only by that command. Not part of COMPONENTS.
+SLICE_ALLOCATOR = Component(
+    "slice_allocator", "slice-allocator", ".", versions.KUBERNETES, "-s -w", env=(("CGO_ENABLED", "0"),)
+)
+
+
 def socket_relay(architecture: str) -> Component:
     """The node agent's socket relay (clusters/local/socket-relay), static, for nodes of `architecture` (GOARCH).
 

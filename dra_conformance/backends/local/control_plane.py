@@ -137,7 +137,6 @@ def render(
     owner_pid: int | None,
     cleanup_paths: list[Path] | None = None,
     scheduler_qps: int | None = None,
-    driver_launcher: Path | None = None,
 ) -> Plan:
     """Write PKI, kubeconfigs and configs under `layout`, and return the process plan."""
     for directory in (layout.pki, layout.config, layout.logs, layout.etcd_data):
@@ -158,5 +157,4 @@ def render(
         owner_pid=owner_pid,
         cleanup_paths=[str(path) for path in cleanup_paths or []],
         details={f"port.{name}": str(port) for name, port in vars(ports).items()},
-        driver_launcher=None if driver_launcher is None else str(driver_launcher),
     )

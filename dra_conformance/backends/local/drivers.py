@@ -1,6 +1,6 @@
 """The driver under test on a local cluster: one process per fake node, as a DaemonSet would run it.
 
-What runs comes from the driver profile (`run`): the reference driver's profile runs `python -m fake_dra`, a
+What runs comes from the driver profile (`run`): the reference driver's profile runs its Go build, a
 vendor's profile runs the vendor's binary. Each process gets its own kubelet root (registration and plugin
 sockets), CDI dir and data dir, and authenticates as the profile's ServiceAccount with a token bound to a pod on
 its node, so the API server sees the node-name claim exactly as for a DaemonSet pod. The RBAC the profile names is
@@ -27,7 +27,6 @@ from kubernetes.dynamic import DynamicClient
 from dra_conformance.backends.local.layout import REAL_NODE, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.process_plan import ProcessSpec
 from dra_conformance.driver import confinement
-from dra_conformance.driver.launcher import DRIVER_MODULE
 from dra_conformance.driver.profile import BINARY_PLACEHOLDER, DriverProfile, ServiceAccountRef
 from dra_conformance.errors import DriverStartError, UsageError
 from dra_conformance.kube import builders, kinds, kubeconfig
@@ -162,18 +161,6 @@ def builds_path(layout: ClusterLayout) -> Path:
 def identity_path(layout: ClusterLayout) -> Path:
     """Where the driver's identity objects and node directories are kept, for `driver_swap` to remove them."""
     return layout.root / "driver-identity.json"
-
-
-def runs_reference_driver(profile: DriverProfile) -> bool:
-    """Whether the profile runs the reference driver in this interpreter (`{python} -m fake_dra`)."""
-    return profile.run is not None and list(profile.run.process.command) == ["{python}", "-m", DRIVER_MODULE]
-
-
-def runs_reference_driver_go(profile: DriverProfile) -> bool:
-    """Whether the profile runs the reference driver's Go build (`{bin:reference_driver_go}`), the binary we build."""
-    return profile.run is not None and list(profile.run.process.command) == [
-        f"{{{BINARY_PLACEHOLDER}:reference_driver_go}}"
-    ]
 
 
 def placeholder_values(

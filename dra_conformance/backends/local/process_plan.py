@@ -44,10 +44,6 @@ class Plan:
     # Directories outside the state directory the supervisor removes after its children stopped.
     cleanup_paths: list[str] = field(default_factory=list)
     details: dict[str, str] = field(default_factory=dict)
-    # Set when the drivers will be the reference driver in this interpreter: the directory of a launcher the
-    # supervisor starts at once, so it imports the driver while the control plane starts, and forks each driver
-    # from it (see dra_conformance.driver.launcher).
-    driver_launcher: str | None = None
 
     def write(self, path: Path) -> None:
         """Serialize the plan as JSON."""

@@ -43,6 +43,7 @@ from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.model.cluster import REAL_NODE_TAINT
 from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.rollback import device_plugin
 
 # A SIGKILLed process is still a member of its cgroup until it has exited, and rmdir of a busy cgroup fails
 # (EBUSY): teardown waits for the exits, then retries. Generous bounds for a loaded machine; the sum stays within
@@ -78,8 +79,8 @@ FIXED_PATHS = (
     "/var/log/containers",
     "/var/log/pods",
 )
-# The reference device plugin (fake_dra.device_plugin) runs on the real node as a supervised host process, next to
-# the kubelet it registers with: the rollback rehearsal's device-plugin path through a real kubelet.
+# The reference device plugin (dra_conformance.rollback.device_plugin) runs on the real node as a supervised host
+# process, next to the kubelet it registers with: the rollback rehearsal's device-plugin path through a real kubelet.
 DEVICE_PLUGIN_RESOURCE = "example.com/gpu"
 # The rehearsal holds at most three devices at once on its device-plugin node (w1 and w3 kept, plus w4 or one
 # baseline pod at a time); one spare, because a deleted pod's device returns to the kubelet only once the kubelet
@@ -525,7 +526,7 @@ class RealNode:
             [
                 sys.executable,
                 "-m",
-                "fake_dra.device_plugin",
+                device_plugin.__name__,
                 f"--resource={DEVICE_PLUGIN_RESOURCE}",
                 f"--devices={DEVICE_PLUGIN_DEVICES}",
                 f"--plugin-dir={DEVICE_PLUGIN_DIR}",

@@ -30,8 +30,6 @@ from filelock import Timeout as LockTimeout
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.owners import Owners
 from dra_conformance.backends.local.process_plan import Plan, ProcessSpec
-from dra_conformance.driver.launcher import DriverChild, DriverLauncher, launches_driver
-from dra_conformance.errors import DriverError
 from dra_conformance.processes import die_with
 
 # How often the readiness probe of a `wait_for` URL is repeated; also bounds how late a signal is noticed then.
@@ -53,9 +51,7 @@ class Supervisor:
         """Supervise `plan`, reporting through `layout.state`."""
         self.layout = layout
         self.plan = plan
-        self.children: dict[str, DriverChild] = {}
-        # Forks the reference driver's processes (started at once when the plan says they will be the drivers).
-        self.launcher = DriverLauncher(None if plan.driver_launcher is None else Path(plan.driver_launcher))
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.critical: dict[str, bool] = {}
         self.selector = selectors.DefaultSelector()
         self.stop_reason: str | None = None
@@ -181,8 +177,6 @@ class Supervisor:
         signal.signal(signal.SIGUSR2, self._on_owners_changed)
         try:
             if self.stop_reason is None:
-                if self.plan.driver_launcher is not None:
-                    self.launcher.start()  # imports the driver while the control plane starts
                 self.write_state("starting")
                 for spec in self.plan.processes:
                     if spec.wait_for:
@@ -197,7 +191,6 @@ class Supervisor:
             self._fail(f"supervisor error: {type(error).__name__}: {error}")
         self.write_state("stopping")
         self._stop_all()
-        self.launcher.close()
         self._run_teardown()
         for path in self.plan.cleanup_paths:
             shutil.rmtree(path, ignore_errors=True)
@@ -246,23 +239,15 @@ class Supervisor:
         log = open(spec.log, "ab")
         log.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(spec.argv)}\n".encode())
         log.flush()
-        child: DriverChild | None = None
-        if launches_driver(spec.argv):
-            try:
-                child = self.launcher.launch(spec.argv[3:], Path(spec.log), spec.env)
-            except DriverError as error:  # started as a new interpreter instead, as any other process
-                log.write(f"--- driver launcher unusable ({error}); starting a new interpreter\n".encode())
-                log.flush()
-        if child is None:
-            child = subprocess.Popen(
-                spec.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=die_with(os.getpid()),
-                close_fds=True,
-                env={**os.environ, **spec.env} if spec.env else None,
-            )
+        child = subprocess.Popen(
+            spec.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with(os.getpid()),
+            close_fds=True,
+            env={**os.environ, **spec.env} if spec.env else None,
+        )
         log.close()
         self.children[spec.name] = child
         self.critical[spec.name] = spec.critical

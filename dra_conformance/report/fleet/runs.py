@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dra_conformance.report.canary import REHEARSAL_RULE
+from dra_conformance.canary.rules import REHEARSAL_RULE
 from dra_conformance.report.certification import (
     DEVICE_PLUGIN_ROLLBACK_KEY,
     DRIVER_STAYS_UP,
