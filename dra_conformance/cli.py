@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from dra_conformance import paths, settings, versions
+from dra_conformance.backends.build_archive import export_binaries, import_binaries
 from dra_conformance.backends.registry import (
     build_local_binaries,
     build_reference_driver_go,
@@ -251,6 +252,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     build.add_argument(
         "--real-node-auto", action="store_true", help="--real-node where this machine can host a real node"
+    )
+    build.add_argument(
+        "--import",
+        dest="import_from",
+        type=Path,
+        metavar="FILE",
+        help="first unpack binaries another machine's `build --export` wrote into the cache (a CI runner's cache)",
+    )
+    build.add_argument(
+        "--export", type=Path, metavar="FILE", help="then write what the build produced to FILE (.tar.gz)"
     )
 
     cluster = commands.add_parser("cluster", help="manage the embedded local cluster")
@@ -648,9 +659,17 @@ def _build(args: argparse.Namespace) -> int:
     real_node, why = real_node_wanted(real_node_choice(args))
     if args.real_node_auto and not real_node:
         print(f"no real node: {why}", file=sys.stderr)
-    for name, path in build_local_binaries(SuiteConfig(cache_dir=args.cache_dir, real_node=real_node)).items():
+    cache_dir = args.cache_dir or default_cache_dir()
+    if args.import_from is not None:
+        imported = import_binaries(cache_dir, args.import_from)
+        print(f"imported {len(imported)} cache entries from {args.import_from}", file=sys.stderr)
+    binaries = build_local_binaries(SuiteConfig(cache_dir=cache_dir, real_node=real_node))
+    for name, path in binaries.items():
         print(f"{name}: {path}")
     print(f"kubelet plugin API bindings: {kubelet_api.bindings_dir()}")
+    if args.export is not None:
+        exported = export_binaries(cache_dir, binaries, args.export)
+        print(f"exported {exported} cache entries to {args.export}", file=sys.stderr)
     return EXIT_OK
 
 
