@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import socket
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,3 +36,13 @@ def process_state(pid: int) -> str:
         return "gone"
     state = next((line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("State:")), "?")
     return f"state {state}"
+
+
+def listening(path: Path) -> bool:
+    """Whether a process accepts connections on the unix socket `path` (a killed driver leaves a dead file behind)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True

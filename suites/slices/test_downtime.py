@@ -54,6 +54,7 @@ from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.model.cluster import ClusterInfo, DriverTermination
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
+from dra_conformance.processes import listening
 from dra_conformance.timeouts import Timeouts
 
 # The kubelet's defaultWipingDelay (k8s.io/kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go:75): how long after the
@@ -97,9 +98,13 @@ def _driver_sockets(endpoint: DriverEndpoint, driver: str) -> tuple[list[Path], 
         for path in [*(root / "plugins_registry").glob(f"{driver}*.sock"), *(root / "plugins" / driver).glob("*.sock")]
         if path.is_socket()
     )
-    if not found:
-        return [], f"no socket of {driver} under {root}/plugins_registry or {root}/plugins/{driver} before the stop"
-    return found, ""
+    # Only the sockets someone listens on: files left by instances killed earlier (SIGKILL cleans up nothing) are
+    # not the stopped instance's to remove.
+    live = [path for path in found if listening(path)]
+    if not live:
+        stale = f" ({len(found)} left by earlier instances, nobody listening)" if found else ""
+        return [], f"no live socket of {driver} under {root}/plugins_registry or {root}/plugins/{driver}{stale}"
+    return live, ""
 
 
 def _listed(api_client: client.ApiClient, selector: str) -> list[Slice]:

@@ -7,7 +7,6 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -199,13 +198,3 @@ class SupervisedCluster:
                 raise BackendError(f"stop local cluster: supervisor {pid} did not exit within {limit:g}s; killed")
         finally:
             os.close(pidfd)
-
-
-def listening(path: Path) -> bool:
-    """Whether a process accepts connections on the unix socket `path` (a killed driver leaves a dead file behind)."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True

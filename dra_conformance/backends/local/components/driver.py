@@ -13,12 +13,13 @@ from urllib3.exceptions import HTTPError
 
 from dra_conformance.backends.local import driver_daemonset, drivers
 from dra_conformance.backends.local.process_plan import ProcessSpec
-from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster, listening
+from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
 from dra_conformance.driver.pool import PoolState, node_pools
 from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.errors import DriverStartError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.processes import listening
 
 
 class DriverUnderTest:

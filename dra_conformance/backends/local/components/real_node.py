@@ -19,10 +19,11 @@ from dra_conformance.backends.local import real_node
 from dra_conformance.backends.local.build import RealNodeBinaries
 from dra_conformance.backends.local.node_namespace import NodeNamespace
 from dra_conformance.backends.local.process_plan import ProcessSpec
-from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster, listening
+from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
 from dra_conformance.errors import BackendError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.pki import CertificateAuthority
+from dra_conformance.processes import listening
 
 # One probe: an interpreter's start and a connect on loopback, on a loaded machine.
 RELAY_PROBE_TIMEOUT = 10.0
