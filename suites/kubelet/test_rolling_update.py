@@ -146,12 +146,16 @@ def _timeline(samples: list[Sample], start: float) -> list[str]:
 
 
 def _taken_over(first: Sample, old_sockets: set[str], samples: list[Sample]) -> list[str]:
-    """The old instance's socket names re-created (another inode) while its pod still ran, with when."""
+    """The old instance's socket names re-created (another inode) during the rollout, with when and the old pod's state.
+
+    Only the new instance creates sockets during a rollout (the old one has been listening since before it), so a
+    name of the old instance's that comes back as another socket is the new instance's, whether the old pod still
+    runs or is being deleted.
+    """
     before = {name: inode for name, inode in first.inodes if name in old_sockets}
     return [
-        f"{name} (inode {before[name]} -> {inode}) at +{sample.at - first.at:.1f}s"
+        f"{name} (inode {before[name]} -> {inode}) at +{sample.at - first.at:.1f}s, old pod {sample.old_pod}"
         for sample in samples
-        if sample.old_pod == "running"
         for name, inode in sample.inodes
         if name in before and inode != before[name]
     ]
@@ -307,7 +311,7 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
     obligations.check(
         "kubelet.rolling-update-instances-registered-side-by-side",
         not taken_over,
-        f"the new instance re-created the old instance's socket {sorted(old_sockets)} while the old pod ran: "
+        f"the new instance re-created the old instance's socket {sorted(old_sockets)} under the same name: "
         f"{taken_over[:3]}; {timeline}",
         where,
     )
