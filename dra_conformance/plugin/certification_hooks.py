@@ -23,7 +23,7 @@ from dra_conformance.canary.audit import gather_audit
 from dra_conformance.canary.events import AllocationTimeoutWatch
 from dra_conformance.canary.inputs import PROVOKED_RECORDS, EventFacts, Inputs, provocations
 from dra_conformance.driver.answers import DriverAnswerWatch, Silence, answer_watch
-from dra_conformance.errors import ConformanceError, HarnessFault, SuiteForbidden
+from dra_conformance.errors import ConformanceError, HarnessFault, ReportsFull, SuiteForbidden
 from dra_conformance.kube.client import client_from_kubeconfig
 from dra_conformance.kube.cluster_health import ClusterHealthWatch, Fault
 from dra_conformance.kube.preflight import REQUEST_TIMEOUT
@@ -162,15 +162,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """Name the registry obligation a phase broke in its report, so the verdict can tell failures from errors.
 
-    No failure without an obligation: a phase that failed raising anything else breaks HARNESS_ERROR.
+    No failure without an obligation: a phase that failed raising anything else breaks HARNESS_ERROR. A full
+    reports dir fails every check after it the same way: each says so in its one line, not a traceback each.
     """
     report = yield
     error = call.excinfo.value if call.excinfo is not None else None
+    full = reports_full_error(error)
+    if report.failed and full is not None:
+        report.longrepr = f"{type(full).__name__}: {full}"
     named = obligation_properties(error)
     if report.failed and not named:
         named = [(OBLIGATION_PROPERTY, HARNESS_ERROR), (BASIS_PROPERTY, str(Basis.HARNESS))]
     report.user_properties = [*report.user_properties, *named]
     return report
+
+
+def reports_full_error(error: BaseException | None) -> ReportsFull | None:
+    """The ReportsFull `error` is, or the first of a teardown's group of errors that are all ReportsFull."""
+    if isinstance(error, BaseExceptionGroup):
+        inner = [reports_full_error(e) for e in error.exceptions]
+        return inner[0] if inner and all(inner) else None
+    return error if isinstance(error, ReportsFull) else None
 
 
 def obligation_properties(error: BaseException | None) -> list[tuple[str, str]]:

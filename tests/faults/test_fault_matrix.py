@@ -303,6 +303,8 @@ def test_a_full_reports_dir_still_gives_the_verdict_on_the_terminal_and_in_summa
     # Checks that could not record are the harness's: the run cannot judge the driver, and does not blame it.
     assert verdict["verdict"] == "incomplete", verdict
     assert "INTERNALERROR" not in run.text(), run.text()[-3000:]
+    storm = [line for line in run.text().splitlines() if "raise ReportsFull" in line or "Traceback" in line]
+    assert not storm, f"{len(storm)} traceback lines for a full reports dir, e.g. {storm[:2]}"
     full = [line for line in run.text().splitlines() if "reports dir full" in line and "bytes left" in line]
     assert full, f"no line naming the full reports dir and the space left: {run.text()[-3000:]}"
     scratch = list(tiny_reports.rglob("*.tmp"))

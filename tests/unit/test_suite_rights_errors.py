@@ -13,6 +13,7 @@ from dra_conformance.plugin.certification_hooks import (
     OBLIGATION_PROPERTY,
     SUITE_RIGHTS,
     obligation_properties,
+    reports_full_error,
 )
 from dra_conformance.report.certification import Outcome, outcome_of
 
@@ -62,3 +63,14 @@ def test_errors_of_several_finalizers_name_the_harness_obligation_one_of_them_br
         properties
     )
     assert obligation_properties(ExceptionGroup("teardown", [ValueError("a"), KeyError("b")])) == []
+
+
+def test_a_full_reports_dir_is_recognized_alone_or_as_a_teardowns_whole_group() -> None:
+    full = ReportsFull("reports dir full: cannot record latency in /r/records/latency/gw0.jsonl (No space left)")
+    other = RuntimeError("a finalizer's own bug")
+    assert reports_full_error(full) is full
+    assert reports_full_error(BaseExceptionGroup("teardown", [full, ReportsFull("again")])) is full
+    assert reports_full_error(BaseExceptionGroup("teardown", [full, other])) is None, (
+        "another error must keep its trace"
+    )
+    assert reports_full_error(other) is None and reports_full_error(None) is None
