@@ -36,12 +36,17 @@ class SliceHistory:
         self._lock = threading.Lock()
         self._watch = watch.Watch()
 
-    def start(self) -> SliceHistory:
-        """List the slices, then watch from the list's resourceVersion in a daemon thread."""
+    def listed(self) -> dict[str, Any]:
+        """The slices a LIST answers now (unlike the watch, never behind): the List object."""
         group, version = RESOURCE_API.split("/")
-        listed = self.custom.list_cluster_custom_object(
+        found: dict[str, Any] = self.custom.list_cluster_custom_object(
             group, version, "resourceslices", field_selector=self.selector, _request_timeout=LIST_TIMEOUT
         )
+        return found
+
+    def start(self) -> SliceHistory:
+        """List the slices, then watch from the list's resourceVersion in a daemon thread."""
+        listed = self.listed()
         self.versions = [("LISTED", item) for item in listed["items"]]
         threading.Thread(
             target=self._run, args=(listed["metadata"]["resourceVersion"],), name="slice-watch", daemon=True

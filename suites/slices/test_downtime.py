@@ -36,7 +36,7 @@ from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.reference import FakeDriverControl
-from dra_conformance.driver.slice_history import LIST_TIMEOUT, SliceHistory, replay
+from dra_conformance.driver.slice_history import SliceHistory, replay
 from dra_conformance.driver.slice_hygiene import (
     Slice,
     generation_of,
@@ -50,7 +50,6 @@ from dra_conformance.driver.slice_hygiene import (
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.model.cluster import ClusterInfo, DriverTermination
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
@@ -107,15 +106,6 @@ def _driver_sockets(endpoint: DriverEndpoint, driver: str) -> tuple[list[Path], 
     return live, ""
 
 
-def _listed(api_client: client.ApiClient, selector: str) -> list[Slice]:
-    """The slices a LIST answers now: unlike the watch, never behind."""
-    group, version = RESOURCE_API.split("/")
-    listed = client.CustomObjectsApi(api_client).list_cluster_custom_object(
-        group, version, "resourceslices", field_selector=selector, _request_timeout=LIST_TIMEOUT
-    )
-    return list(listed["items"])
-
-
 def _versions(items: list[Slice]) -> dict[str, str]:
     """Slice name -> resourceVersion."""
     return {item["metadata"]["name"]: item["metadata"]["resourceVersion"] for item in items}
@@ -155,7 +145,7 @@ def test_a_restart_after_sigterm_keeps_the_pool_complete_and_its_generation_and_
             with allure.step(f"taint {device} and clear it again: the pool gets a generation to go back from"):
                 control.set_faults([*control.faults(), {"mode": "unavailable", "device": device}])()
         _started_a_while_ago(disruption)
-        before = _listed(api_client, history.selector)
+        before = list(history.listed()["items"])
         try:
             # The watch delivers a write a moment after it: the republish just above may still be on its way, and
             # would be counted as the restart's.
@@ -185,7 +175,7 @@ def test_a_restart_after_sigterm_keeps_the_pool_complete_and_its_generation_and_
             )
         except WaitTimeout:
             pass  # judged below on what the watch saw
-        after = _listed(api_client, history.selector)
+        after = list(history.listed()["items"])
     finally:
         watch_error = history.error  # before the stop, which ends the watch with an error of its own
         history.stop()
