@@ -159,13 +159,16 @@ class SupervisedCluster:
             partial.write_text(json.dumps(merged, indent=2))
             partial.replace(extra)
         state = self.state() or {}
+        self._refuse_if_stopping(state, names)
         earlier = state.get("processes", {})  # pids of earlier runs of the same names (a restart)
         os.kill(int(state["supervisor_pid"]), signal.SIGUSR1)
 
         def started() -> set[str]:
             # Started means a new pid: a process that already exited again was started too (its caller reports
             # why it exited), while the record of an earlier run of the same name is not this start.
-            current = (self.state() or {}).get("processes", {})
+            now = self.state() or {}
+            self._refuse_if_stopping(now, names)
+            current = now.get("processes", {})
             return {name for name in names if name in current and current[name] != earlier.get(name)}
 
         waits.until(
@@ -176,6 +179,12 @@ class SupervisedCluster:
             describe=lambda launched: f"started: {sorted(launched)}",
             max_interval=STARTUP_POLL_CAP,
         )
+
+    def _refuse_if_stopping(self, state: dict[str, Any], names: set[str]) -> None:
+        """Raise at once when the supervisor will start nothing more: stopping, stopped, or gone."""
+        if state.get("phase") in ("stopping", "stopped", "failed") or not self.supervisor_alive(state):
+            wanted = ", ".join(sorted(names)) or "nothing"
+            raise BackendError(f"start {wanted}: the cluster is stopping: {self.reason()}")
 
     def stop_supervisor(self) -> None:
         """SIGTERM the supervisor and wait for it (and so every component) to exit; no-op if none runs."""

@@ -38,6 +38,8 @@ PROBE_INTERVAL = 0.05
 PROBE_REQUEST_TIMEOUT = 2.0
 # A teardown kills a few processes, unmounts, removes cgroups and files: seconds; this guards a hung umount.
 TEARDOWN_TIMEOUT = 60.0
+# The signals that stop the cluster: `down`, Ctrl-C at `cluster up`'s terminal, a closed terminal.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class StopRequested(Exception):
@@ -171,10 +173,12 @@ class Supervisor:
 
     def run(self) -> int:
         """Start, watch, stop; the exit code is 0 for a requested stop and 1 for a failure."""
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        # The C-level handler writes each signal's number to the wakeup fd at once. A Python handler alone runs only
+        # between bytecodes, so a signal landing just before the loop blocks in select() with no timeout would sit
+        # unhandled until some other event: a driver added by SIGUSR1 then never starts.
+        signal.set_wakeup_fd(self.wake_write, warn_on_full_buffer=False)
+        for signum in (*STOP_SIGNALS, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(signum, self._on_signal)
-        signal.signal(signal.SIGUSR1, self._on_reload)
-        signal.signal(signal.SIGUSR2, self._on_owners_changed)
         try:
             if self.stop_reason is None:
                 self.write_state("starting")
@@ -203,20 +207,13 @@ class Supervisor:
             self.failed = True
 
     def _on_signal(self, signum: int, _frame: object) -> None:
-        if self.stop_reason is None:
+        """Record what `signum` asks for; the wakeup fd (see `run`) has already woken the event loop."""
+        if signum == signal.SIGUSR1:
+            self.reload_requested = True
+        elif signum == signal.SIGUSR2:
+            self.owners_changed = True
+        elif signum in STOP_SIGNALS and self.stop_reason is None:
             self.stop_reason = f"received {signal.Signals(signum).name}"
-        with contextlib.suppress(BlockingIOError):
-            os.write(self.wake_write, b"x")
-
-    def _on_reload(self, _signum: int, _frame: object) -> None:
-        self.reload_requested = True
-        with contextlib.suppress(BlockingIOError):
-            os.write(self.wake_write, b"r")
-
-    def _on_owners_changed(self, _signum: int, _frame: object) -> None:
-        self.owners_changed = True
-        with contextlib.suppress(BlockingIOError):
-            os.write(self.wake_write, b"o")
 
     def _start_extra_processes(self) -> None:
         """Start the processes listed in the extra-processes file that are not running yet."""
@@ -272,7 +269,8 @@ class Supervisor:
                 self._owner_exited(name, key.fd)
             elif kind == "signal":
                 with contextlib.suppress(BlockingIOError):
-                    os.read(key.fd, 1024)
+                    for signum in os.read(key.fd, 1024):  # the signal numbers the wakeup fd received
+                        self._on_signal(signum, None)
         self._settle_owners()
         if self.stop_reason is not None:
             raise StopRequested
