@@ -1,8 +1,9 @@
 """The supervisor starts every process a start request (SIGUSR1) adds, however closely the requests follow each other.
 
 No cluster: the supervisor runs a plan of plain `sleep` processes. The real node adds its stages back to back (an
-empty stage, then the kubelet), which is the case that once left the kubelet unstarted: a signal that landed just
-before the supervisor blocked in select() was handled only at the next event.
+empty stage, then the kubelet), which once left CI waiting 60 s for a kubelet that had started: the supervisor,
+still handling the empty stage's signal, read the kubelet's spec and started it before the caller noted the pids
+it would compare against, so the caller never saw a new pid. On a loaded machine this test failed every time then.
 """
 
 from __future__ import annotations

@@ -149,6 +149,11 @@ class SupervisedCluster:
         extra = self.layout.extra_processes
         names = {spec.name for spec in specs}
         request = uuid.uuid4().hex
+        state = self.state() or {}
+        self._refuse_if_stopping(state, names)
+        # The pids of earlier runs of the same names (a restart), read before the request is written: a supervisor
+        # still busy with an earlier signal may read the file and start these at once, before that signal is sent.
+        earlier = state.get("processes", {})
         # Test processes add processes concurrently (pytest -n): read, merge and replace under a lock, so neither
         # loses the other's spec and the supervisor never reads a half-written file.
         with FileLock(f"{extra}.lock"):
@@ -158,9 +163,6 @@ class SupervisedCluster:
             partial = extra.with_suffix(".partial")
             partial.write_text(json.dumps(merged, indent=2))
             partial.replace(extra)
-        state = self.state() or {}
-        self._refuse_if_stopping(state, names)
-        earlier = state.get("processes", {})  # pids of earlier runs of the same names (a restart)
         os.kill(int(state["supervisor_pid"]), signal.SIGUSR1)
 
         def started() -> set[str]:
