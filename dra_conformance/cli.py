@@ -1,6 +1,6 @@
 """`dra-conformance`: certify a Kubernetes DRA driver (and check the resource Metrics API) on a real cluster.
 
-dra-conformance build [--cache-dir DIR]
+dra-conformance build [--all | --profile P --metrics M] [--cache-dir DIR] [--export FILE | --import FILE]
 dra-conformance cluster up|down|status|kubeconfig [--nodes N] [--state-dir DIR]
 dra-conformance run [--cluster local|existing|kind] [--kubeconfig FILE] [--context NAME] [pytest args...]
 dra-conformance explore [--profile P] [--seed N | --replay SEED] [--max-steps N] [--max-examples N] [--budget-seconds S]
@@ -16,6 +16,7 @@ dra-conformance image build|lock [--image suite|reference-driver|sonobuoy] [--ou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import signal
@@ -245,8 +246,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    build = commands.add_parser("build", help="build the pinned upstream binaries of the local backend (cached)")
+    build = commands.add_parser(
+        "build",
+        help="build the pinned upstream binaries of the local backend (cached)",
+        description="Build (or find in the cache) the pinned binaries a local cluster runs with --profile and "
+        "--metrics: by default those of a default run (no metrics-server, no upstream test driver); --all builds "
+        "every one. A run builds what it lacks itself.",
+    )
     add_shared(build, "build")
+    build.add_argument(
+        "--all",
+        dest="everything",
+        action="store_true",
+        help="every binary a local cluster may run, whatever the profile and --metrics (a CI cache to --export)",
+    )
     build.add_argument(
         "--real-node", action="store_true", help="also the real node's binaries and Debian packages (root)"
     )
@@ -663,7 +676,8 @@ def _build(args: argparse.Namespace) -> int:
     if args.import_from is not None:
         imported = import_binaries(cache_dir, args.import_from)
         print(f"imported {len(imported)} cache entries from {args.import_from}", file=sys.stderr)
-    binaries = build_local_binaries(SuiteConfig(cache_dir=cache_dir, real_node=real_node))
+    config = SuiteConfig(cache_dir=cache_dir, real_node=real_node, profile=args.profile, metrics=args.metrics)
+    binaries = build_local_binaries(config, everything=args.everything)
     for name, path in binaries.items():
         print(f"{name}: {path}")
     print(f"kubelet plugin API bindings: {kubelet_api.bindings_dir()}")
@@ -1101,6 +1115,20 @@ def shared_plugin_options(args: argparse.Namespace) -> list[str]:
     ]
 
 
+def not_this_users(error: PermissionError) -> str:
+    """The line for a file this user may not open (another user's state or cache directory): whose, the way on."""
+    where = Path(error.filename) if error.filename else None
+    owner = ""
+    for candidate in (where, *where.parents) if where is not None else ():
+        with contextlib.suppress(OSError):
+            owner = f"; owned by uid {candidate.stat().st_uid}"
+            break
+    return (
+        f"{where or 'a file'}: {error.strerror} (running as uid {os.geteuid()}{owner}): run as its owner, or give "
+        "this user a directory of its own (--state-dir, --cache-dir)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; every expected failure is one line on stderr and a non-zero exit code."""
     try:
@@ -1138,8 +1166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dra-conformance: {error}", file=sys.stderr)
         return EXIT_USAGE if isinstance(error, UsageError) else EXIT_FAILED
     except PermissionError as error:  # a state or cache directory of another user (its lock, its files)
-        where = error.filename or "a file"
-        print(f"dra-conformance: {where}: {error.strerror} (running as uid {os.geteuid()})", file=sys.stderr)
+        print(f"dra-conformance: {not_this_users(error)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("dra-conformance: interrupted", file=sys.stderr)

@@ -80,7 +80,7 @@ SHARED: tuple[Setting, ...] = (
         "path",
         "the reference driver's bundled profile",
         "driver profile of the driver under test",
-        ("run", "explore", "cluster"),
+        ("build", "run", "explore", "cluster"),
         metavar="FILE",
     ),
     Setting(
@@ -129,7 +129,7 @@ SHARED: tuple[Setting, ...] = (
         "choice",
         "fake",
         "Metrics API of the local cluster: fake (reference adapter, v1 and v1beta1), metrics-server (v1beta1), none",
-        ("run", "cluster"),
+        ("build", "run", "cluster"),
         choices=METRICS_IMPLEMENTATIONS,
     ),
 )

@@ -13,7 +13,7 @@ from dra_conformance.driver.installed import check_installed
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import BackendError
 from dra_conformance.kube.client import client_from_kubeconfig
-from dra_conformance.kube.preflight import check_cluster
+from dra_conformance.kube.preflight import RightsCheck, check_cluster, check_rights
 from dra_conformance.model.cluster import BackendCapability, ClusterInfo
 
 # Nodes kubeadm and most installers mark as control plane: kubelet-mode checks stay off them.
@@ -43,10 +43,19 @@ class ExistingBackend:
         """Use the cluster `config` points at; an unreadable kubeconfig or unknown context is a UsageError."""
         client_from_kubeconfig(config.kubeconfig, config.context).close()
         self.config = config
+        # What the identity lacks of the rights the suites need, as `start` found it (None before it ran).
+        self.rights: RightsCheck | None = None
 
     def start(self) -> ClusterInfo:
-        """Run the preflight, then describe the cluster; an unusable cluster is one `PreflightError` line."""
+        """Run the preflight, then describe the cluster; an unusable cluster is one `PreflightError` line.
+
+        Every right the suites need is asked for before anything else reads the cluster: an identity that lacks a
+        right every suite needs is refused naming all it lacks, not the first one a later step trips over.
+        """
         check_cluster(self.config.kubeconfig, self.config.context)
+        self.rights = check_rights(self.config.kubeconfig, self.config.context)
+        if self.rights.fatal:
+            raise self.rights.refusal()
         if self.config.profile is not None:
             with client_from_kubeconfig(self.config.kubeconfig, self.config.context, retries=0) as api_client:
                 check_installed(api_client, load_profile(self.config.profile))

@@ -12,19 +12,22 @@ from dra_conformance.backends.base import ClusterBackend
 from dra_conformance.backends.existing import ExistingBackend, ExistingClusterConfig
 from dra_conformance.backends.kind import KindBackend, KindClusterConfig
 from dra_conformance.backends.local import host_packages
-from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
+from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig, wanted_components
 from dra_conformance.backends.local.build import (
     REFERENCE_DRIVER_GO,
     SLICE_ALLOCATOR,
     SONOBUOY,
     Builder,
+    Component,
     echo_stderr,
+    select,
     socket_relay,
     socket_relay_name,
 )
 from dra_conformance.backends.local.real_node import CGROUP_ROOT
 from dra_conformance.backends.local.run_claims import RunClaims as RunClaims
 from dra_conformance.config import SuiteConfig
+from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import UsageError
 
 # Fake nodes of a local cluster: each runs a driver process of its own (tens of MB, a pool to publish and watch), so
@@ -100,15 +103,31 @@ def make_backend(config: SuiteConfig, *, owner_pid: int | None = None) -> Cluste
     return factory(config, owner_pid)
 
 
-def build_local_binaries(config: SuiteConfig) -> dict[str, Path]:
+def local_components(config: SuiteConfig, *, everything: bool = False) -> tuple[Component, ...]:
+    """The components a local cluster with `config`'s profile and Metrics API runs (all of them: `everything`).
+
+    What every local cluster runs, plus metrics-server for `--metrics metrics-server` and each pinned binary the
+    profile's commands name (`{bin:dra_test_driver}`); the real node's are `Builder.ensure_real_node`'s.
+    """
+    if everything:
+        return select(everything=True)
+    local = local_cluster_config(config, owner_pid=None)
+    return select(wanted_components(load_profile(local.profile), local.metrics))
+
+
+def build_local_binaries(config: SuiteConfig, *, everything: bool = False) -> dict[str, Path]:
     """Build (or find in the cache) the pinned binaries the local backend runs: component name -> path.
 
-    With `config.real_node`, also the real node's, after installing the Debian packages its build and its node
-    need.
+    Those a cluster with `config` runs (`local_components`), or every one (`everything`). With `config.real_node`,
+    also the real node's, after installing the Debian packages its build and its node need.
     """
     local = local_cluster_config(config, owner_pid=None)
     builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
-    binaries = vars(builder.ensure_all())
+    selected = local_components(config, everything=everything)
+    binaries = builder.ensure_selected(selected).built()
+    skipped = [component.name for component in select(everything=True) if component not in selected]
+    if skipped:
+        echo_stderr(f"not built, as a cluster with this profile and --metrics runs none: {', '.join(skipped)} (--all)")
     if config.real_node:
         host_packages.install(real_node_packages(), echo_stderr)
         binaries |= vars(builder.ensure_real_node())

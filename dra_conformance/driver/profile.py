@@ -166,8 +166,11 @@ class ProcessTemplate:
 
     def uses(self, placeholder: str) -> bool:
         """Whether a word of the command line or a variable's value uses `{placeholder}`."""
-        templates = (*self.command, *self.args, *self.env.values())
-        return any(match.group(1) == placeholder for word in templates for match in _PLACEHOLDER.finditer(word))
+        return any(match.group(1) == placeholder for word in self.templates() for match in _PLACEHOLDER.finditer(word))
+
+    def templates(self) -> tuple[str, ...]:
+        """Every template of it: the command line's words and the variables' values."""
+        return (*self.command, *self.args, *self.env.values())
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,16 @@ class RunSpec:
     def directories(self, values: Mapping[str, str]) -> list[Path]:
         """The rendered directories to create before each start."""
         return [Path(render(directory, values)) for directory in self.create_dirs]
+
+    def binaries(self) -> frozenset[str]:
+        """The pinned binaries its templates name (`{bin:dra_test_driver}` -> "dra_test_driver"), every build's."""
+        templates = [*self.create_dirs, *(t for p in (self.process, *self.versions.values()) for t in p.templates())]
+        return frozenset(
+            match.group(2)
+            for template in templates
+            for match in _PLACEHOLDER.finditer(template)
+            if match.group(1) == BINARY_PLACEHOLDER and match.group(2)
+        )
 
 
 class PatchType(StrEnum):

@@ -329,14 +329,25 @@ def suites_phrase(suites: Iterable[str]) -> str:
     return "every suite" if chosen >= set(SUITE_RIGHTS) else ", ".join(sorted(chosen))
 
 
-def describe_missing(missing: Mapping[Right, tuple[str, ...]]) -> str:
-    """Missing rights grouped by the suites that need them, in their order: 'create a, delete a (rbac), ...'."""
+def _verbs_by_resource(rights: Iterable[Right]) -> str:
+    """Rights with the verbs of one resource joined, in their order: 'create/get/delete namespaces, list events'."""
+    verbs: dict[str, list[str]] = {}
+    for right in rights:
+        verbs.setdefault(str(right).split(" ", 1)[1], []).append(right.verb)
+    return ", ".join(f"{'/'.join(names)} {resource}" for resource, names in verbs.items())
+
+
+def missing_groups(missing: Mapping[Right, tuple[str, ...]]) -> list[tuple[str, str]]:
+    """Missing rights grouped by the suites that need them, in their order: ('rbac', 'create/delete a, get b')."""
     groups: dict[tuple[str, ...], list[Right]] = {}
     for right, suites in missing.items():
         groups.setdefault(tuple(sorted(suites)), []).append(right)
-    return ", ".join(
-        f"{', '.join(str(right) for right in rights)} ({suites_phrase(suites)})" for suites, rights in groups.items()
-    )
+    return [(suites_phrase(suites), _verbs_by_resource(rights)) for suites, rights in groups.items()]
+
+
+def describe_missing(missing: Mapping[Right, tuple[str, ...]]) -> str:
+    """Missing rights grouped by the suites that need them, on one line: 'create/delete a, get b (rbac), ...'."""
+    return ", ".join(f"{rights} ({suites})" for suites, rights in missing_groups(missing))
 
 
 def skip_reasons(missing: Mapping[Right, tuple[str, ...]]) -> dict[str, str]:

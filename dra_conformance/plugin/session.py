@@ -4,13 +4,15 @@ One cluster per run, shared by all xdist workers: the controller (or the only pr
 line names the cluster (`--dra-cluster`, as `dra-conformance run` always does), the controller starts or attaches to
 it while pytest configures, before collection and before any worker starts; the backend's start includes the
 preflight, so an unusable cluster ends the run in one line with exit code 2 and nothing written. Then the
-controller asks whether the run's identity holds every right the bundled suites need (`kube.rights`): if not, the
-run ends the same way, naming what is missing, unless `--dra-allow-partial` is given; then the checks of the suites
-that need a missing right are skipped at collection, as not applicable. The workers get the cluster's description
-and the missing rights, and never repeat the checks. Without `--dra-cluster`, the first test that needs the cluster
-starts the local one, under a file lock. A local cluster has owners: every run that starts or attaches to it holds
-it (`backends.local.owners`), the controller releases it at session end, and the supervisor stops it when its last
-owner has released it or exited, unless `--dra-keep-cluster` (or `cluster up`) kept it.
+controller asks whether the run's identity holds every right the bundled suites need (`kube.rights`; the existing
+backend's start asks already, so it can refuse before it reads the cluster): if not, the run ends the same way,
+naming every missing right at once, unless `--dra-allow-partial` is given and no right every suite needs is among
+them; then the checks of the suites that need a missing right are skipped at collection, as not applicable. The
+workers get the cluster's description and the missing rights, and never repeat the checks. Without
+`--dra-cluster`, the first test that needs the cluster starts the local one, under a file lock. A local cluster has
+owners: every run that starts or attaches to it holds it (`backends.local.owners`), the controller releases it at
+session end, and the supervisor stops it when its last owner has released it or exited, unless
+`--dra-keep-cluster` (or `cluster up`) kept it.
 
 All of this happens only in a run that asks for DRA conformance (see `plugin.opt_in`); in any other run the
 plugin only fixes a run id no one reads.
@@ -33,7 +35,7 @@ from dra_conformance.backends.registry import make_backend
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.errors import ConformanceError, UsageError
 from dra_conformance.exits import refuse
-from dra_conformance.kube.preflight import check_rights
+from dra_conformance.kube.preflight import RightsCheck, check_rights
 from dra_conformance.kube.rights import describe_missing, missing_from_json, missing_to_json, skip_reasons, suite_of
 from dra_conformance.kubelet.latency import RECORD_KIND as LATENCY_RECORDS
 from dra_conformance.kubelet.latency import summarize_latencies
@@ -108,7 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
                 backend = backend_of(config)
                 claim_cluster(config, backend)  # one run per local cluster: refused (or waits) before it attaches
                 cluster = config.stash[stash.CLUSTER] = backend.start()
-                check_identity(config, cluster)
+                check_identity(config, cluster, getattr(backend, "rights", None))
             except ConformanceError as error:
                 release_cluster(config)
                 refuse(error)
@@ -187,13 +189,20 @@ class LateOptIn:
             opt_in(self.config)
 
 
-def check_identity(config: pytest.Config, cluster: ClusterInfo) -> None:
-    """Refuse an identity that lacks rights the suites need; with --dra-allow-partial, note them for collection."""
-    context = config.stash[stash.SUITE_CONFIG].context if cluster.backend == "existing" else None
-    rights = check_rights(cluster.kubeconfig, context)
+def check_identity(config: pytest.Config, cluster: ClusterInfo, known: object = None) -> None:
+    """Refuse an identity that lacks rights the suites need; with --dra-allow-partial, note them for collection.
+
+    `known` is the backend's own answer where its start asked already (a `RightsCheck`); else the rights are asked
+    for here. The refusal names every missing right at once; one that every suite needs is never partial.
+    """
+    if isinstance(known, RightsCheck):
+        rights = known
+    else:
+        context = config.stash[stash.SUITE_CONFIG].context if cluster.backend == "existing" else None
+        rights = check_rights(cluster.kubeconfig, context)
     if not rights.missing:
         return
-    if not config.getoption("--dra-allow-partial"):
+    if rights.fatal or not config.getoption("--dra-allow-partial"):
         raise rights.refusal()
     config.stash[stash.MISSING_RIGHTS] = rights.missing
 

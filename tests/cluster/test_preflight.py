@@ -1,8 +1,10 @@
 """A run against an unusable cluster stops before the first test: one line naming the cluster and the cause, exit 2.
 
 Each case points `--cluster existing` at the real local API server in a way a user gets wrong (a dead port, a
-server that never answers, a bad token, an identity without rights, an identity lacking one right a suite needs)
-and runs the command as a user would.
+server that never answers, a CA that did not sign the server's certificate, a bad token, an identity without
+rights, an identity lacking one right a suite needs, or rights every suite needs) and runs the command as a user
+would. An identity that lacks several rights is refused naming every one of them: one line, and an indented line
+per group of suites that need them.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,12 +21,14 @@ from kubernetes import client
 from dra_conformance.exits import EXIT_CANNOT_RUN
 from dra_conformance.kube import builders, kubeconfig, waits
 from dra_conformance.kube.identities import request_token, token_client
+from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.preflight import check_cluster, check_rights
 from dra_conformance.kube.rights import (
     RESOURCE,
     SUITE_RIGHTS,
     Right,
     cluster_role_rules,
+    missing_groups,
     needed_rights,
     suites_phrase,
 )
@@ -42,8 +46,10 @@ RBAC_PROPAGATION = 30.0
 CREATE_CLASSES = Right("create", "deviceclasses", RESOURCE, namespaced=False)
 
 
-def _kubeconfig(api_client: client.ApiClient, path: Path, *, server: str | None = None, token: str) -> Path:
-    ca_pem = Path(api_client.configuration.ssl_ca_cert).read_bytes()
+def _kubeconfig(
+    api_client: client.ApiClient, path: Path, *, server: str | None = None, token: str, ca_pem: bytes | None = None
+) -> Path:
+    ca_pem = ca_pem or Path(api_client.configuration.ssl_ca_cert).read_bytes()
     document = kubeconfig.render(server or str(api_client.configuration.host), ca_pem, user="preflight", token=token)
     return kubeconfig.write(path, document)
 
@@ -87,14 +93,24 @@ def _run(
     )
 
 
-def _assert_one_line_exit(result: subprocess.CompletedProcess[str], workdir: Path, *expected: str) -> None:
+def _assert_one_line_exit(
+    result: subprocess.CompletedProcess[str], workdir: Path, *expected: str, listed: Iterable[str] = ()
+) -> None:
+    """Exit 2, nothing written, one line holding each of `expected`, then exactly the indented lines `listed`."""
     lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
     observed = f"exit {result.returncode}, output {lines}"
     assert result.returncode == EXIT_CANNOT_RUN, observed
-    assert len(lines) == 1, observed
+    assert lines[1:] == list(listed), observed
     for part in expected:
         assert part in lines[0], f"{part!r} missing: {observed}"
+    assert "Traceback" not in observed, observed
     assert not (workdir / "reports").exists(), f"a refused run wrote reports: {list((workdir / 'reports').rglob('*'))}"
+
+
+def _group_lines(missing: Iterable[Right]) -> list[str]:
+    """The indented lines of a refusal that names `missing`: one per group of suites that need them."""
+    needed = needed_rights()
+    return [f"  for {suites}: {rights}" for suites, rights in missing_groups({r: needed[r] for r in missing})]
 
 
 @pytest.mark.parametrize("entry", ["cli", "pytest"])
@@ -111,6 +127,22 @@ def test_server_that_never_answers_stops_the_run_in_one_line(
     _assert_one_line_exit(_run("cli", path, tmp_path), tmp_path, silent_server, "unreachable", "timed out")
 
 
+@pytest.mark.parametrize("entry", ["cli", "pytest"])
+def test_server_certificate_the_kubeconfigs_ca_did_not_sign_stops_the_run_in_one_line(
+    entry: str, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    """The real API server, and a kubeconfig whose certificate-authority-data is a CA of its own (a copy-paste slip)."""
+    unrelated = CertificateAuthority.create("not-the-clusters-ca").cert_pem
+    path = _kubeconfig(api_client, tmp_path / "other-ca.kubeconfig", token="unused", ca_pem=unrelated)
+    _assert_one_line_exit(
+        _run(entry, path, tmp_path),
+        tmp_path,
+        f"cluster {api_client.configuration.host} (kubeconfig {path}) is not usable: "
+        "certificate not trusted by the kubeconfig's CA",
+        "(unable to get local issuer certificate)",
+    )
+
+
 def test_rejected_token_stops_the_run_in_one_line(api_client: client.ApiClient, tmp_path: Path) -> None:
     path = _kubeconfig(api_client, tmp_path / "bad-token.kubeconfig", token="not-a-valid-token")
     _assert_one_line_exit(
@@ -118,55 +150,67 @@ def test_rejected_token_stops_the_run_in_one_line(api_client: client.ApiClient, 
     )
 
 
-def test_identity_without_namespace_rights_stops_the_run_in_one_line(
-    api_client: client.ApiClient, tracker: ResourceTracker, namespace: str, tmp_path: Path
+@pytest.mark.parametrize("partial", [[], ["--allow-partial"]], ids=["refused", "allow-partial-cannot-help"])
+def test_identity_without_rights_is_refused_naming_every_right_it_lacks_at_once(
+    api_client: client.ApiClient, tracker: ResourceTracker, namespace: str, tmp_path: Path, partial: list[str]
 ) -> None:
+    """No RBAC for it at all: the refusal names all of the rights (not the first a step trips over), even partial."""
     tracker.create(builders.service_account("no-rights", namespace))
     path = _kubeconfig(
         api_client, tmp_path / "no-rights.kubeconfig", token=request_token(api_client, namespace, "no-rights")
     )
     _assert_one_line_exit(
-        _run("cli", path, tmp_path),
+        _run("cli", path, tmp_path, *partial),
         tmp_path,
-        "forbidden",
-        f"system:serviceaccount:{namespace}:no-rights may not create namespaces",
+        f"the suite's identity system:serviceaccount:{namespace}:no-rights lacks {len(needed_rights())} rights; ",
+        "(--allow-partial cannot help: no suite runs without the rights every suite needs):",
+        listed=_group_lines(needed_rights()),
     )
 
 
 @pytest.fixture
-def identity_without_class_creation(
+def identity_lacking(
     api_client: client.ApiClient, tracker: ResourceTracker, namespace: str, tmp_path: Path
-) -> tuple[str, Path]:
-    """A ServiceAccount holding every right the suites need but `create deviceclasses`; (user, kubeconfig).
+) -> Callable[..., tuple[str, Path]]:
+    """`identity_lacking(*rights)`: a ServiceAccount with every right the suites need but `rights`; (user, kubeconfig).
 
     Its ClusterRole and binding are tracked (deleted after the test); the ServiceAccount goes with the namespace.
     """
-    name = f"{namespace}-ci"
-    tracker.create(builders.service_account("ci", namespace))
-    tracker.create(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": name},
-            "rules": cluster_role_rules(right for right in needed_rights() if right != CREATE_CLASSES),
-        }
-    )
-    tracker.create(builders.cluster_role_binding(name, namespace, "ci"))
-    token = request_token(api_client, namespace, "ci")
-    with token_client(api_client, token) as ci:
-        waits.until(
-            lambda: (
-                client.AuthorizationV1Api(ci)
-                .create_self_subject_access_review(
-                    {"spec": {"resourceAttributes": {"verb": "create", "resource": "namespaces"}}}
-                )
-                .status.allowed
-            ),
-            bool,
-            timeout=RBAC_PROPAGATION,
-            what=f"ClusterRole {name} in effect for system:serviceaccount:{namespace}:ci",
+
+    def make(*lacking: Right) -> tuple[str, Path]:
+        name = f"{namespace}-ci"
+        granted = [right for right in needed_rights() if right not in lacking]
+        tracker.create(builders.service_account("ci", namespace))
+        tracker.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": name},
+                "rules": cluster_role_rules(granted),
+            }
         )
-    return f"system:serviceaccount:{namespace}:ci", _kubeconfig(api_client, tmp_path / "ci.kubeconfig", token=token)
+        tracker.create(builders.cluster_role_binding(name, namespace, "ci"))
+        token = request_token(api_client, namespace, "ci")
+        with token_client(api_client, token) as ci:
+            waits.until(
+                lambda: (
+                    client.AuthorizationV1Api(ci)
+                    .create_self_subject_access_review({"spec": {"resourceAttributes": granted[0].review_attributes()}})
+                    .status.allowed
+                ),
+                bool,
+                timeout=RBAC_PROPAGATION,
+                what=f"ClusterRole {name} in effect for system:serviceaccount:{namespace}:ci",
+            )
+        return f"system:serviceaccount:{namespace}:ci", _kubeconfig(api_client, tmp_path / "ci.kubeconfig", token=token)
+
+    return make
+
+
+@pytest.fixture
+def identity_without_class_creation(identity_lacking: Callable[..., tuple[str, Path]]) -> tuple[str, Path]:
+    """A ServiceAccount holding every right the suites need but `create deviceclasses`; (user, kubeconfig)."""
+    return identity_lacking(CREATE_CLASSES)
 
 
 CREATE_CLASSES = Right("create", "deviceclasses", RESOURCE, namespaced=False)
@@ -187,6 +231,24 @@ def test_identity_lacking_a_right_a_suite_needs_stops_the_run_in_one_line(
         f"the suite's identity {user} lacks: {CREATE_CLASSES} ({suites_phrase(_class_creators())}); grant the "
         "ClusterRole in ",
         "ci-clusterrole.yaml or pass --allow-partial",
+    )
+
+
+# Issue 45: the nodes are listed by the existing backend itself, after the preflight; an identity lacking them and a
+# suite's right once tripped over the listing ("list nodes: Forbidden") before the rights were asked for at all.
+LIST_NODES = Right("list", "nodes", namespaced=False)
+
+
+def test_a_right_every_suite_needs_is_refused_even_with_allow_partial_naming_every_missing_right(
+    identity_lacking: Callable[..., tuple[str, Path]], tmp_path: Path
+) -> None:
+    user, path = identity_lacking(LIST_NODES, CREATE_CLASSES)
+    _assert_one_line_exit(
+        _run("cli", path, tmp_path, "--allow-partial"),
+        tmp_path,
+        f"the suite's identity {user} lacks 2 rights; grant the ClusterRole in ",
+        "(--allow-partial cannot help: no suite runs without the rights every suite needs):",
+        listed=["  for every suite: list nodes", f"  for {suites_phrase(_class_creators())}: {CREATE_CLASSES}"],
     )
 
 

@@ -21,7 +21,7 @@ from dra_conformance.backends.local.build import (
     RealNodeBinaries,
     go_version,
 )
-from dra_conformance.errors import BuildError
+from dra_conformance.errors import BuildError, UsageError
 
 
 def _module(root: Path, name: str, main: str) -> None:
@@ -193,3 +193,34 @@ def test_a_source_root_module_builds_in_its_own_directory(tmp_path: Path) -> Non
     built = builder.ensure(component)
     settings = subprocess.run(["go", "version", "-m", str(built)], capture_output=True, text=True, check=True).stdout
     assert "mod\texample.com/tool" in settings, settings
+
+
+# What a runner that built the cache recorded (any `go version` line: it is only hashed).
+RECORDED_GO = "go version go1.26.0 linux/amd64"
+
+
+def _without_go(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A PATH on which no `go` is found (the machine of a CI job that imported the build)."""
+    empty = tmp_path / "no-go-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def test_a_cached_binary_is_found_without_go_by_the_go_version_it_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _module(tmp_path / "assets", "tool", "package main\n\nfunc main() {}\n")
+    component = Component("tool", "tool", ".", "v1")
+    entry = tmp_path / "cache" / "bin" / component.cache_key(tmp_path / "assets", RECORDED_GO)
+    entry.mkdir(parents=True)
+    (entry / "tool").write_text("#!/bin/sh\n")
+    (entry / build.GO_RECORD).write_text(RECORDED_GO + "\n")
+    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=60.0, echo=lambda _: None)
+    _without_go(monkeypatch, tmp_path)
+    assert builder.ensure(component) == entry / "tool"
+    # The module changed since: the entry is not this checkout's build, and without Go none can be made.
+    (tmp_path / "assets" / "tool" / "main.go").write_text("package main\n\nfunc main() { println() }\n")
+    with pytest.raises(UsageError) as refused:
+        builder.ensure(component)
+    message = str(refused.value)
+    assert "tool v1 is not in the build cache" in message and "--import" in message and "\n" not in message, message

@@ -29,11 +29,11 @@ from dra_conformance.timeouts import Timeouts
 PORTS = Ports(
     etcd_client=21001, etcd_peer=21002, apiserver=21003, controller_manager=21004, scheduler=21005, kwok=21006
 )
-BINARIES = Binaries(
-    *(
-        Path(f"/opt/bin/{name}")
-        for name in ("etcd", "kwok", "kube", "metrics-server", "dra-test-driver", "reference-driver-go")
-    )
+BINARIES = Binaries.of(
+    {
+        name: Path(f"/opt/bin/{name.replace('_', '-')}")
+        for name in ("etcd", "kwok", "kube", "metrics_server", "dra_test_driver", "reference_driver_go")
+    }
 )
 READYZ = "https://127.0.0.1:21003/readyz"
 # Every check but the two bootstrap hooks that write default roles and priority classes (kube_apiserver.py).

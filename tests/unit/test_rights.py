@@ -19,8 +19,10 @@ from dra_conformance.kube.rights import (
     RESOURCE,
     SUITE_RIGHTS,
     Right,
+    describe_missing,
     escalatable_rights,
     missing_from_json,
+    missing_groups,
     missing_to_json,
     needed_rights,
     render_manifest,
@@ -130,30 +132,86 @@ def test_the_issue_20_identity_is_caught() -> None:
 
 def test_refusal_is_one_line_naming_each_missing_right_its_suites_and_the_ways_on() -> None:
     needed = needed_rights()
+    delete_classes = Right("delete", "deviceclasses", RESOURCE, namespaced=False)
+    check = RightsCheck(
+        "https://10.0.0.1:6443",
+        Path("ci.kubeconfig"),
+        "alice",
+        {right: needed[right] for right in (CREATE_CLASSES, delete_classes)},
+    )
+    assert str(check.refusal()) == (
+        "cluster https://10.0.0.1:6443 (kubeconfig ci.kubeconfig) is not usable: the suite's identity alice lacks: "
+        "create/delete deviceclasses.resource.k8s.io "
+        "(allocation, binding, capacity, explore, kubelet, partitions, protocol, rbac, rollback, status, taints); "
+        f"grant the ClusterRole in {CLUSTER_ROLE_MANIFEST} "
+        "or pass --allow-partial (pytest: --dra-allow-partial) to skip the checks that need them"
+    )
+    assert check.fatal == {}
+
+
+def test_refusal_lists_every_missing_right_at_once_one_indented_line_per_group_of_suites() -> None:
+    needed = needed_rights()
     check = RightsCheck(
         "https://10.0.0.1:6443",
         Path("ci.kubeconfig"),
         "alice",
         {right: needed[right] for right in (CREATE_CLASSES, CREATE_CLUSTER_ROLES)},
     )
-    assert str(check.refusal()) == (
-        "cluster https://10.0.0.1:6443 (kubeconfig ci.kubeconfig) is not usable: the suite's identity alice lacks: "
-        "create deviceclasses.resource.k8s.io "
-        "(allocation, binding, capacity, explore, kubelet, partitions, protocol, rbac, rollback, status, taints), "
-        f"create clusterroles.rbac.authorization.k8s.io (rbac); grant the ClusterRole in {CLUSTER_ROLE_MANIFEST} "
-        "or pass --allow-partial (pytest: --dra-allow-partial) to skip the checks that need them"
-    )
+    assert str(check.refusal()).splitlines() == [
+        "cluster https://10.0.0.1:6443 (kubeconfig ci.kubeconfig) is not usable: the suite's identity alice lacks "
+        f"2 rights; grant the ClusterRole in {CLUSTER_ROLE_MANIFEST} or pass --allow-partial "
+        "(pytest: --dra-allow-partial) to skip the checks that need them:",
+        "  for allocation, binding, capacity, explore, kubelet, partitions, protocol, rbac, rollback, status, taints: "
+        "create deviceclasses.resource.k8s.io",
+        "  for rbac: create clusterroles.rbac.authorization.k8s.io",
+    ]
 
 
-def test_refusal_groups_rights_that_the_same_suites_need() -> None:
+def test_a_missing_right_every_suite_needs_is_fatal_and_the_refusal_does_not_offer_allow_partial() -> None:
     needed = needed_rights()
     get_nodes = Right("get", "nodes", namespaced=False)
     check = RightsCheck(
         "https://h", Path("k"), "bob", {right: needed[right] for right in (CREATE_NAMESPACES, get_nodes)}
     )
-    line = str(check.refusal())
-    assert "lacks: create namespaces (every suite), get nodes (kubelet, protocol, rbac, rollback); grant" in line, line
-    assert "\n" not in line
+    assert list(check.fatal) == [CREATE_NAMESPACES]
+    lines = str(check.refusal()).splitlines()
+    assert lines[0].endswith(
+        f"lacks 2 rights; grant the ClusterRole in {CLUSTER_ROLE_MANIFEST} "
+        "(--allow-partial cannot help: no suite runs without the rights every suite needs):"
+    ), lines
+    assert lines[1:] == ["  for every suite: create namespaces", "  for kubelet, protocol, rbac, rollback: get nodes"]
+
+
+def test_an_identity_lacking_every_right_is_refused_naming_each_one_once() -> None:
+    needed = needed_rights()
+    lines = str(RightsCheck("https://h", Path("k"), "nobody", needed).refusal()).splitlines()
+    assert f"lacks {len(needed)} rights" in lines[0], lines[0]
+    assert lines[1].startswith("  for every suite: create/get/delete namespaces, get serviceaccounts, list nodes"), (
+        lines
+    )
+    listed = [(line.split(": ", 1)[0].removeprefix("  for "), line.split(": ", 1)[1]) for line in lines[1:]]
+    assert listed == missing_groups(needed)
+    named = sum(len(resource.split(", ")) for _, resource in listed)
+    verbs = sum(len(entry.split(" ", 1)[0].split("/")) for _, rights in listed for entry in rights.split(", "))
+    assert verbs == len(needed) and named <= len(needed), (verbs, named, len(needed))
+
+
+@pytest.mark.parametrize(
+    ("rights", "text"),
+    [
+        ((CREATE_NAMESPACES, Right("get", "namespaces", namespaced=False)), "create/get namespaces (every suite)"),
+        (
+            (CREATE_CLASSES, Right("list", "events"), Right("delete", "deviceclasses", RESOURCE, namespaced=False)),
+            "create/delete deviceclasses.resource.k8s.io, list events (every suite)",
+        ),
+        (
+            (Right("get", "pods", subresource="exec"), Right("get", "pods")),
+            "get pods/exec, get pods (every suite)",
+        ),
+    ],
+)
+def test_verbs_of_one_resource_are_joined(rights: tuple[Right, ...], text: str) -> None:
+    assert describe_missing(dict.fromkeys(rights, tuple(SUITE_RIGHTS))) == text
 
 
 @pytest.mark.parametrize(

@@ -147,6 +147,8 @@ def test_cluster_up_on_a_state_dir_of_another_user_exits_2_in_one_line(
     monkeypatch.setattr(FileLock, "acquire", refused)
     code = main(["cluster", "up", "--state-dir", str(tmp_path / "local"), "--cache-dir", str(tmp_path / "cache")])
     err = capsys.readouterr().err
-    assert (
-        code == EXIT_USAGE and err == f"dra-conformance: {lock}: Permission denied (running as uid {os.geteuid()})\n"
+    assert code == EXIT_USAGE and err == (
+        f"dra-conformance: {lock}: Permission denied (running as uid {os.geteuid()}; owned by uid "
+        f"{tmp_path.stat().st_uid}): run as its owner, or give this user a directory of its own (--state-dir, "
+        "--cache-dir)\n"
     ), f"exit {code}: {err!r}"

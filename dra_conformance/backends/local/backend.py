@@ -37,7 +37,7 @@ from dra_conformance.backends.local import (
     real_node,
     shipped,
 )
-from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr
+from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr, select
 from dra_conformance.backends.local.components import driver as driver_component
 from dra_conformance.backends.local.components import fake_nodes, kwok, metrics_adapter, shipped_driver
 from dra_conformance.backends.local.components import real_node as real_node_component
@@ -105,6 +105,15 @@ class Stopwatch:
 
 # The real node's kubelet, by its name among the supervisor's processes.
 KUBELET = "kubelet"
+
+
+def wanted_components(profile: DriverProfile, metrics: str) -> frozenset[str]:
+    """The components of `build.ON_DEMAND` a local cluster with `profile` and Metrics API `metrics` runs.
+
+    Those its metrics implementation runs (metrics-server's binary) and those the profile's commands name
+    (`{bin:<component>}`); `build.select` adds the ones every local cluster runs.
+    """
+    return metrics_adapter.components(metrics) | (profile.run.binaries() if profile.run is not None else frozenset())
 
 
 @dataclass(frozen=True)
@@ -235,11 +244,12 @@ class LocalBackend:
                 self._check_same_driver(running)
                 self._join(running)
                 return running
-            self._check_start(load_profile(self.config.profile))
+            profile = load_profile(self.config.profile)
+            self._check_start(profile)
             builder = Builder(
                 self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
             )
-            binaries = builder.ensure_all()
+            binaries = builder.ensure_selected(select(wanted_components(profile, self.config.metrics)))
             real_binaries = builder.ensure_real_node() if self.config.real_node else None
             self._stop_locked()  # a half-started or crashed cluster from an earlier run
             timings = Stopwatch()
@@ -336,7 +346,7 @@ class LocalBackend:
                 f"driver {profile.driver}: real nodes only ({profile.source}: nodes: realOnly), none on kwok nodes"
             )
         else:
-            driver = driver_component.DriverUnderTest(profile, vars(binaries), nodes.all)
+            driver = driver_component.DriverUnderTest(profile, binaries.built(), nodes.all)
             driver.install(cluster)  # while kwok turns the nodes Ready
         nodes.ready(cluster)  # kwok's work
         timings.lap("nodes_ready")
@@ -361,7 +371,7 @@ class LocalBackend:
                 endpoints += shipped_driver.ShippedDriver(profile, self.layout, on_real_node, self.echo).start(cluster)
             else:
                 endpoints += driver_component.DriverUnderTest(
-                    profile, vars(binaries), on_real_node, in_pods=True
+                    profile, binaries.built(), on_real_node, in_pods=True
                 ).start(cluster)
             timings.lap("real_node_driver_ready")
         if adapter is not None:
@@ -442,11 +452,13 @@ class LocalBackend:
         self._kill_log().unlink(missing_ok=True)  # the old driver's kills: no exit of the new one is the suite's
         with self.supervised.api() as api_client:
             old = driver_swap.remove_old_driver(api_client, self.layout, self.config.timeouts.delete)
+        # The metrics adapter is kept: only what the new driver runs may be new to this cluster.
+        wanted = wanted_components(profile, recorded.get("metrics") or "none")
         binaries = Builder(
             self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
-        ).ensure_all()
+        ).ensure_selected(select(wanted))
         nodes = fake_nodes.FakeNodes(tuple(recorded["nodes"])).all
-        endpoints = driver_component.DriverUnderTest(profile, vars(binaries), nodes).start(self.supervised)
+        endpoints = driver_component.DriverUnderTest(profile, binaries.built(), nodes).start(self.supervised)
         self._write_record(recorded, endpoints, binaries)
         self.echo(
             f"driver {old} replaced by {profile.driver} of {profile.source} in {time.monotonic() - began:.1f} s "

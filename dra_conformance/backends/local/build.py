@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
 from dra_conformance import paths, versions
+from dra_conformance.backends.local import build_lock
 from dra_conformance.backends.local.build_times import BuildTimes, spell_seconds
 from dra_conformance.errors import BuildError, UsageError
 
@@ -43,12 +43,15 @@ class Component:
         root = self.source_root() if self.source_root is not None else assets
         return root / self.module
 
-    def cache_key(self, assets: Path) -> str:
-        """Hash of everything that decides the binary: module files, package, flags, tags, env and Go version."""
+    def cache_key(self, assets: Path, go: str | None = None) -> str:
+        """Hash of everything that decides the binary: module files, package, flags, tags, env and Go version.
+
+        `go` is the `go version` output to key by (default: this machine's Go, which must then be installed).
+        """
         digest = hashlib.sha256()
         for name, path in module_files(self.directory(assets)):
             digest.update(name.encode() + b"\0" + path.read_bytes())
-        digest.update(f"{self.package}\0{self.ldflags}\0{go_version()}".encode())
+        digest.update(f"{self.package}\0{self.ldflags}\0{go or go_version()}".encode())
         # Only when set, so the keys (and cached binaries) of components without tags or env stay what they were.
         if self.tags:
             digest.update(f"\0tags\0{self.tags}".encode())
@@ -105,6 +108,20 @@ COMPONENTS: tuple[Component, ...] = (
     Component("dra_test_driver", "dra-test-driver", ".", versions.KUBERNETES, _kube_ldflags()),
     REFERENCE_DRIVER_GO,
 )
+# The components of COMPONENTS only some runs need, each built when its run does (`select`): metrics-server for a
+# cluster with `--metrics metrics-server`, the upstream test driver for a profile that runs it
+# (`{bin:dra_test_driver}`). Every other one runs in every local cluster: the reference driver's Go build too, which
+# private reference driver instances run whatever driver the profile runs.
+ON_DEMAND = frozenset({"metrics_server", "dra_test_driver"})
+
+
+def select(wanted: Collection[str] = (), *, everything: bool = False) -> tuple[Component, ...]:
+    """The components of COMPONENTS to build: those every local cluster runs, plus the `wanted` ones of ON_DEMAND.
+
+    `everything` selects all of COMPONENTS (`build --all`). Names in `wanted` that are no component of COMPONENTS
+    are left out: a profile naming such a `{bin:...}` is refused when its command line is rendered.
+    """
+    return tuple(c for c in COMPONENTS if everything or c.name not in ON_DEMAND or c.name in wanted)
 
 
 def _containerd_ldflags() -> str:
@@ -184,6 +201,11 @@ def socket_relay_name(architecture: str) -> str:
     return f"socket-relay-{architecture}"
 
 
+# Beside each cached binary: the `go version` output that built it (part of its key), so that a machine without Go
+# finds the entry a build here or on another runner (`build --import`) left, by recomputing the key with it.
+GO_RECORD = "go-version"
+
+
 def go_version() -> str:
     """Return `go version` output, part of the cache key; a missing Go is a usage error."""
     try:
@@ -194,14 +216,32 @@ def go_version() -> str:
 
 @dataclass(frozen=True)
 class Binaries:
-    """Paths of the built binaries."""
+    """Paths of the built binaries of COMPONENTS; those of ON_DEMAND are None where the run did not need them."""
 
     etcd: Path
     kwok: Path
     kube: Path
-    metrics_server: Path
-    dra_test_driver: Path
     reference_driver_go: Path
+    # Only for a cluster with `--metrics metrics-server`.
+    metrics_server: Path | None = None
+    # Only for a profile that runs it (`{bin:dra_test_driver}`).
+    dra_test_driver: Path | None = None
+
+    @classmethod
+    def of(cls, built: Mapping[str, Path]) -> Binaries:
+        """From component name -> path, as `Builder.ensure_many` returns it for a selection (`select`)."""
+        return cls(
+            etcd=built["etcd"],
+            kwok=built["kwok"],
+            kube=built["kube"],
+            reference_driver_go=built["reference_driver_go"],
+            metrics_server=built.get("metrics_server"),
+            dra_test_driver=built.get("dra_test_driver"),
+        )
+
+    def built(self) -> dict[str, Path]:
+        """Component name -> path of each binary built (what a profile's `{bin:<component>}` may name)."""
+        return {name: path for name, path in vars(self).items() if path is not None}
 
 
 @dataclass(frozen=True)
@@ -262,12 +302,45 @@ class Builder:
         self.last_seconds = 0.0
 
     def path(self, component: Component) -> Path:
-        """Where the cached binary of `component` lives."""
-        return self.cache_dir / "bin" / component.cache_key(self.assets) / component.name
+        """Where the cached binary of `component` lives.
+
+        Without Go, the cached binary whose recorded Go version keys it as this checkout's module files would; with
+        no such binary, the missing Go is the UsageError, naming the component.
+        """
+        try:
+            go = go_version()
+        except UsageError as no_go:
+            cached = self._cached_without_go(component)
+            if cached is None:
+                raise UsageError(
+                    f"{component.name} {component.version} is not in the build cache {self.cache_dir / 'bin'} "
+                    f"and {no_go} (or import a build: dra-conformance build --import FILE)"
+                ) from None
+            return cached
+        target = self.cache_dir / "bin" / component.cache_key(self.assets, go) / component.name
+        record = target.parent / GO_RECORD
+        if target.exists() and not record.exists():
+            with contextlib.suppress(OSError):  # entries built before the record: a run with Go adds it
+                record.write_text(go + "\n")
+        return target
+
+    def _cached_without_go(self, component: Component) -> Path | None:
+        for entry in sorted((self.cache_dir / "bin").glob(f"{component.name}-{component.version}-*")):
+            try:
+                go = (entry / GO_RECORD).read_text().strip()
+            except OSError:
+                continue
+            if (entry / component.name).is_file() and component.cache_key(self.assets, go) == entry.name:
+                return entry / component.name
+        return None
 
     def ensure_all(self) -> Binaries:
-        """Return every binary, building the missing ones."""
-        return Binaries(**self.ensure_many(COMPONENTS))
+        """Return every binary of COMPONENTS, building the missing ones (`build --all`)."""
+        return self.ensure_selected(COMPONENTS)
+
+    def ensure_selected(self, components: tuple[Component, ...]) -> Binaries:
+        """Return the binaries of `components` (a `select`ion of COMPONENTS), building the missing ones."""
+        return Binaries.of(self.ensure_many(components))
 
     def ensure_real_node(self) -> RealNodeBinaries:
         """Return every binary of the real node tier, building the missing ones (never done by `ensure_all`)."""
@@ -298,7 +371,7 @@ class Builder:
         if target.exists():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(target.parent) + ".lock"):
+        with build_lock.hold(Path(str(target.parent) + ".lock"), f"{component.name} {component.version}", self.echo):
             if not target.exists():
                 times = BuildTimes(self.cache_dir)
                 alone = times.estimate([component.name])
@@ -364,6 +437,7 @@ class Builder:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:])
             raise BuildError(component.name, str(log_path), tail)
         partial.replace(target)
+        (target.parent / GO_RECORD).write_text(go_version() + "\n")
         self.last_seconds = time.monotonic() - started
         self.echo(f"built {component.name} in {self.last_seconds:.0f}s")
 

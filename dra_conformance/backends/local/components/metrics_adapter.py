@@ -13,6 +13,7 @@ from dra_conformance.backends.local import drivers, metrics
 from dra_conformance.backends.local.network import LOOPBACK
 from dra_conformance.backends.local.process_plan import Plan, ProcessSpec
 from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
+from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
 from dra_conformance.metrics import api as metrics_api
 
@@ -25,13 +26,19 @@ def control_socket(cluster_runtime: Path) -> Path:
     return cluster_runtime / "fake-metrics" / "control.sock"
 
 
+def components(kind: str) -> frozenset[str]:
+    """The pinned components (`build.ON_DEMAND`) the implementation `kind` runs: metrics-server's binary, for it."""
+    return frozenset({"metrics_server"}) if kind == "metrics-server" else frozenset()
+
+
 @dataclass(frozen=True)
 class MetricsAdapter:
     """`kind` "fake" (the reference adapter, v1 and v1beta1) or "metrics-server" (v1beta1 only), on `port`."""
 
     kind: str
     port: int
-    metrics_server: Path
+    # The real metrics-server's binary; built (and needed) only for `kind` "metrics-server" (`components`).
+    metrics_server: Path | None
     name: str = "metrics"
     # Set once its process is in the supervisor's plan (`planned`): the CA of the serving certificate it runs with.
     ca_bundle: bytes | None = None
@@ -58,6 +65,8 @@ class MetricsAdapter:
     def _rendered(self, cluster: SupervisedCluster) -> tuple[ProcessSpec, bytes]:
         layout = cluster.layout
         if self.kind == "metrics-server":
+            if self.metrics_server is None:
+                raise BackendError("metrics-server: its binary was not built for this cluster (build.select)")
             return metrics.metrics_server_process(layout, self.metrics_server, self.port)
         return metrics.process(layout, self.port, control_socket(drivers.runtime_dir(layout)))
 
