@@ -29,6 +29,11 @@ from tests.reference_image import IMAGE_BUILD_DEADLINE, build_reference_image
 # cores the other tests keep busy.
 CERTIFICATION_RUN_DEADLINE = 1800.0
 OUTPUT_TAIL = 4000
+# The kubelet suite's two longest checks wait out the kubelet's own deadline and backoff (about 110 s together) on a
+# fault our kubelet-side interposer injects, whatever the driver behind it. The whole-selection run and the Sonobuoy
+# recipe judge them on the real node; the two runs of one suite for another driver leave them out, which keeps CI on
+# its time budget.
+NOT_THE_INTERPOSERS_WAITS = ("-k", "not hung_prepare and not allocated-but-prepare-failed")
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ RUNS = (
             "--profile",
             "fixtures/profiles/shipped-variants/prepare-refused-while-device-held.yaml",
             "suites/kubelet",
+            *NOT_THE_INTERPOSERS_WAITS,
         ),
         ("incomplete",),
         real_node=True,
@@ -87,7 +93,13 @@ RUNS = (
     ),
     CertificationRun(
         "upstream-test-driver-kubelet-suite",
-        ("--real-node", "--profile", "fixtures/profiles/upstream-test-driver.yaml", "suites/kubelet"),
+        (
+            "--real-node",
+            "--profile",
+            "fixtures/profiles/upstream-test-driver.yaml",
+            "suites/kubelet",
+            *NOT_THE_INTERPOSERS_WAITS,
+        ),
         ("incomplete",),
         real_node=True,
     ),
