@@ -6,10 +6,21 @@ import ctypes
 import os
 import signal
 import socket
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+# Run by a new Python before it executes the command line it is given: the command gets SIGKILL when the process
+# whose pid is its first argument dies (PR_SET_PDEATHSIG survives the exec), or at once where that one died already.
+# Popen's preexec_fn (`die_with`) does the same in the forked child, but runs Python there; in a parent with threads
+# (grpcio's) that can abort the child (SIGABRT: "epoll" errors of gRPC's fork handlers).
+DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys; "
+    f"ctypes.CDLL(None, use_errno=True).prctl({PR_SET_PDEATHSIG}, signal.SIGKILL); "
+    "os.getppid() == int(sys.argv[1]) or os.kill(os.getpid(), signal.SIGKILL); "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
 def die_with(parent: int) -> Callable[[], None]:
@@ -26,6 +37,14 @@ def die_with(parent: int) -> Callable[[], None]:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return request
+
+
+def dying_with_this_process(argv: Sequence[str]) -> list[str]:
+    """`argv` started through DIE_WITH_PARENT: it dies with this process, and nothing runs between fork and exec.
+
+    For processes started from a parent with threads; a single-threaded one (the supervisor) may use `die_with`.
+    """
+    return [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *argv]
 
 
 def process_state(pid: int) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.leaks import driver_leftovers, slice_leftovers
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.model.driver import DriverEndpoint
-from dra_conformance.processes import die_with
+from dra_conformance.processes import dying_with_this_process
 from dra_conformance.timeouts import Timeouts
 from dra_wire.unix_http import unix_json_request
 
@@ -173,12 +172,9 @@ class FakeDriverProcess:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with self.log.open("ab") as log:
+            # The suite's process runs grpcio's threads: no preexec_fn (see DIE_WITH_PARENT).
             return subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=die_with(os.getpid()),
+                dying_with_this_process(self.argv), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
             )
 
     def start(self, timeout: float) -> None:

@@ -9,7 +9,6 @@ local backend gave the driver on that node.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import tempfile
@@ -58,7 +57,7 @@ from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.cluster import DriverTermination
 from dra_conformance.model.driver import DriverEndpoint
-from dra_conformance.processes import die_with
+from dra_conformance.processes import dying_with_this_process
 from dra_conformance.timeouts import Timeouts
 
 # A namespace must carry this label before a claim in it may ask for admin access (resource.k8s.io/v1).
@@ -248,6 +247,9 @@ class ClusterWorld:
         )
         # The device REPUBLISH_FAULT is set on, while it is.
         self._republished: str | None = None
+        # The driver republished since its process started: what it publishes may no longer be what a fresh start
+        # publishes (a broken driver's rescan changes its devices), which the next example must not inherit.
+        self._pool_changed = False
         if admin_access:
             client.CoreV1Api(api_client).patch_namespace(
                 build.namespace, {"metadata": {"labels": {ADMIN_ACCESS_LABEL: "true"}}}
@@ -410,6 +412,7 @@ class ClusterWorld:
     def republish(self) -> str:
         """Set REPUBLISH_FAULT on the first device, or clear it where it is set: the driver publishes its pool again."""
         device, self._republished = (None, None) if self._republished else (self._first_device, self._first_device)
+        self._pool_changed = True
         faults = [{"mode": REPUBLISH_FAULT, "device": device}] if device else []
         try:
             FakeDriverControl(self.endpoint).restore(faults)
@@ -436,7 +439,7 @@ class ClusterWorld:
             self.disruption.start()
         except HARNESS_ERRORS as error:
             raise DriverDidNotComeBack(str(error)) from None
-        self._down = False
+        self._down = self._pool_changed = False
 
     def wipe_cdi(self) -> int:
         """Remove every file of the driver's CDI dir, the directory kept."""
@@ -467,11 +470,7 @@ class ClusterWorld:
             argv = self._second_instance(uuid.uuid4().hex[:INSTANCE_UID_CHARS], Path(scratch) / "state")
             with log.open("ab") as output:
                 process = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=die_with(os.getpid()),
+                    dying_with_this_process(argv), stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT
                 )
             try:
                 during = self._registered_beside(process, registry, old, log)
@@ -544,14 +543,22 @@ class ClusterWorld:
         return Observation(cdi, statuses, pools)
 
     def reset(self, prepared: Sequence[ClaimRef]) -> None:
-        """Unprepare what is still prepared (errors ignored: the steps judged the driver), delete claims and pods."""
+        """Unprepare what is still prepared (errors ignored: the steps judged the driver), delete claims and pods.
+
+        Where the example made the driver republish, the driver is then started again, so that the next example
+        meets the pool a fresh start publishes, as this one did: a sequence Hypothesis replays (its shrunk one)
+        must not depend on the examples before it.
+        """
         if self._down:
             self._start_again()
-        if self._republished is not None:
-            self.republish()  # the pool as it was, for the next example
         for claim in prepared:
             self.kubelet.prepared.setdefault((self.endpoint, claim.uid), claim)
         self.kubelet.unprepare_leftovers()
+        if self._pool_changed:
+            try:
+                self.restart(SIGKILL)  # the fault switches (REPUBLISH_FAULT) go with the process
+            except DriverDidNotComeBack as error:
+                raise HarnessProblem(f"start the driver on {self.node} again between examples: {error}") from None
         pods, claims = list(self._pods.values()), list(self._claims.values())
         self._pods, self._claims = {}, {}
         try:
@@ -595,7 +602,7 @@ class ClusterWorld:
             self.disruption.start()
         except HARNESS_ERRORS as error:
             raise HarnessProblem(f"start the driver on {self.node} again after it did not come back: {error}") from None
-        self._down = False
+        self._down = self._pool_changed = False
 
     def _pools(self) -> dict[str, PoolView]:
         return {name: _view(pool) for name, pool in node_pools(self.api_client, self.driver, self.node).items()}

@@ -384,6 +384,35 @@ class ExploreMachine(RuleBasedStateMachine):
             claims = data.draw(_some(choices, batch), label="claims")
             calls.append((kind, claims))
             left = [c for c in left if c not in claims]
+        self._concurrently(calls, "concurrent")
+
+    def _changeable(self) -> list[ClaimState]:
+        """Claims a call would change: prepared ones (deleted ones too) to unprepare, then live ones to prepare."""
+        prepared = self.model.prepared()
+        return prepared + [c for c in self.model.live() if c not in prepared]
+
+    def can_change_concurrently(self) -> bool:
+        """Two claims a call would change: prepared ones to unprepare, or existing ones not prepared to prepare."""
+        return len(self._changeable()) >= 2
+
+    def change_concurrently(self, data: st.DataObject) -> None:
+        """Pods start and end at once: 2 to MAX_CONCURRENT_CALLS claims prepared or unprepared, a call each, in flight.
+
+        Every call changes what the driver has prepared (a claim not prepared is prepared, a prepared one
+        unprepared), as the kubelet's workers for pods starting and ending on a busy node do; the driver must keep
+        each change, whichever it served first (a restart shows what it kept). Among `call_concurrently`'s calls,
+        most repeat what was done already (a prepare of a prepared claim, an unprepare of one that is not): there,
+        calls that all change something are rare.
+        """
+        changeable = self._changeable()
+        indices = st.integers(2, min(MAX_CONCURRENT_CALLS, len(changeable))).flatmap(
+            lambda size: st.lists(st.integers(0, len(changeable) - 1), min_size=size, max_size=size, unique=True)
+        )
+        claims = [changeable[index] for index in data.draw(indices, label="claims")]
+        self._concurrently([(UNPREPARE if c.prepared else PREPARE, [c]) for c in claims], "concurrent changes")
+
+    def _concurrently(self, calls: list[tuple[str, list[ClaimState]]], operation: str) -> None:
+        """`calls` in flight at once, each judged against the model as it was before them all."""
         outcomes = self._act(lambda: self.world.concurrently([(kind, [c.ref for c in cs]) for kind, cs in calls]))
         checks = Checks()
         answered: list[tuple[list[ClaimState], dict[str, tuple[AnsweredDevice, ...]]]] = []
@@ -401,7 +430,7 @@ class ExploreMachine(RuleBasedStateMachine):
             f"{kind} {[c.label for c in claims]} -> {outcome.describe()}"
             for (kind, claims), outcome in zip(calls, outcomes, strict=True)
         )
-        self._step(f"concurrent ({' + '.join(kind for kind, _ in calls)})", f"at once: {described}")
+        self._step(f"{operation} ({' + '.join(kind for kind, _ in calls)})", f"at once: {described}")
         self._judge(checks)
 
     def can_delete(self) -> bool:
@@ -467,6 +496,38 @@ class ExploreMachine(RuleBasedStateMachine):
         )
         self._judge(checks)
         self._prepare([c for c in self.model.prepared() if not c.deleted], "prepare after the reboot")
+
+    def can_restart_while_pods_end(self) -> bool:
+        """The backend can restart the driver, and a claim is prepared (whose unprepare must undo its prepare)."""
+        return bool(self.world.restarts()) and bool(self.model.prepared())
+
+    def restart_while_pods_end(self, data: st.DataObject) -> None:
+        """The driver restarts while pods of the node end: once it is back, the kubelet unprepares their claims.
+
+        The kubelet retries the unprepare of a pod that ended while the driver was down until the driver registered
+        again, then names the pod's claims in one call. What the driver kept of its prepares across the restart shows
+        in such an unprepare only (it must undo each prepare: no CDI spec, no status entry left). The same steps
+        drawn one by one (a restart, then an unprepare of claims prepared before it, nothing between them that
+        prepares them again) are rare in a budget of a few minutes on a cluster; after concurrent calls, whose
+        changes the driver must all have kept, they are what shows that it did.
+        """
+        how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
+        prepared = self.model.prepared()
+        claims = data.draw(_some(prepared, len(prepared)), label="claims")
+        checks = Checks()
+        came_back = self._restart(how, checks)
+        self._step(
+            f"restart while pods end ({how})",
+            f"restart the driver ({how}) while the pods of {[c.label for c in claims]} end"
+            + (f" -> {came_back}" if came_back else ""),
+        )
+        self._judge(checks)
+        outcome = self._act(lambda: self.world.unprepare([c.ref for c in claims]))
+        checks = Checks()
+        call = "unprepare after the restart"
+        self._unprepared(claims, outcome, call, checks)
+        self._step(f"{call} ({_call(len(claims))})", f"{call} {[c.label for c in claims]} -> {outcome.describe()}")
+        self._judge(checks)
 
     def can_roll(self) -> bool:
         """The profile declares rollingUpdate and the backend can start a second instance of the driver."""
@@ -627,8 +688,12 @@ OPERATIONS = (
     Operation("restart driver", ExploreMachine.can_restart, ExploreMachine.restart_driver),
     Operation("wipe CDI dir", ExploreMachine.can_wipe, ExploreMachine.wipe_cdi_dir),
     Operation("concurrent calls", ExploreMachine.can_call_concurrently, ExploreMachine.call_concurrently),
+    Operation("concurrent changes", ExploreMachine.can_change_concurrently, ExploreMachine.change_concurrently),
     Operation("republish", ExploreMachine.can_republish, ExploreMachine.republish),
     Operation("reboot", ExploreMachine.can_reboot, ExploreMachine.reboot),
+    Operation(
+        "restart while pods end", ExploreMachine.can_restart_while_pods_end, ExploreMachine.restart_while_pods_end
+    ),
     Operation("rolling update", ExploreMachine.can_roll, ExploreMachine.roll),
 )
 

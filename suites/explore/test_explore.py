@@ -2,11 +2,11 @@
 
 Nobody wrote these sequences down. Hypothesis draws them (claims of random shapes allocated by the real scheduler,
 some mixing in another driver's devices, prepares and unprepares alone, batched and concurrent, repeated prepares,
-driver restarts by SIGKILL and SIGTERM, a wiped CDI dir, node reboots, republished pools, deleted claims, rolling
-updates where the profile declares them) on a set-aside node of the driver under test, where the suite plays the
-kubelet, and checks the invariants of `dra_conformance/model/registry/explore.yaml` after every step. A finding is
-shrunk to the shortest sequence that still breaks it and reported with its seed;
-`dra-conformance explore --profile P --replay SEED` runs it again.
+driver restarts by SIGKILL and SIGTERM, some while pods end (their claims unprepared once the driver is back), a
+wiped CDI dir, node reboots, republished pools, deleted claims, rolling updates where the profile declares them) on a
+set-aside node of the driver under test, where the suite plays the kubelet, and checks the invariants of
+`dra_conformance/model/registry/explore.yaml` after every step. A finding is shrunk to the shortest sequence that
+still breaks it and reported with its seed; `dra-conformance explore --profile P --replay SEED` runs it again.
 """
 
 from __future__ import annotations
