@@ -6,6 +6,7 @@ dra-conformance run [--cluster local|existing|kind] [--kubeconfig FILE] [--conte
 dra-conformance explore [--profile P] [--seed N | --replay SEED] [--max-steps N] [--max-examples N] [--budget-seconds S]
 dra-conformance report RUN [--serve [--port N]]
 dra-conformance report --fleet DIR_OR_TARBALL... [--stale-after 36h] [--output DIR] [--history FILE|URL] [--since 14d]
+dra-conformance verdict RUN [--reports-dir DIR]
 dra-conformance obligations [--output FILE]
 dra-conformance sonobuoy run --profile P --cluster-name NAME [--kubeconfig PATH] [--output DIR] [run args...]
 dra-conformance sonobuoy results DIR_OR_TARBALL
@@ -68,6 +69,8 @@ from dra_conformance.sonobuoy import retrieved as sonobuoy_retrieved
 from dra_conformance.sonobuoy import runner as sonobuoy_runner
 from dra_conformance.sonobuoy.part import Part as SonobuoyPart
 from dra_conformance.timeouts import Timeouts, timeout_option
+from dra_conformance.verdict import FINDINGS_JSON, FindingsError
+from dra_conformance.verdict import replay as replay_verdict
 from dra_wire import kubelet_api
 from dra_wire.cache import default_cache_dir
 from dra_wire.kubelet_api import BindingsError
@@ -372,6 +375,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--serve", action="store_true", help="then serve the HTML on 127.0.0.1 until Ctrl-C")
     report.add_argument("--port", type=int, default=0, help="port for --serve (default: any free port)")
     add_shared(report, "report")
+    verdict = commands.add_parser(
+        "verdict",
+        help="decide a saved run's verdict again from the findings it recorded (findings.json), with the same rules",
+        description="Print the verdict and its reasons, decided again from the run's findings.json: exit 0 when it "
+        "equals the verdict the run recorded, 1 when it does not, 2 when the record is missing or malformed.",
+    )
+    verdict.add_argument("run", help="run id under reports/, or a run's directory")
+    add_shared(verdict, "verdict")
     profile = commands.add_parser(
         "profile", help="check driver profiles against the schema: one line per file, exit 2 when any is invalid"
     )
@@ -887,6 +898,30 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _verdict(args: argparse.Namespace) -> int:
+    """`dra-conformance verdict RUN`: the run's verdict decided again from its findings, and whether it agrees."""
+    reports = args.reports_dir or _reports_root() / "reports"
+    run_dir = next((c for c in (Path(args.run), reports / args.run) if c.is_dir()), None)
+    if run_dir is None:
+        raise UsageError(f"verdict: no run {args.run!r}: neither a directory nor a run id under {reports}")
+    try:
+        replayed = replay_verdict(run_dir)
+    except FindingsError as error:
+        print(f"dra-conformance verdict: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"verdict: {replayed.verdict} (decided again from {run_dir / FINDINGS_JSON})")
+    print("\n".join(f"  {reason}" for reason in replayed.reasons))
+    if not replayed.agrees:
+        print(
+            f"dra-conformance verdict: the findings decide {str(replayed.verdict)!r}, but the run recorded "
+            f"{replayed.recorded!r} ({replayed.recorded_in})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    print(f"  the same verdict the run recorded ({replayed.recorded_in})")
+    return EXIT_OK
+
+
 def one_line_usage_error(text: str, command: str = "run") -> str:
     """The usage error pytest gives for a bad option (usage text, error, inifile and rootdir lines) as one line.
 
@@ -1139,6 +1174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cluster(args)
         if args.command == "report":
             return _report(args)
+        if args.command == "verdict":
+            return _verdict(args)
         if args.command == "explore":
             return _explore(args, rest)
         if args.command == "slices":

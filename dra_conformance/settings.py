@@ -120,8 +120,8 @@ SHARED: tuple[Setting, ...] = (
         "reports-dir",
         "path",
         "<rootdir>/reports",
-        "where runs write reports/<run-id>/ and where `report RUN` looks them up",
-        ("run", "report"),
+        "where runs write reports/<run-id>/ and where `report RUN` and `verdict RUN` look them up",
+        ("run", "report", "verdict"),
         metavar="DIR",
     ),
     Setting(

@@ -23,10 +23,9 @@ import grpc
 from dra_conformance.kubelet.client import DriverClient
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.driver import DriverEndpoint
+from dra_conformance.verdict import DRIVER_ANSWERS as DRIVER_ANSWERS
 from dra_wire.kubelet_api import BindingsError, KubeletAPI, load
 
-# The registry obligation a driver instance that stops answering breaks (model/registry/run.yaml).
-DRIVER_ANSWERS = "run.driver-answers"
 # The kubelet gives GetInfo one second when it registers a plugin (operation_generator.go): a driver that does not
 # answer within it then could not be registered again, by a restarted kubelet for one.
 PROBE_DEADLINE = 1.0

@@ -43,11 +43,7 @@ from dra_conformance.report import reports_space, summary_attribution
 from dra_conformance.report.allure_tables import write_global_pages
 from dra_conformance.report.certification import (
     PHASES,
-    WORKER_CRASH,
-    CheckResult,
-    Outcome,
-    RunFacts,
-    Selection,
+    findings_of,
     merge,
     outcome_of,
     phase_reason,
@@ -57,10 +53,10 @@ from dra_conformance.report.certification import (
     write_summary,
 )
 from dra_conformance.report.fleet.identity import cluster_name
-from dra_conformance.report.harness_errors import HARNESS_ERROR
 from dra_conformance.rollback.report import REPORT_JSON
 from dra_conformance.rollback.report import summarize as summarize_rehearsal
 from dra_conformance.rollback.state import Phase, RehearsalState
+from dra_conformance.verdict import HARNESS_ERROR, WORKER_CRASH, CheckResult, Outcome, RunFacts, Selection
 
 CAPABILITY_PROPERTY = "capabilities"
 # Set on a report whose phase raised a registry obligation: its id, basis and capability.
@@ -413,17 +409,13 @@ class OutcomeCollector:
         )
         run_dir = config.stash[stash.RUN_DIR]
         gate = self.canary_gate(run_dir, profile.identity.service_account.username, profile.driver)
-        summary = summarize(
-            results,
-            facts,
-            run_dir,
-            gate,
-            self.selection(),
-            [fault.describe() for fault in self.faults],
-            self.exits,
-            [silence.to_json() for silence in self.silences],
-        )
-        problem = write_summary(summary, run_dir)  # a full disk: one line, printed after the verdict
+        selection = self.selection()
+        faults = [fault.describe() for fault in self.faults]
+        silences = [silence.to_json() for silence in self.silences]
+        summary = summarize(results, facts, run_dir, gate, selection, faults, self.exits, silences)
+        # What the verdict was decided from, for `dra-conformance verdict RUN` to decide again.
+        findings = findings_of(results, facts, run_dir, selection, faults, self.exits, silences)
+        problem = write_summary(summary, run_dir, findings)  # a full disk: one line, printed after the verdict
         allure_dir = getattr(config.option, "allure_report_dir", None)
         if allure_dir and problem is None:
             # The verdict opens the HTML report: the whole summary is the run's first global attachment.

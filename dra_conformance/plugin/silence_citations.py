@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from dra_conformance.driver.answers import DRIVER_ANSWERS, Silence
-from dra_conformance.report.certification import CheckResult, Outcome
-from dra_conformance.report.harness_errors import HARNESS_ERROR
+from dra_conformance.driver.answers import Silence
+from dra_conformance.verdict import DRIVER_ANSWERS, HARNESS_ERROR, CheckResult, Outcome
 
 
 def cite_silences(

@@ -1,20 +1,8 @@
 """The certification summary: one verdict first, then why, per capability and per suite.
 
-Every test ends passed, failed, not applicable (a skip whose reason starts "not applicable:") or skipped with a
-reason; a skip without a reason is silent and blocks certification. A declared capability is certified only when
-the checks that exercise it (tests marked `capability(...)`) ran and passed. Verdicts:
-
-- certified: nothing failed, no silent skip, every declared capability exercised and passing;
-- certified with advisories: the same, with defensive findings (what users want beyond the contract) listed first;
-- not certified: a failure (a contract obligation, or a defensive one under strict), named by obligation id;
-- incomplete: nothing the driver did wrong, but the run cannot certify it: collected checks that never finished
-  (an interrupted run, `-x`, a crashed worker), a subset of the bundled suites (`-k`, a path), a check that errored
-  (a harness precondition, a fixture that could not set up, a harness error: anything raised that names no
-  obligation, see `report.harness_errors`), a declared capability no check exercised here (a limit of the suite
-  or the backend), or a silent skip.
-
-A failure counts against a declared capability when the obligation that broke is about that capability, or, for an
-obligation about no capability in particular, when the check is marked with it.
+The verdict is the engine's (`dra_conformance.verdict`: typed findings, rules as data); this module gathers a run's
+findings (`findings_of`), folds pytest's phase reports into one result per check for the plugin (`outcome_of`,
+`merge`), and renders and writes the summary (summary.json, summary.md, verdict.json, findings.json).
 
 Two contracts, two verdicts: the checks of the resource Metrics API (`suites/metrics`, and the metrics API rollback
 rehearsal) judge the cluster's metrics pipeline, never the driver. Their outcomes feed the metrics verdict and the
@@ -26,14 +14,12 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from dra_conformance.canary import rules as canary_rules
 from dra_conformance.canary import text as canary_text
-from dra_conformance.driver.answers import DRIVER_ANSWERS
 from dra_conformance.model.findings import RECORD_KIND as ADVISORY_RECORDS
 from dra_conformance.model.read_exposure import RECORD_KIND as READ_EXPOSURE_RECORDS
 from dra_conformance.model.read_exposure import markdown_line as read_exposure_line
@@ -43,17 +29,24 @@ from dra_conformance.report import driver_answers, harness_errors, reports_space
 from dra_conformance.report.exploration import exploration_markdown, exploration_terminal_line, explored_space
 from dra_conformance.report.four_layers import four_layer_line, four_layer_markdown, four_layer_section
 from dra_conformance.rollback.metrics_rehearsal import REHEARSAL as METRICS_REHEARSAL
+from dra_conformance.verdict import (
+    FINDINGS_JSON,
+    HARNESS_ERROR,
+    CheckResult,
+    Findings,
+    Outcome,
+    RunFacts,
+    Selection,
+    capability_table,
+    every_failure_named,
+    judge,
+    split_contracts,
+)
 
 NOT_APPLICABLE_PREFIX = "not applicable:"
-# The skip reason of checks the suite's identity has no rights for (`--allow-partial`): never a certifying skip.
-IDENTITY_LACKS = "the suite's identity cannot"
-# The phases a check reports; anything else is the report xdist makes for the check a crashed worker was running.
+# The phases a check reports; anything else is the report xdist makes for the check a crashed worker was running
+# (its result is then attributed to verdict.WORKER_CRASH).
 PHASES = ("setup", "call", "teardown")
-WORKER_CRASH = "worker crash"
-# What a check that failed or errored while the control plane was unhealthy is attributed to.
-CLUSTER_FAULT = "cluster fault"
-# The registry obligation an unexpected exit of the driver under test breaks (model/registry/run.yaml).
-DRIVER_STAYS_UP = "run.driver-stays-up"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MARKDOWN = "summary.md"
 # The verdict and the counts alone, written first: a few hundred bytes, where the whole summary may not fit.
@@ -69,12 +62,8 @@ METRICS_API_ROLLBACK_KEY = "metrics_api_rollback"
 METRICS_API_ROLLBACK = "metrics API rollback (v1 -> v1beta1)"
 DEVICE_PLUGIN_ROLLBACK_KEY = "device_plugin_rollback"
 DEVICE_PLUGIN_ROLLBACK = canary_rules.DEVICE_PLUGIN_ROLLBACK
-# The checks of the resource Metrics API contract, by path under suites/: the metrics suite, and the metrics API
-# rollback rehearsal (v1 -> v1beta1 -> v1). They judge the metrics pipeline (its adapter, its APIServices), which
-# the driver under test neither provides nor touches, so their outcomes decide the metrics verdict, never the
-# driver's certificate.
-METRICS_CHECKS = ("metrics/", "rollback/test_metrics_rollback.py")
-# The summary's section for those checks, beside the metrics verdict (its whole document).
+# The summary's section for the Metrics API's checks (`verdict.METRICS_CHECKS`), beside the metrics verdict (its
+# whole document).
 METRICS_SECTION = "metrics"
 METRICS_VERDICT_KEY = "metrics_verdict"
 
@@ -91,66 +80,6 @@ def phase_reason(report: Any) -> str:
         message = str(getattr(crash, "message", "") or report.longreprtext)
         return message.splitlines()[0] if message else ""
     return ""
-
-
-class Outcome(StrEnum):
-    """How one test ended."""
-
-    PASSED = "passed"
-    FAILED = "failed"
-    # The check could not judge the driver: a harness precondition broke or its setup failed.
-    ERROR = "error"
-    NOT_APPLICABLE = "not applicable"
-    SKIPPED = "skipped"
-
-
-class Verdict(StrEnum):
-    """The run's decision about the driver."""
-
-    CERTIFIED = "certified"
-    CERTIFIED_WITH_ADVISORIES = "certified with advisories"
-    NOT_CERTIFIED = "not certified"
-    INCOMPLETE = "incomplete"
-
-
-@dataclass
-class CheckResult:
-    """One test's outcome, with the reason for a skip and the capabilities it exercises."""
-
-    nodeid: str
-    outcome: Outcome
-    reason: str = ""
-    capabilities: tuple[str, ...] = ()
-    # The registry obligation that decided a failure or an error, and the capability it is about ("" for none).
-    obligation: str = ""
-    obligation_capability: str = ""
-    # A harness error's traceback (its end, `harness_errors.trimmed`): what the suite has to fix.
-    traceback: str = ""
-
-    @property
-    def suite(self) -> str:
-        """`suites/<name>/...` -> name; anything else by its top directory."""
-        parts = self.nodeid.split("::", 1)[0].split("/")
-        return parts[1] if parts[0] == "suites" and len(parts) > 1 else parts[0]
-
-    @property
-    def silent(self) -> bool:
-        """A skip that gives no reason."""
-        return self.outcome == Outcome.SKIPPED and not self.reason.strip()
-
-
-def about_metrics(nodeid: str) -> bool:
-    """Whether a check is one of the resource Metrics API's (`METRICS_CHECKS`), not about the driver."""
-    path = nodeid.split("::", 1)[0]
-    _, found, under = path.rpartition("suites/")
-    return bool(found) and under.startswith(METRICS_CHECKS)
-
-
-def split_contracts(results: list[CheckResult]) -> tuple[list[CheckResult], list[CheckResult]]:
-    """(the driver's checks, the Metrics API's checks): each contract's results, for its own verdict."""
-    driver = [r for r in results if not about_metrics(r.nodeid)]
-    metrics = [r for r in results if about_metrics(r.nodeid)]
-    return driver, metrics
 
 
 def outcome_of(when: str, passed: bool, skipped: bool, reason: str, basis: str = "") -> tuple[Outcome, str] | None:
@@ -190,92 +119,6 @@ def merge(
     return CheckResult(nodeid, outcome, reason, capabilities, *obligation, harness_errors.trimmed(traceback))
 
 
-def every_failure_named(results: list[CheckResult]) -> list[CheckResult]:
-    """No failure without an obligation: a failure or error that names none is a harness error, never the driver's."""
-    return [
-        replace(r, outcome=Outcome.ERROR, obligation=harness_errors.HARNESS_ERROR, obligation_capability="")
-        if r.outcome in (Outcome.FAILED, Outcome.ERROR) and not r.obligation
-        else r
-        for r in results
-    ]
-
-
-@dataclass
-class RunFacts:
-    """What the summary says about the run itself."""
-
-    suite_version: str
-    backend: str
-    # The API server's gitVersion; None where it could not be read.
-    cluster_version: str | None
-    driver: str
-    profile: str
-    profile_digest: str
-    driver_version: str | None
-    declared: tuple[str, ...]
-    # Capabilities no check certifies, because they are about the harness, not the driver.
-    harness_capabilities: tuple[str, ...] = ("referenceFaults", "faultSwitches")
-    extra: dict[str, Any] = field(default_factory=dict)
-    # Which cluster ran it (`--dra-cluster-name`, the kubeconfig context, the local cluster's name) and when it
-    # ended (ISO 8601 UTC): the fleet report's row and freshness. None in summaries written before them.
-    cluster: str | None = None
-    finished_at: str | None = None
-    # The changes the backend made to the driver's manifests before installing them (a profile's
-    # `install.transform`, `ClusterInfo.install_transforms`), one line each as printed at start: the run certifies
-    # the driver as shipped plus exactly these. Empty where it installed nothing or changed nothing.
-    install_transforms: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Selection:
-    """What the run set out to check: every collected check of the bundled suites, and what it left out."""
-
-    collected: tuple[str, ...] = ()
-    # Checks `-k`/`-m` deselected, and bundled suites the run collected nothing of (a path subset).
-    deselected: int = 0
-    suites_not_run: tuple[str, ...] = ()
-    # Why the run ended early (an interrupt, -x, a crashed worker), or "" when it ran to its end.
-    stopped: str = ""
-    # The `-k`/`-m` expressions that filtered the run (with xdist the workers deselect, and only these tell).
-    filtered_by: str = ""
-
-    def never_run(self, results: list[CheckResult]) -> list[str]:
-        """Collected checks that have no outcome: they never finished."""
-        finished = {r.nodeid for r in results}
-        return [nodeid for nodeid in self.collected if nodeid not in finished]
-
-
-def capability_table(results: list[CheckResult], facts: RunFacts) -> dict[str, dict[str, Any]]:
-    """Per declared capability: its outcome and the checks behind it (the driver's checks only)."""
-    results = every_failure_named(split_contracts(results)[0])
-    table = {}
-    for capability in facts.declared:
-        if capability in facts.harness_capabilities:
-            continue
-        checks = [r for r in results if capability in r.capabilities or r.obligation_capability == capability]
-        counts = Counter(str(r.outcome) for r in checks)
-        if any(_fails_capability(r, capability) for r in checks):
-            state = "failed"
-        elif counts[Outcome.PASSED]:
-            state = "passed"
-        elif checks:
-            state = "not exercised here"
-        else:
-            state = "no check in this suite"
-        reasons = sorted({r.reason for r in checks if r.outcome in (Outcome.NOT_APPLICABLE, Outcome.SKIPPED)})
-        table[capability] = {"state": state, "checks": dict(counts), "reasons": reasons[:5]}
-    return table
-
-
-def _fails_capability(result: CheckResult, capability: str) -> bool:
-    """A failed check counts against `capability` if what broke is about it, or about no capability in particular."""
-    if result.outcome != Outcome.FAILED:
-        return False
-    return result.obligation_capability == capability or (
-        not result.obligation_capability and capability in result.capabilities
-    )
-
-
 def suite_table(results: list[CheckResult]) -> dict[str, dict[str, Any]]:
     """Per suite: counts by outcome and the reasons of skips, most frequent first."""
     by_suite: dict[str, list[CheckResult]] = defaultdict(list)
@@ -297,111 +140,34 @@ def _named(result: CheckResult) -> str:
     return f"{result.nodeid} ({result.obligation})" if result.obligation else result.nodeid
 
 
-def _by_obligation(results: list[CheckResult]) -> list[str]:
-    """'<id> (<n> checks)' per obligation that decided these results, most frequent first."""
-    counted = Counter(r.obligation or "no registry obligation" for r in results)
-    return [f"{obligation} ({n} check{'s' if n > 1 else ''})" for obligation, n in counted.most_common()]
-
-
-def _selection_reasons(selection: Selection, results: list[CheckResult]) -> list[str]:
-    """Why the selection cannot certify: checks that never ran, or a subset of the bundled suites."""
-    reasons = []
-    never = selection.never_run(results)
-    if never:
-        finished = len(selection.collected) - len(never)
-        stopped = f" ({selection.stopped})" if selection.stopped else ""
-        reasons.append(
-            f"interrupted after {finished} of {len(selection.collected)} collected checks{stopped}: "
-            f"{len(never)} never ran, e.g. {', '.join(never[:3])}"
-        )
-    if selection.deselected or selection.suites_not_run or selection.filtered_by:
-        parts = [f"{selection.deselected} check(s) deselected"] if selection.deselected else []
-        parts += [f"filtered by {selection.filtered_by}"] if selection.filtered_by else []
-        parts += [f"suites not run: {', '.join(selection.suites_not_run)}"] if selection.suites_not_run else []
-        reasons.append("a subset of the bundled suites (only a full selection certifies): " + "; ".join(parts))
-    return reasons
-
-
-def decide(
+def findings_of(
     results: list[CheckResult],
-    capabilities: dict[str, dict[str, Any]],
-    advisories: list[dict[str, Any]] | None = None,
+    facts: RunFacts,
+    run_dir: Path,
     selection: Selection | None = None,
     cluster_faults: list[str] | None = None,
     driver_exits: list[dict[str, Any]] | None = None,
-    driver_silences: list[str] | None = None,
-) -> tuple[Verdict, list[str]]:
-    """The verdict and the reasons for it, naming the obligations that decided it.
-
-    `driver_silences` describe the windows in which an instance of the driver did not answer (`driver.answers`).
-    Only the driver's checks decide it: the Metrics API's (`about_metrics`) feed the metrics verdict. Which checks
-    never ran is counted over the whole selection: a run that stopped early cannot certify either way.
-    """
-    everything = every_failure_named(results)
-    results = split_contracts(everything)[0]
-    failed = [r for r in results if r.outcome == Outcome.FAILED]
-    unexpected = [e for e in driver_exits or [] if not e["caused_by_suite"]]
-    exits = "; ".join(e["describe"] for e in unexpected)
-    exited = [f"{DRIVER_STAYS_UP}: the driver exited unexpectedly {len(unexpected)} time(s): {exits}"] if exits else []
-    exited += [f"{DRIVER_ANSWERS}: {silence}" for silence in driver_silences or []]
-    if exited:
-        reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
-        return Verdict.NOT_CERTIFIED, exited + reasons + _harness_error_reasons(results)
-    if cluster_faults:
-        # The control plane failed under the run: it cannot certify, whatever else it saw; failures outside the
-        # fault's time still count and are listed.
-        affected = sum(r.obligation == CLUSTER_FAULT for r in results)
-        reasons = [f"{CLUSTER_FAULT}: {fault}" for fault in cluster_faults]
-        reasons.append(f"{affected} check(s) failed or errored during it: not the driver's failures")
-        if failed:
-            reasons.append(f"{len(failed)} check(s) failed outside it: " + ", ".join(_by_obligation(failed)))
-        return Verdict.INCOMPLETE, reasons
-    failing = [c for c, row in capabilities.items() if row["state"] == "failed"]
-    unselected = _selection_reasons(selection, everything) if selection is not None else []
-    if failed or failing:
-        reasons = [f"{len(failed)} check(s) failed: " + ", ".join(_by_obligation(failed))] if failed else []
-        reasons += [f"declared capability {c} failed its checks" for c in failing]
-        return Verdict.NOT_CERTIFIED, reasons + unselected + _harness_error_reasons(results)
-    errors = [r for r in results if r.outcome == Outcome.ERROR]
-    if unselected:
-        crashed = [r for r in errors if r.obligation == WORKER_CRASH]
-        crash = [f"{WORKER_CRASH}: {crashed[0].reason}"] if crashed else []
-        return Verdict.INCOMPLETE, unselected + crash + _harness_error_reasons(results)
-    # Checks skipped because the suite's own identity lacks rights (--allow-partial): the run could not judge them.
-    unauthorized = [r for r in results if r.outcome == Outcome.NOT_APPLICABLE and IDENTITY_LACKS in r.reason]
-    silent = [r.nodeid for r in results if r.silent]
-    unproven = [c for c, row in capabilities.items() if row["state"] != "passed"]
-    if errors or silent or unproven or unauthorized:
-        reasons = (
-            [
-                f"{len(unauthorized)} check(s) not run because the suite's identity lacks rights, e.g. "
-                f"{Counter(r.reason for r in unauthorized).most_common(1)[0][0]}"
-            ]
-            if unauthorized
-            else []
-        )
-        reasons += (
-            [f"{len(errors)} check(s) could not judge the driver (errors): " + ", ".join(_by_obligation(errors))]
-            if errors
-            else []
-        )
-        reasons += [f"{len(silent)} test(s) skipped without a reason: {silent[:3]}"] if silent else []
-        reasons += [f"declared capability {c}: {capabilities[c]['state']}" for c in unproven]
-        return Verdict.INCOMPLETE, reasons
-    if advisories:
-        counted = Counter(str(a.get("id") or a.get("obligation")) for a in advisories)
-        return Verdict.CERTIFIED_WITH_ADVISORIES, [
-            f"advisory {obligation} ({n} finding{'s' if n > 1 else ''})" for obligation, n in counted.most_common()
-        ] + ["no contract obligation broke; every declared capability was exercised and passed"]
-    return Verdict.CERTIFIED, [
-        "every check passed or is not applicable with its reason; every declared capability was exercised and passed"
-    ]
+    driver_silences: list[dict[str, Any]] | None = None,
+) -> Findings:
+    """What the verdict engine decides this run from: the arguments of `summarize`, and the advisories recorded."""
+    return Findings(
+        checks=every_failure_named(results),
+        declared=facts.declared,
+        harness_capabilities=facts.harness_capabilities,
+        selection=selection,
+        advisories=[_advisory(a) for a in read_records(run_dir, ADVISORY_RECORDS)],
+        cluster_faults=list(cluster_faults or []),
+        driver_exits=[
+            {"describe": str(e.get("describe") or ""), "caused_by_suite": bool(e["caused_by_suite"])}
+            for e in driver_exits or []
+        ],
+        driver_silences=[str(silence["describe"]) for silence in driver_silences or []],
+    )
 
 
-def _harness_error_reasons(results: list[CheckResult]) -> list[str]:
-    """The harness errors, where another reason decided the verdict (they never decide "not certified")."""
-    found = [r for r in results if r.obligation == harness_errors.HARNESS_ERROR]
-    return [f"{len(found)} harness error(s) ({harness_errors.HARNESS_ERROR}), e.g. {found[0].nodeid}"] if found else []
+def _advisory(record: dict[str, Any]) -> dict[str, Any]:
+    """An advisory as the summary lists it."""
+    return {k: record.get(k) for k in ("id", "check", "obligation", "observed")}
 
 
 def _artifact(run_dir: Path, name: str) -> Any:
@@ -421,14 +187,14 @@ def summarize(
 ) -> dict[str, Any]:
     """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.rules.evaluate`).
 
-    `driver_silences` are the windows in which an instance of the driver did not answer (`Silence.to_json`).
+    `driver_silences` are the windows in which an instance of the driver did not answer (`Silence.to_json`). The
+    verdict is the engine's, from the run's findings (`findings_of`).
     """
     everything = every_failure_named(results)
     results, metrics_checks = split_contracts(everything)
     capabilities = capability_table(results, facts)
-    advisories = read_records(run_dir, ADVISORY_RECORDS)
-    silences = [str(silence["describe"]) for silence in driver_silences or []]
-    verdict, reasons = decide(everything, capabilities, advisories, selection, cluster_faults, driver_exits, silences)
+    findings = findings_of(everything, facts, run_dir, selection, cluster_faults, driver_exits, driver_silences)
+    verdict, reasons = judge(findings)
     never = selection.never_run(everything) if selection is not None else []
     metrics = _artifact(run_dir, METRICS_VERDICT)
     rollback = _artifact(run_dir, ROLLBACK_REPORT)
@@ -442,11 +208,11 @@ def summarize(
             "caused_by_checks": [e for e in driver_exits or [] if e["caused_by_suite"]],
         },
         "driver_silences": driver_answers.section(driver_silences or [], results),
-        "advisories": [{k: a.get(k) for k in ("id", "check", "obligation", "observed")} for a in advisories],
+        "advisories": findings.advisories,
         "harness_errors": [
             {"check": r.nodeid, "obligation": r.obligation, "error": r.reason, "traceback": r.traceback}
             for r in sorted(results, key=lambda r: r.nodeid)
-            if r.obligation == harness_errors.HARNESS_ERROR
+            if r.obligation == HARNESS_ERROR
         ],
         "run": asdict(facts),
         "totals": dict(Counter(str(r.outcome) for r in results)),
@@ -720,8 +486,11 @@ def real_node_line(summary: dict[str, Any]) -> str | None:
     )
 
 
-def write_summary(summary: dict[str, Any], run_dir: Path) -> str | None:
-    """Write verdict.json (verdict and counts, small), then summary.json and summary.md, each whole or not at all.
+def write_summary(summary: dict[str, Any], run_dir: Path, findings: Findings | None = None) -> str | None:
+    """Write verdict.json (verdict and counts, small), then summary.json, summary.md, findings.json, each whole or not.
+
+    `findings` (where given) are what the verdict was decided from: `dra-conformance verdict RUN` decides again from
+    findings.json.
 
     A full file system stops the writing: the one line saying so (the path, the space left) is returned for the
     terminal, which still gets the verdict; None once every file is written.
@@ -732,6 +501,9 @@ def write_summary(summary: dict[str, Any], run_dir: Path) -> str | None:
         (SUMMARY_JSON, lambda: json.dumps(summary, indent=2, default=str)),
         (SUMMARY_MARKDOWN, lambda: render_markdown(summary)),
     )
+    if findings is not None:
+        recorded = findings.to_json()
+        files += ((FINDINGS_JSON, lambda: json.dumps(recorded, indent=1, default=str)),)
     reports_space.release(run_dir)  # the space set aside at start: the verdict fits however full the disk is
     for name, render in files:
         problem = reports_space.write_or_say(run_dir / name, render())

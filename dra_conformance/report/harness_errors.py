@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-# The harness obligation (model/registry/run.yaml) of a phase that raised something no obligation names.
-HARNESS_ERROR = "run.harness-error"
+# HARNESS_ERROR: the harness obligation (model/registry/run.yaml) of a phase that raised something no obligation
+# names; the verdict engine's, where its rules read it.
+from dra_conformance.verdict import HARNESS_ERROR as HARNESS_ERROR
+
 # How much of a harness error's traceback the summary keeps: its end, where the exception was raised and what it
 # said. A pytest traceback through deep fixtures runs to tens of kB; a few of them fit the summary whole.
 TRACEBACK_CHARS = 4000

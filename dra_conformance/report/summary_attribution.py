@@ -23,8 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dra_conformance.kube.cluster_health import FAULT_MARGIN, POLL_INTERVAL, PROBE_TIMEOUT, Fault
-from dra_conformance.report.certification import CLUSTER_FAULT, DRIVER_STAYS_UP, CheckResult, Outcome
-from dra_conformance.report.harness_errors import HARNESS_ERROR
+from dra_conformance.verdict import CLUSTER_FAULT, DRIVER_STAYS_UP, HARNESS_ERROR, CheckResult, Outcome
 
 # How long before a control-plane fault's detected start a failing check still counts as the fault's. The detected
 # start is the last probe that found the component healthy, but a check meets a dying component before /readyz

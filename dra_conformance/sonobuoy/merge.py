@@ -2,7 +2,7 @@
 
 Each part's run wrote its own summary (`part-summary.json`) and its record (`part-record.json`, see
 `sonobuoy/part.py`). The merge folds them into one list of check results and decides as a single run would
-(`report.certification.decide`), over the whole selection:
+(`verdict.decide`, the engine every verdict comes from), over the whole selection:
 
 - a check that ran on several nodes failed if it failed on any, errored if it errored on any; it passed only if it
   passed on every node where it ran (a node where it is not applicable ran nothing of it); it is not applicable
@@ -26,7 +26,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_conformance.report.certification import (
+from dra_conformance.report.certification import suite_table
+from dra_conformance.sonobuoy.part import Part, marker_expression, read_record
+from dra_conformance.verdict import (
     CLUSTER_FAULT,
     CheckResult,
     Outcome,
@@ -35,9 +37,7 @@ from dra_conformance.report.certification import (
     Verdict,
     capability_table,
     decide,
-    suite_table,
 )
-from dra_conformance.sonobuoy.part import Part, marker_expression, read_record
 
 # Which outcome of a check on several nodes stands: the first of these it had anywhere. A skip with a reason that is
 # no fault (not applicable, or skipped with its reason) means the check did not run there.

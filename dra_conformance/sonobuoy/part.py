@@ -23,15 +23,8 @@ from typing import Any
 
 import pytest
 
-from dra_conformance.report.certification import (
-    PHASES,
-    WORKER_CRASH,
-    CheckResult,
-    Outcome,
-    merge,
-    outcome_of,
-    phase_reason,
-)
+from dra_conformance.report.certification import PHASES, merge, outcome_of, phase_reason
+from dra_conformance.verdict import WORKER_CRASH, CheckResult
 
 NODE_MARKER = "node_level"
 # The fixtures that reach the driver's sockets or the node's kubelet root (dra_conformance/plugin/driver_fixtures.py).
@@ -170,14 +163,7 @@ def read_record(document: dict[str, Any]) -> tuple[list[str], dict[str, str], st
     """A record's collected checks, filters, why it stopped, and results by check."""
     checks = {}
     for entry in document.get("checks") or []:
-        result = CheckResult(
-            str(entry["nodeid"]),
-            Outcome(entry["outcome"]),
-            str(entry.get("reason") or ""),
-            tuple(entry.get("capabilities") or ()),
-            str(entry.get("obligation") or ""),
-            str(entry.get("obligation_capability") or ""),
-        )
+        result = CheckResult.from_json(entry)
         checks[result.nodeid] = result
     filters = {str(k): str(v) for k, v in (document.get("filters") or {}).items()}
     return list(document.get("collected") or []), filters, str(document.get("stopped") or ""), checks

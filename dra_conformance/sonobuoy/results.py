@@ -24,7 +24,7 @@ from dra_conformance.sonobuoy import protocol
 
 PLUGIN_ITEM = "dra-conformance"
 JUNIT_XML = "junit.xml"
-# Our outcomes (report.certification.Outcome) as leaf statuses: Sonobuoy's where the meaning is the same.
+# Our outcomes (verdict.Outcome) as leaf statuses: Sonobuoy's where the meaning is the same.
 STATUS_OF_OUTCOME = {
     "passed": protocol.PASSED,
     "failed": protocol.FAILED,

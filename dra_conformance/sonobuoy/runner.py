@@ -51,10 +51,10 @@ from dra_conformance.image import recipes as image_recipes
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.client import client_from_kubeconfig, status_message
 from dra_conformance.model.cluster import ClusterInfo
-from dra_conformance.report.certification import Verdict
 from dra_conformance.sonobuoy import on_host, plugin, protocol, retrieved
 from dra_conformance.sonobuoy.package import pod_profile
 from dra_conformance.sonobuoy.part import Part
+from dra_conformance.verdict import Verdict
 from dra_wire.cache import default_cache_dir
 
 # Sonobuoy's own default plugin timeout is 6 hours; a whole run of the suite takes well under one on a busy

@@ -35,8 +35,9 @@ import yaml
 from dra_conformance.driver.answers import DRIVER_ANSWERS
 from dra_conformance.driver.profile import Strictness
 from dra_conformance.model.obligations import Basis, Registry
-from dra_conformance.report.certification import DRIVER_STAYS_UP, SUMMARY_JSON, Verdict
+from dra_conformance.report.certification import SUMMARY_JSON
 from dra_conformance.report.harness_errors import HARNESS_ERROR
+from dra_conformance.verdict import DRIVER_STAYS_UP, Verdict
 from tests.mutants.harness import OUTPUT_TAIL, Mutant, junit_results, mutant_profile
 
 # The whole default suite takes 2-3 minutes on two cores, plus the cluster's start and stop; room for a busy machine.

@@ -19,7 +19,7 @@ import pytest
 from dra_conformance import paths
 from dra_conformance.driver.profile import Strictness
 from dra_conformance.model.obligations import Basis
-from dra_conformance.report.certification import Verdict
+from dra_conformance.verdict import Verdict
 
 sys.path.insert(0, str(paths.CHECKOUT / "bench"))
 import bench_compare

@@ -17,7 +17,8 @@ from dra_conformance.canary.inputs import AuditFacts, EventFacts, Inputs, provoc
 from dra_conformance.canary.rules import DRA_REHEARSAL, REHEARSAL_RULE, GateVerdict, Policy, RuleResult, evaluate
 from dra_conformance.canary.text import markdown_lines
 from dra_conformance.kubelet.dra_metrics import PREPARE, CallHistogram, KubeletDraCalls, KubeletRun
-from dra_conformance.report.certification import RunFacts, render_markdown, summarize, terminal_lines
+from dra_conformance.report.certification import render_markdown, summarize, terminal_lines
+from dra_conformance.verdict import RunFacts
 
 DRIVER = "system:serviceaccount:fake-dra:fake-dra"
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

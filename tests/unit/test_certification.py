@@ -8,19 +8,9 @@ from pathlib import Path
 from dra_conformance.model.obligations import Basis, Registry
 from dra_conformance.model.records import RunRecords
 from dra_conformance.report import certification, harness_errors
-from dra_conformance.report.certification import (
-    CLUSTER_FAULT,
-    CheckResult,
-    Outcome,
-    RunFacts,
-    Selection,
-    merge,
-    outcome_of,
-    render_markdown,
-    summarize,
-    terminal_lines,
-)
+from dra_conformance.report.certification import merge, outcome_of, render_markdown, summarize, terminal_lines
 from dra_conformance.report.harness_errors import HARNESS_ERROR
+from dra_conformance.verdict import CLUSTER_FAULT, CheckResult, Outcome, RunFacts, Selection
 
 FACTS = RunFacts(
     "0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream", "referenceFaults")

@@ -25,8 +25,9 @@ from dra_conformance.driver.answers import (
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.obligations import Basis, Registry
 from dra_conformance.plugin.silence_citations import cite_silences
-from dra_conformance.report.certification import CheckResult, Outcome, RunFacts, render_markdown, summarize
+from dra_conformance.report.certification import render_markdown, summarize
 from dra_conformance.report.harness_errors import HARNESS_ERROR
+from dra_conformance.verdict import CheckResult, Outcome, RunFacts
 from dra_wire.kubelet_api import load
 from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2 as registration
 from dra_wire.kubeletapi.pluginregistration.v1 import api_pb2_grpc as registration_grpc

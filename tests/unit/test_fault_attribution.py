@@ -22,14 +22,7 @@ from dra_conformance.plugin.certification_hooks import (
     OBLIGATION_PROPERTY,
     OutcomeCollector,
 )
-from dra_conformance.report.certification import (
-    CLUSTER_FAULT,
-    DRIVER_STAYS_UP,
-    CheckResult,
-    Outcome,
-    RunFacts,
-    summarize,
-)
+from dra_conformance.report.certification import summarize
 from dra_conformance.report.harness_errors import HARNESS_ERROR
 from dra_conformance.report.summary_attribution import (
     DRIVER_EXIT_LEAD,
@@ -38,6 +31,7 @@ from dra_conformance.report.summary_attribution import (
     cluster_windows,
     exit_windows,
 )
+from dra_conformance.verdict import CLUSTER_FAULT, DRIVER_STAYS_UP, CheckResult, Outcome, RunFacts
 
 FACTS = RunFacts("0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("bindingConditions",))
 # The detected start of the fault in these tests (the last probe that found the API server healthy).

@@ -13,19 +13,13 @@ import pytest
 from dra_conformance.canary.inputs import Inputs
 from dra_conformance.canary.rules import Policy, evaluate
 from dra_conformance.cli import EXIT_USAGE, main
-from dra_conformance.report.certification import (
-    CheckResult,
-    Outcome,
-    RunFacts,
-    render_markdown,
-    summarize,
-    write_summary,
-)
+from dra_conformance.report.certification import render_markdown, summarize, write_summary
 from dra_conformance.report.fleet.document import fleet_document
 from dra_conformance.report.fleet.markdown import render_markdown as render_fleet_markdown
 from dra_conformance.report.fleet.merge import DEFAULT_STALE_AFTER, build_fleet
 from dra_conformance.report.fleet.runs import NO_OBLIGATION, Rehearsal, TimeSource, run_of
 from dra_conformance.report.fleet.sources import FleetInputError, FoundSummary, escapes, read_inputs
+from dra_conformance.verdict import CheckResult, Outcome, RunFacts
 from tests.unit.fleet_summaries import summary, tar_bytes, write_run
 
 

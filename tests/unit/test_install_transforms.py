@@ -33,7 +33,8 @@ from dra_conformance.driver.profile import (
 from dra_conformance.errors import ProfileError, UsageError
 from dra_conformance.image import oci, recipes
 from dra_conformance.model.cluster import REAL_NODE_TAINT, ClusterInfo
-from dra_conformance.report.certification import RunFacts, render_markdown, summarize, terminal_lines
+from dra_conformance.report.certification import render_markdown, summarize, terminal_lines
+from dra_conformance.verdict import RunFacts
 
 PROFILES = paths.fixtures_dir() / "profiles"
 VENDOR_PROFILE = PROFILES / "reference-driver-vendor-chart.yaml"

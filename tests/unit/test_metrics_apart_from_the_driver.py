@@ -7,20 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.report.certification import (
-    METRICS_VERDICT,
-    CheckResult,
-    Outcome,
-    RunFacts,
-    Selection,
-    about_metrics,
-    capability_table,
-    decide,
-    render_markdown,
-    summarize,
-    terminal_lines,
-)
+from dra_conformance.report.certification import METRICS_VERDICT, render_markdown, summarize, terminal_lines
 from dra_conformance.report.harness_errors import HARNESS_ERROR
+from dra_conformance.verdict import CheckResult, Outcome, RunFacts, Selection, about_metrics, capability_table, decide
 
 FACTS = RunFacts("0.1.0", "local", "v1.37.2", "gpu.example.com", "p.yaml", "abc", "2.0.0", ("healthStream",))
 DRIVER = CheckResult("suites/protocol/test_health.py::t", Outcome.PASSED, "", ("healthStream",))

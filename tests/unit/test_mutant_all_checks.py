@@ -11,7 +11,7 @@ import yaml
 
 from dra_conformance.driver.profile import Strictness
 from dra_conformance.model.obligations import Basis, Registry
-from dra_conformance.report.certification import Verdict
+from dra_conformance.verdict import Verdict
 from tests.mutants.all_checks import (
     AllChecksRun,
     MutantVerdicts,

@@ -25,7 +25,8 @@ from dra_conformance.rbac.claim_readers import (
     rule_read_verbs,
 )
 from dra_conformance.rbac.read_exposure import RECORD_KIND, Reader, finding
-from dra_conformance.report.certification import RunFacts, render_markdown, summarize
+from dra_conformance.report.certification import render_markdown, summarize
+from dra_conformance.verdict import RunFacts
 
 READ = {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list", "watch"]}
 SA = Subject("ServiceAccount", "reader", "tools")

@@ -15,7 +15,8 @@ from dra_conformance.plugin.certification_hooks import (
     obligation_properties,
     reports_full_error,
 )
-from dra_conformance.report.certification import Outcome, outcome_of
+from dra_conformance.report.certification import outcome_of
+from dra_conformance.verdict import Outcome
 
 REFUSED = {"message": 'nodes.metrics.k8s.io "n" is forbidden: User "system:serviceaccount:s:d" cannot get resource'}
 

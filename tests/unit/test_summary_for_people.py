@@ -12,14 +12,8 @@ from dra_conformance.canary.inputs import Inputs
 from dra_conformance.canary.rules import Policy, evaluate
 from dra_conformance.kubelet.layers import RECORD_KIND, Answer, FourLayerRecord, Layer, LayerAnswer
 from dra_conformance.model.records import RunRecords
-from dra_conformance.report.certification import (
-    CheckResult,
-    Outcome,
-    RunFacts,
-    render_markdown,
-    summarize,
-    terminal_lines,
-)
+from dra_conformance.report.certification import render_markdown, summarize, terminal_lines
+from dra_conformance.verdict import CheckResult, Outcome, RunFacts
 
 FACTS = RunFacts(
     "0.1.0",

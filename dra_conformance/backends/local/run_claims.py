@@ -68,7 +68,7 @@ def _not_yours(state_dir: Path, error: PermissionError) -> str:
             break
     return (
         f"the local cluster's state directory {state_dir} is not this user's (uid {os.geteuid()}): cannot open "
-        f"{where}{owner}; run as its owner or use another state directory (--dra-state-dir)"
+        f"{where}{owner}; run as its owner or use another state directory (--state-dir; pytest: --dra-state-dir)"
     )
 
 
@@ -137,7 +137,7 @@ class RunClaims:
         if not wait:
             raise UsageError(
                 f"{where} is in use by {blocking.describe()}; wait for it (--dra-wait), share it if both runs agree "
-                "(--dra-share-cluster), or use another state directory (--dra-state-dir)"
+                "(--dra-share-cluster), or use another state directory (--state-dir; pytest: --dra-state-dir)"
             )
         echo(f"dra-conformance: waiting for {blocking.describe()} to finish with {where}")
         try:

@@ -17,12 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dra_conformance.canary.rules import REHEARSAL_RULE
-from dra_conformance.report.certification import (
-    DEVICE_PLUGIN_ROLLBACK_KEY,
-    DRIVER_STAYS_UP,
-    METRICS_API_ROLLBACK_KEY,
-)
+from dra_conformance.report.certification import DEVICE_PLUGIN_ROLLBACK_KEY, METRICS_API_ROLLBACK_KEY
 from dra_conformance.report.fleet.sources import FleetInputError, FoundSummary
+from dra_conformance.verdict import DRIVER_STAYS_UP
 
 # `reports/<run-id>/`: `YYYYMMDD-HHMMSS-xxxx`, the time the run started (the machine's clock, read as UTC).
 RUN_ID = re.compile(r"^(\d{8}-\d{6})-[0-9a-f]{4}$")
