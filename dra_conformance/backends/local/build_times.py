@@ -15,9 +15,9 @@ from pathlib import Path
 from filelock import FileLock
 
 TIMES_FILE = "build-times.json"
-# Cold builds (empty Go build cache, modules downloaded) on 2 shared cores, in seconds, rounded up: a default build
-# of the six local components took 17 min 35 s, metrics_server 109 s of it. Only for components this machine never
-# built.
+# Cold builds (empty Go build cache, modules downloaded) on 2 shared cores, in seconds, rounded down: once six local
+# components in 17 min 35 s (metrics_server 109 s of it); later the default run's four in 17 min 7 s at load about 5
+# (etcd 118 s, kwok 181 s, kube 658 s, reference_driver_go 70 s). Only for components this machine never built.
 TYPICAL_SECONDS: dict[str, float] = {
     "etcd": 90.0,
     "kwok": 120.0,
