@@ -142,11 +142,16 @@ _CLAIM_EXPECTATION = {
         "networkData": {"type": "boolean"},
     },
 }
+# The PodScheduled reason an unscheduled pod is expected with where its scenario names none.
+UNSCHEDULABLE = "Unschedulable"
 _POD_EXPECTATION = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
         "scheduled": {"type": "boolean"},
+        # An unscheduled pod's PodScheduled reason: Unschedulable (no node fits, the default) or SchedulerError (a
+        # filter failed, as on a CEL runtime error).
+        "condition": {"enum": [UNSCHEDULABLE, "SchedulerError"]},
         "reason": {"type": "string"},
         "ready": {"type": "boolean"},
         "claims": {"type": "object", "additionalProperties": _CLAIM_EXPECTATION},

@@ -24,7 +24,7 @@ from dra_conformance.kube.pods import describe_pod, scheduled_condition, schedul
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import ClaimRef
 from dra_conformance.model.driver import DriverEndpoint
-from dra_conformance.scenarios.catalog import Scenario
+from dra_conformance.scenarios.catalog import UNSCHEDULABLE, Scenario
 from dra_conformance.timeouts import Timeouts
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -200,11 +200,12 @@ class ScenarioRun:
 
     def _await_outcome(self, logical: str) -> None:
         expected = self.expected(logical).get("scheduled")
+        refused_as = self.expected(logical).get("condition", UNSCHEDULABLE)
 
         def decided(pod: client.V1Pod) -> bool:
             condition = scheduled_condition(pod)
             bound = bool(pod.spec.node_name)
-            unschedulable = condition is not None and condition.reason == "Unschedulable"
+            unschedulable = condition is not None and condition.reason == refused_as
             if expected is True:
                 return bound
             if expected is False:

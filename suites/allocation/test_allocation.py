@@ -24,7 +24,7 @@ from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API
 from dra_conformance.kube.tracker import TrackedObject
 from dra_conformance.model.findings import Obligations
-from dra_conformance.scenarios.catalog import Scenario
+from dra_conformance.scenarios.catalog import UNSCHEDULABLE, Scenario
 from dra_conformance.scenarios.runner import ScenarioRun, substitute
 
 
@@ -218,10 +218,11 @@ def _check_unschedulable_pod(obligations: Obligations, run: ScenarioRun, pod: st
         f"bound to {outcome.node}: {outcome.scheduled_condition}",
         where,
     )
+    refused_as = expected.get("condition", UNSCHEDULABLE)
     obligations.check(
         "allocation.unschedulable-condition",
-        outcome.scheduled_condition.startswith("False/Unschedulable"),
-        f"PodScheduled {outcome.scheduled_condition}",
+        outcome.scheduled_condition.startswith(f"False/{refused_as}"),
+        f"PodScheduled {outcome.scheduled_condition} (expected False/{refused_as})",
         where,
     )
     messages = run.failed_scheduling_messages(pod)
