@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from dra_conformance.explore.world import (
     Observation,
     PoolView,
     PrepareOutcome,
+    Republished,
     Rollout,
     StatusWrite,
     UnprepareOutcome,
@@ -50,6 +51,7 @@ from dra_conformance.explore.world import (
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.claims import device_statuses
+from dra_conformance.kube.nodes import node_uids
 from dra_conformance.kube.pods import describe_pod
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import ClaimRef, DriverClient
@@ -212,6 +214,7 @@ class ClusterWorld:
         other: tuple[str, str] | None = None,
         rolling_update: bool = False,
         second_instance: SecondInstance | None = None,
+        status_devices: bool = False,
     ) -> None:
         """Explore `driver` on the disruption node, its claims asking for `device_class`.
 
@@ -220,6 +223,7 @@ class ClusterWorld:
         for claims that mix two drivers (None: none runs there). `rolling_update`: the profile declares
         rollingUpdate; `second_instance`: the command line of a new instance (for an instance UID and a state
         directory of its own), where this machine can start one beside the driver (None: it cannot).
+        `status_devices`: the profile declares statusDevices.
         """
         self.disruption = disruption
         self._driver = driver
@@ -239,6 +243,9 @@ class ClusterWorld:
         self._republish = republish
         self._rolling_update = rolling_update
         self._second_instance = second_instance
+        self._status_devices = status_devices
+        # Nodes the driver's slices named that exist (read once each: the explorer never deletes a node).
+        self._nodes: set[str] = set()
         self._other = other
         self._other_capacity = (
             sum(len(pool.devices) for pool in node_pools(api_client, other[0], disruption.node).values())
@@ -316,6 +323,10 @@ class ClusterWorld:
     def can_roll(self) -> bool:
         """Where the profile declares rollingUpdate and this machine can start a second instance beside the driver."""
         return self._rolling_update and self._second_instance is not None
+
+    def status_devices(self) -> bool:
+        """Whether the profile declares statusDevices."""
+        return self._status_devices
 
     def not_explored(self) -> dict[str, str]:
         """What this node, the profile or the backend rule out, and what the explorer does not do yet."""
@@ -409,16 +420,81 @@ class ClusterWorld:
         except threading.BrokenBarrierError:
             raise HarnessProblem(f"start {len(calls)} calls at once on {self.node}") from None
 
-    def republish(self) -> str:
-        """Set REPUBLISH_FAULT on the first device, or clear it where it is set: the driver publishes its pool again."""
+    def republish(self) -> Republished:
+        """Set REPUBLISH_FAULT on the first device, or clear it where it is set: the driver publishes its pool again.
+
+        The node's slices are listed before and after (the reference driver publishes before its fault switch
+        answers), and every watch event between the two is replayed, as a consumer watching the pool saw it.
+        """
         device, self._republished = (None, None) if self._republished else (self._first_device, self._first_device)
         self._pool_changed = True
         faults = [{"mode": REPUBLISH_FAULT, "device": device}] if device else []
+        changed = f"{REPUBLISH_FAULT} on {device}" if device else f"{REPUBLISH_FAULT} cleared"
         try:
+            before = self._node_slices()
             FakeDriverControl(self.endpoint).restore(faults)
+            after = self._node_slices()
+            gaps, events = self._watched_gaps(before, after)
         except HARNESS_ERRORS as error:
             raise HarnessProblem(f"make the driver on {self.node} republish: {error}") from None
-        return f"{REPUBLISH_FAULT} on {device}" if device else f"{REPUBLISH_FAULT} cleared"
+        return Republished(changed, gaps, events)
+
+    def _node_slices(self) -> dict[str, Any]:
+        """The driver's slices bound to the node, as one LIST (its resourceVersion is where a watch starts)."""
+        group, version = RESOURCE_API.split("/")
+        listed: dict[str, Any] = client.CustomObjectsApi(self.api_client).list_cluster_custom_object(
+            group,
+            version,
+            "resourceslices",
+            field_selector=f"spec.driver={self.driver},spec.nodeName={self.node}",
+            _request_timeout=WATCH_SECONDS,
+        )
+        return listed
+
+    def _watched_gaps(self, before: dict[str, Any], after: dict[str, Any]) -> tuple[tuple[str, ...], int]:
+        """The states between two LISTs of the node's slices in which a pool there before was gone or incomplete.
+
+        The watch starts at the first LIST's resourceVersion and ends once the slices are as the second LIST has
+        them (each name at the same resourceVersion), or after POOL_SETTLE_SECONDS.
+        """
+        state = {item["metadata"]["name"]: item for item in before["items"]}
+        pools = {item["spec"]["pool"]["name"] for item in state.values()}
+        target = {item["metadata"]["name"]: item["metadata"]["resourceVersion"] for item in after["items"]}
+
+        def versions() -> dict[str, str]:
+            return {name: item["metadata"]["resourceVersion"] for name, item in state.items()}
+
+        gaps: list[str] = []
+        events = 0
+        if versions() == target:
+            return (), events
+        group, version = RESOURCE_API.split("/")
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(
+                client.CustomObjectsApi(self.api_client).list_cluster_custom_object,
+                group,
+                version,
+                "resourceslices",
+                field_selector=f"spec.driver={self.driver},spec.nodeName={self.node}",
+                resource_version=before["metadata"]["resourceVersion"],
+                timeout_seconds=int(POOL_SETTLE_SECONDS),
+            ):
+                kind, item = event["type"], event["object"]
+                if kind not in ("ADDED", "MODIFIED", "DELETED"):
+                    break  # an ERROR (the version is too old): judged as far as seen
+                events += 1
+                name = item["metadata"]["name"]
+                if kind == "DELETED":
+                    state.pop(name, None)
+                else:
+                    state[name] = item
+                gaps += [f"after {kind} of slice {name}: {gap}" for gap in _pool_gaps(state.values(), pools)]
+                if versions() == target:
+                    break
+        finally:
+            stream.stop()
+        return tuple(gaps), events
 
     def restart(self, how: str) -> None:
         """Stop the driver with `how`, start it again; DriverDidNotComeBack where it has no complete pool in time."""
@@ -542,6 +618,30 @@ class ClusterWorld:
         cdi = read_spec_files(self.endpoint.cdi_dir) if self.endpoint.cdi_dir is not None else None
         return Observation(cdi, statuses, pools)
 
+    def registered_name(self) -> str:
+        """GetInfo's PluginInfo.name from the driver's registration socket (its running process)."""
+        try:
+            return str(self._reach(self.endpoint).get_info().name)
+        except grpc.RpcError as error:
+            return f"(GetInfo failed: {_rpc_error(error)})"
+
+    def unbound_slices(self) -> dict[str, str]:
+        """The driver's slices (every node's) whose spec.nodeName is no node of the cluster: one LIST, a GET per node.
+
+        Only the nodes the slices name are read (never the cluster's node list), each once while it exists.
+        """
+        group, version = RESOURCE_API.split("/")
+        try:
+            listed = client.CustomObjectsApi(self.api_client).list_cluster_custom_object(
+                group, version, "resourceslices", field_selector=f"spec.driver={self.driver}"
+            )
+            bound = {item["metadata"]["name"]: item["spec"].get("nodeName") for item in listed["items"]}
+            named = {node for node in bound.values() if node}
+            self._nodes |= set(node_uids(client.CoreV1Api(self.api_client), named - self._nodes))
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"list the ResourceSlices of {self.driver}: {error}") from None
+        return {name: node for name, node in sorted(bound.items()) if node and node not in self._nodes}
+
     def reset(self, prepared: Sequence[ClaimRef]) -> None:
         """Unprepare what is still prepared (errors ignored: the steps judged the driver), delete claims and pods.
 
@@ -641,6 +741,25 @@ def _stop(process: subprocess.Popen[bytes], timeout: float) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def _pool_gaps(slices: Iterable[dict[str, Any]], pools: set[str]) -> list[str]:
+    """'pool p gone', 'pool p generation 3: 1 of 2 slices' for each of `pools` not complete among `slices`."""
+    by_pool: dict[str, list[dict[str, Any]]] = {}
+    for item in slices:
+        by_pool.setdefault(item["spec"]["pool"]["name"], []).append(item["spec"]["pool"])
+    gaps = []
+    for name in sorted(pools):
+        seen = by_pool.get(name)
+        if not seen:
+            gaps.append(f"pool {name} gone")
+            continue
+        generation = max(int(pool["generation"]) for pool in seen)
+        current = [pool for pool in seen if int(pool["generation"]) == generation]
+        expected = int(current[0]["resourceSliceCount"])
+        if len(current) != expected:
+            gaps.append(f"pool {name} generation {generation}: {len(current)} of {expected} slices")
+    return gaps
 
 
 def _view(pool: PoolState) -> PoolView:

@@ -19,10 +19,12 @@ from dra_conformance.explore.world import (
     Observation,
     PoolView,
     PrepareOutcome,
+    Republished,
     Rollout,
     StatusWrite,
     UnprepareOutcome,
 )
+from dra_conformance.timeouts import Timeouts
 
 PREPARES = "explore.allocated-claim-prepares"
 ANSWER_KEYS = "explore.answers-name-exactly-the-requested-claims"
@@ -40,6 +42,11 @@ STATUS_ALLOCATED = "explore.status-entries-name-allocated-devices"
 STATUS_REMOVED = "explore.status-entries-removed-after-unprepare"
 STATUS_OTHER_DRIVER = "explore.no-status-entries-of-a-driver-that-did-not-prepare"
 STATUS_WRITE_AFTER_UNPREPARE = "explore.no-status-write-after-unprepare"
+STATUS_WRITTEN = "explore.declared-status-written"
+STATUS_PER_DEVICE = "explore.status-entry-per-allocated-device"
+REGISTRATION_NAME = "explore.registration-name-is-driver-name"
+SLICES_ON_NODES = "explore.slices-bound-to-existing-nodes"
+POOL_COMPLETE_DURING_REPUBLISH = "explore.pool-stays-complete-during-republish"
 ROLLOUT_SOCKETS = "explore.rolling-update-instances-never-share-a-socket"
 POOL_COMPLETE = "explore.pool-stays-complete"
 POOL_DEVICES = "explore.pool-keeps-its-devices"
@@ -62,6 +69,12 @@ STATUS_SETTLE_SECONDS = 5.0
 STATUS_WRITE_WINDOW_SECONDS = STATUS_SETTLE_SECONDS
 # And at least this long after the unprepare answered: a write the unprepare itself queued (a retry) lands at once.
 UNPREPARE_WRITE_GRACE_SECONDS = 1.0
+# A driver that declares statusDevices writes the entries of a claim it prepared during the prepare or soon after: a
+# claim prepared this long ago must have them. The same time the named check (protocol.declared-status-written) gives
+# one claim, the suite's default status_written timeout, so that a driver that writes slower but within it is never a
+# finding here and a pass there. The explorer waits only while entries are missing: a driver that writes them before
+# it answers costs no wait; a broken one makes each failing replay wait this long, which shortens its shrinking.
+STATUS_WRITTEN_SECONDS = Timeouts().status_written
 # A changed device field is quoted up to this long in a finding (attributes and capacity can be long).
 DIFF_CHARS = 200
 
@@ -207,6 +220,7 @@ def check_state(model: Model, seen: Observation, now: float, checks: Checks) -> 
         _check_cdi(model, seen.cdi_files, checks)
         _check_cdi_edits(model, seen, checks)
     _check_statuses(model, seen.statuses, now, checks)
+    _check_declared_statuses(model, seen.statuses, now, checks)
     _check_pools(model, seen, checks)
 
 
@@ -293,6 +307,72 @@ def _check_statuses(model: Model, statuses: dict[str, list[dict[str, Any]]], now
             )
 
 
+def _status_due(claim: ClaimState) -> float:
+    """When a prepared claim's status.devices entries must be there: STATUS_WRITTEN_SECONDS after its last prepare."""
+    return (claim.prepared_at or 0.0) + STATUS_WRITTEN_SECONDS
+
+
+def _missing_entries(model: Model, claim: ClaimState, entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    ours = {(str(e.get("pool")), str(e.get("device"))) for e in entries if e.get("driver") == model.driver}
+    return sorted(claim.allocated_keys() - ours)
+
+
+def _check_declared_statuses(
+    model: Model, statuses: dict[str, list[dict[str, Any]]], now: float, checks: Checks
+) -> None:
+    """A driver that declares statusDevices wrote entries for the devices of each claim it prepared, once they are due.
+
+    Judged for each existing claim prepared (and not unprepared since) once its prepare is STATUS_WRITTEN_SECONDS
+    old, or at once where nothing is missing: at least one entry of the driver (the capability), and one per device
+    allocated to it (what consumers want).
+    """
+    if not model.status_devices:
+        return
+    for uid, entries in statuses.items():
+        claim = model.claims.get(uid)
+        if claim is None or not claim.prepared or claim.deleted:
+            continue
+        missing = _missing_entries(model, claim, entries)
+        if missing and now < _status_due(claim):
+            continue  # looked at again until it is due (`status_written_at`)
+        where = f"claim {claim.name} on {model.node}"
+        ours = sorted(f"{e.get('pool')}/{e.get('device')}" for e in entries if e.get("driver") == model.driver)
+        since = f"prepared {now - claim.prepared_at:.1f}s ago" if claim.prepared_at is not None else "prepared"
+        allocated = sorted(f"{pool}/{device}" for pool, device in claim.allocated_keys())
+        if checks.expect(
+            STATUS_WRITTEN,
+            bool(ours),
+            f"{since}; no status.devices entry of {model.driver} (allocated {allocated}; the profile declares "
+            f"statusDevices)",
+            where,
+        ):
+            checks.expect(
+                STATUS_PER_DEVICE,
+                not missing,
+                f"{since}; entries of {model.driver} for {ours}, none for {[f'{p}/{d}' for p, d in missing]}",
+                where,
+            )
+
+
+def status_written_at(model: Model, seen: Observation) -> float | None:
+    """When the missing status.devices entries of claims the driver prepared are due (None: none is missing).
+
+    Only where the profile declares statusDevices; the explorer looks again until then rather than judge a driver
+    that writes them soon after its prepare answered.
+    """
+    if not model.status_devices:
+        return None
+    due = [
+        _status_due(claim)
+        for uid, entries in seen.statuses.items()
+        if (claim := model.claims.get(uid)) is not None
+        and claim.prepared
+        and not claim.deleted
+        and _missing_entries(model, claim, entries)
+    ]
+    return max(due) if due else None
+
+
 def status_settles_at(model: Model, seen: Observation) -> float | None:
     """When the status.devices entries of this driver that claims unprepared still carry can be judged (None: none).
 
@@ -352,6 +432,38 @@ def status_watch_ends_at(model: Model) -> float | None:
         if claim.unprepared_at is not None and not claim.deleted
     ]
     return max(due) if due else None
+
+
+def check_registration(model: Model, name: str, checks: Checks) -> None:
+    """The driver's process registers under the driver's name, the one its slices and allocations carry."""
+    checks.expect(
+        REGISTRATION_NAME,
+        name == model.driver,
+        f"GetInfo names the plugin {name!r}; its ResourceSlices and allocations name the driver {model.driver!r}",
+        f"registration of the driver on {model.node}",
+    )
+
+
+def check_slice_nodes(model: Model, unbound: dict[str, str], checks: Checks) -> None:
+    """Every slice of the driver (on any node) is bound to a node of the cluster."""
+    stray = sorted(f"{name} -> {node}" for name, node in unbound.items())
+    checks.expect(
+        SLICES_ON_NODES,
+        not stray,
+        f"slices of {model.driver} bound to no node of the cluster: {stray}",
+        f"the ResourceSlices of {model.driver} on every node",
+    )
+
+
+def check_republish(model: Model, republished: Republished, checks: Checks) -> None:
+    """A consumer watching the node's slices saw each pool complete after every event of the republish."""
+    checks.expect(
+        POOL_COMPLETE_DURING_REPUBLISH,
+        not republished.gaps,
+        f"{republished.changed}: {len(republished.gaps)} of {republished.events} watch events left a pool gone or "
+        f"incomplete: {list(republished.gaps)[:3]}",
+        f"republish of {model.driver} on {model.node}",
+    )
 
 
 def check_rollout(model: Model, rollout: Rollout, checks: Checks) -> None:

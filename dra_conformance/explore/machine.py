@@ -24,18 +24,24 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from dra_conformance.explore.invariants import (
     COMES_BACK,
+    STATUS_PER_DEVICE,
     STATUS_REMOVED,
     STATUS_WRITE_AFTER_UNPREPARE,
+    STATUS_WRITTEN,
     Checks,
     Violation,
     check_prepare,
+    check_registration,
+    check_republish,
     check_rollout,
+    check_slice_nodes,
     check_state,
     check_status_writes,
     check_unprepare,
     remember_pools,
     status_settles_at,
     status_watch_ends_at,
+    status_written_at,
 )
 from dra_conformance.explore.model import (
     MAX_DEVICES_PER_REQUEST,
@@ -51,6 +57,7 @@ from dra_conformance.explore.world import (
     UNPREPARE,
     DriverDidNotComeBack,
     HarnessProblem,
+    Observation,
     PrepareOutcome,
     StatusWrite,
     UnprepareOutcome,
@@ -236,7 +243,14 @@ class ExploreMachine(RuleBasedStateMachine):
         self.final = _is_final()
         self.run.begin(self.final)
         world = self.world
-        self.model = Model(world.node, world.driver, world.capacity(), world.other_capacity(), world.other_driver())
+        self.model = Model(
+            world.node,
+            world.driver,
+            world.capacity(),
+            world.other_capacity(),
+            world.other_driver(),
+            status_devices=world.status_devices(),
+        )
         self.operations = 0
         # A step ended the example early (a finding, the budget, a harness problem): its teardown only resets.
         self.interrupted = False
@@ -569,9 +583,13 @@ class ExploreMachine(RuleBasedStateMachine):
     def republish(self, data: st.DataObject) -> None:
         """Make the driver publish its pool again, with a change (as after a rescan of its devices)."""
         del data
-        changed = self._act(self.world.republish)
+        republished = self._act(self.world.republish)
         self.model.republishes += 1
-        self._step("republish", f"make the driver republish ({changed})")
+        self.model.publishing_unchecked = True
+        checks = Checks()
+        check_republish(self.model, republished, checks)
+        self._step("republish", f"make the driver republish ({republished.changed})")
+        self._judge(checks)
 
     @rule(data=st.data())
     def step(self, data: st.DataObject) -> None:
@@ -601,26 +619,49 @@ class ExploreMachine(RuleBasedStateMachine):
         # Writes after an unprepare first: entries an unprepare left may be such a write, which says more.
         writes = Checks()
         self._check_writes(writes)
+        published = Checks()  # once per process and publish: kept whatever is looked at again below
+        self._check_publishing(published)
         checks = Checks()
         check_state(self.model, seen, now, checks)
-        # Entries an unprepare left, where nothing else is wrong: looked at again until they can be judged (a correct
-        # driver has none, so this costs it nothing; nor does shrinking a finding of another obligation).
-        target = self.run.target
-        failing = [v for v in writes.violations + checks.violations if self.run.fails(v.obligation)]
-        if target in (None, STATUS_REMOVED) and not failing:
+        # Entries an unprepare left, or entries a prepare should have written, where nothing else is wrong: looked at
+        # again until they can be judged (a correct driver has none left and none missing, so this costs it nothing;
+        # nor does shrinking a finding of another obligation).
+        failing = [
+            v for v in writes.violations + checks.violations + published.violations if self.run.fails(v.obligation)
+        ]
+        if not failing:
             settled = False
-            while (settles := status_settles_at(self.model, seen)) is not None and now < settles:
-                self.run.sleep(min(STATUS_POLL_SECONDS, settles - now))
+            while (due := self._looks_again_at(seen)) is not None and now < due:
+                self.run.sleep(min(STATUS_POLL_SECONDS, due - now))
                 seen, now, settled = self._act(self.world.observe), self.run.clock(), True
             if settled:
                 writes, checks = Checks(), Checks()
                 self._check_writes(writes)
                 check_state(self.model, seen, now, checks)
         remember_pools(self.model, seen)
-        writes.violations += checks.violations
-        writes.exercised |= checks.exercised
-        writes.stated += checks.stated
+        for more in (published, checks):
+            writes.violations += more.violations
+            writes.exercised |= more.exercised
+            writes.stated += more.stated
         self._judge(writes)
+
+    def _looks_again_at(self, seen: Observation) -> float | None:
+        """When status.devices entries still to be judged can be (None: none), as far as shrinking is after them."""
+        target = self.run.target
+        due = [
+            *([status_settles_at(self.model, seen)] if target in (None, STATUS_REMOVED) else []),
+            *([status_written_at(self.model, seen)] if target in (None, STATUS_WRITTEN, STATUS_PER_DEVICE) else []),
+        ]
+        known = [at for at in due if at is not None]
+        return max(known) if known else None
+
+    def _check_publishing(self, checks: Checks) -> None:
+        """Once per driver process and publish: the name it registers under, and the nodes its slices are bound to."""
+        if not self.model.publishing_unchecked:
+            return
+        check_registration(self.model, self._act(self.world.registered_name), checks)
+        check_slice_nodes(self.model, self._act(self.world.unbound_slices), checks)
+        self.model.publishing_unchecked = False
 
     def _check_writes(self, checks: Checks, now: float | None = None) -> None:
         """Status writes of the driver after the unprepare of each claim watched, as far as the world saw them."""

@@ -221,11 +221,16 @@ class Model:
     other_capacity: int = 0
     # Its name: the explorer never has it prepare a claim, so no status.devices entry of it may appear.
     other_driver: str = ""
+    # The profile declares statusDevices: each claim the driver prepared gets status.devices entries of it.
+    status_devices: bool = False
     claims: dict[str, ClaimState] = field(default_factory=dict)
     pools: dict[str, PoolSeen] = field(default_factory=dict)
     restarts: int = 0
     wipes: int = 0
     republishes: int = 0
+    # What the driver's process registers under and where its slices are bound is still to be read: at the start of
+    # an example, and after each restart (a new process) or republish (the slices written again).
+    publishing_unchecked: bool = True
 
     def add(self, ref: ClaimRef, shape: ClaimShape, allocated: tuple[AllocatedDevice, ...]) -> ClaimState:
         """A claim the scheduler allocated."""
@@ -294,6 +299,7 @@ class Model:
     def restarted(self) -> None:
         """The driver was restarted: what it prepared before is judged as prepared by another process."""
         self.restarts += 1
+        self.publishing_unchecked = True
         for claim in self.prepared():
             claim.restarted_since_prepare = True
             claim.restarted_since_loss = claim.specs_lost

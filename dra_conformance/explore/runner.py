@@ -257,5 +257,7 @@ def render(exploration: Exploration, reproduce: str) -> list[str]:
         lines.append(f"found in example {examples}, after {steps} operations and {seconds:.1f} s")
         lines.append(f"sequence ({found.how()}, {len(found.steps)} steps, seed {e.seed}):")
         lines += [f"  {index}. {step}" for index, step in enumerate(found.steps, start=1)]
+        if not found.steps:
+            lines.append("  (none: it did not hold as the example began, before any operation)")
     lines.append(f"reproduce: {reproduce}")
     return lines

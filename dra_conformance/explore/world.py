@@ -97,6 +97,20 @@ class Rollout:
 
 
 @dataclass(frozen=True)
+class Republished:
+    """A republish as a consumer watching the node's slices saw it: what changed, and the pool on the way there."""
+
+    # What the republish changed ('informational-taint on gpu-0').
+    changed: str
+    # Each state of the node's slices, after an event of the watch, in which a pool of the node that was there
+    # before the republish was gone or incomplete at its highest generation ('after DELETED of slice s: pool p
+    # gone'), in order.
+    gaps: tuple[str, ...] = ()
+    # The watch events seen from before the republish until the slices were as the driver left them.
+    events: int = 0
+
+
+@dataclass(frozen=True)
 class PoolView:
     """One pool of the node at its highest generation."""
 
@@ -176,6 +190,10 @@ class World(Protocol):
         """Whether the profile declares rollingUpdate and the backend can start a second instance beside the first."""
         ...
 
+    def status_devices(self) -> bool:
+        """Whether the profile declares statusDevices: the driver writes status.devices entries of what it prepared."""
+        ...
+
     def not_explored(self) -> dict[str, str]:
         """Operations and claim shapes this driver, its profile or the backend rule out, with the reason."""
         ...
@@ -196,8 +214,8 @@ class World(Protocol):
         """Each call ((PREPARE or UNPREPARE, its claims)) in flight at once, as the kubelet's pod workers make them."""
         ...
 
-    def republish(self) -> str:
-        """Make the driver publish its pool again, a change in it (as after a rescan); returns what changed."""
+    def republish(self) -> Republished:
+        """Make the driver publish its pool again, a change in it (as after a rescan), its slices watched meanwhile."""
         ...
 
     def restart(self, how: str) -> None:
@@ -232,6 +250,14 @@ class World(Protocol):
 
     def observe(self) -> Observation:
         """What the node shows now."""
+        ...
+
+    def registered_name(self) -> str:
+        """The name the driver's running process registers under (Registration/GetInfo's PluginInfo.name)."""
+        ...
+
+    def unbound_slices(self) -> dict[str, str]:
+        """The driver's ResourceSlices, on any node, whose spec.nodeName names no node of the cluster (slice: node)."""
         ...
 
     def reset(self, prepared: Sequence[ClaimRef]) -> None:

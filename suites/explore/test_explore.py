@@ -142,6 +142,7 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
             other=other_driver,
             rolling_update=profile.declares(Capability.ROLLING_UPDATE),
             second_instance=second_instance_of(profile, cluster, disruption),
+            status_devices=profile.declares(Capability.STATUS_DEVICES),
         )
     except HarnessProblem as problem:
         obligations.fail(HARNESS, str(problem), where)

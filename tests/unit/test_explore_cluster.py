@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.explore import cluster
-from dra_conformance.explore.cluster import StatusWatch, _sockets
+from dra_conformance.explore.cluster import StatusWatch, _pool_gaps, _sockets
 
 DRIVER = "gpu.example.com"
 
@@ -62,3 +62,17 @@ def test_a_socket_bound_again_under_its_name_is_told_apart_by_its_inode(registry
             second.bind(str(path))
             after = _sockets(registry)
     assert list(after) == [path.name] and after[path.name] != before[path.name], (before, after)
+
+
+def _slice(pool: str, generation: int, count: int) -> dict[str, Any]:
+    return {"spec": {"pool": {"name": pool, "generation": generation, "resourceSliceCount": count}}}
+
+
+def test_a_pool_gone_or_incomplete_at_its_highest_generation_is_a_gap_a_watcher_sees() -> None:
+    pools = {"node-a", "node-b"}
+    assert _pool_gaps([_slice("node-a", 2, 1), _slice("node-b", 1, 1)], pools) == []
+    # Older generations left over do not matter; a new generation with one of its two slices does.
+    assert _pool_gaps([_slice("node-a", 1, 1), _slice("node-a", 2, 1), _slice("node-b", 2, 2)], pools) == [
+        "pool node-b generation 2: 1 of 2 slices"
+    ]
+    assert _pool_gaps([_slice("node-b", 1, 1), _slice("node-c", 1, 1)], pools) == ["pool node-a gone"]

@@ -9,7 +9,15 @@ import pytest
 
 from dra_conformance.explore import invariants as inv
 from dra_conformance.explore.model import AllocatedDevice, ClaimShape, ClaimState, Model, RequestShape, answered_devices
-from dra_conformance.explore.world import Observation, PoolView, PrepareOutcome, Rollout, StatusWrite, UnprepareOutcome
+from dra_conformance.explore.world import (
+    Observation,
+    PoolView,
+    PrepareOutcome,
+    Republished,
+    Rollout,
+    StatusWrite,
+    UnprepareOutcome,
+)
 from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
 
 NODE, DRIVER = "node-a", "gpu.x"
@@ -320,3 +328,37 @@ def test_the_status_write_window_runs_from_the_prepare_and_a_little_past_the_unp
     assert inv.status_watch_ends_at(model) == 40.0 + inv.UNPREPARE_WRITE_GRACE_SECONDS
     model.deleted(claim)
     assert inv.status_watch_ends_at(model) is None, "a deleted claim cannot be written: nothing to wait for"
+
+
+def test_declared_status_entries_are_due_a_while_after_the_prepare_one_per_allocated_device() -> None:
+    model, claim = _model()
+    model.status_devices = True
+    model.prepared_ok(claim, answered_devices(RIGHT), at=10.0)
+    one = [{"driver": DRIVER, "pool": NODE, "device": "gpu-0"}]
+    both = [*one, {"driver": DRIVER, "pool": NODE, "device": "gpu-1"}]
+    due = 10.0 + inv.STATUS_WRITTEN_SECONDS
+    assert inv.status_written_at(model, _seen(statuses={"u1": []})) == due
+    assert inv.status_written_at(model, _seen(statuses={"u1": both})) is None
+    assert _state(model, _seen(statuses={"u1": []}), now=due - 1) == []  # not due yet: looked at again
+    assert _state(model, _seen(statuses={"u1": both}), now=11.0) == []
+    assert _state(model, _seen(statuses={"u1": []}), now=due) == [inv.STATUS_WRITTEN]
+    assert _state(model, _seen(statuses={"u1": one}), now=due) == [inv.STATUS_PER_DEVICE]
+    model.status_devices = False  # the profile does not declare it: nothing is asked for
+    assert _state(model, _seen(statuses={"u1": []}), now=due) == []
+    assert inv.status_written_at(model, _seen(statuses={"u1": []})) is None
+
+
+def test_registration_slice_nodes_and_a_watched_republish_break_their_obligations() -> None:
+    model, _ = _model()
+    checks = inv.Checks()
+    inv.check_registration(model, DRIVER, checks)
+    inv.check_slice_nodes(model, {}, checks)
+    inv.check_republish(model, Republished("taint on gpu-0", (), 1), checks)
+    assert checks.violations == [] and len(checks.exercised) == 3
+    inv.check_registration(model, "x.example.com", checks)
+    inv.check_slice_nodes(model, {"s-1": "node-a.example.com"}, checks)
+    inv.check_republish(
+        model, Republished("taint on gpu-0", ("after DELETED of slice s-0: pool node-a gone",), 2), checks
+    )
+    assert _broken(checks) == [inv.REGISTRATION_NAME, inv.SLICES_ON_NODES, inv.POOL_COMPLETE_DURING_REPUBLISH]
+    assert "s-1 -> node-a.example.com" in checks.violations[1].observed, checks.violations

@@ -27,6 +27,7 @@ from dra_conformance.explore.world import (
     Observation,
     PoolView,
     PrepareOutcome,
+    Republished,
     Rollout,
     StatusWrite,
     UnprepareOutcome,
@@ -94,6 +95,8 @@ class FakeNode:
     checkpoint: set[str] = field(default_factory=set)
     # The profile declares rollingUpdate (no backend offers it yet; always enabled, it would crowd out the rest).
     rolling: bool = False
+    # The profile declares statusDevices (`omits-status`: the driver writes none all the same).
+    declares_status: bool = True
     # The explorer's clock (`run` gives it to the exploration): `rewrites-status` writes when it says.
     clock: FakeClock = field(default_factory=FakeClock)
     # Each claim's writes of this driver's entries, in order; rewrites still to come (claim UID, due, entries).
@@ -126,6 +129,16 @@ class FakeNode:
 
     def can_roll(self) -> bool:
         return self.rolling
+
+    def status_devices(self) -> bool:
+        return self.declares_status
+
+    def registered_name(self) -> str:
+        return "example.com" if "product-name" in self.bugs else DRIVER
+
+    def unbound_slices(self) -> dict[str, str]:
+        # `wrong-node`: the pool published again for the node's FQDN, an older release's node name.
+        return {f"{NODE}.example.com-{DRIVER}": f"{NODE}.example.com"} if "wrong-node" in self.bugs else {}
 
     def not_explored(self) -> dict[str, str]:
         skipped = {} if self.republishing else {"republish": "the profile declares no way"}
@@ -169,11 +182,15 @@ class FakeNode:
                 self.checkpoint = read | ({c.uid for c in claims} & set(self.prepared) if kind == PREPARE else set())
         return outcomes
 
-    def republish(self) -> str:
+    def republish(self) -> Republished:
         self.tainted = not self.tainted
         if "republish-same-generation" not in self.bugs:
             self.generation += 1
-        return "taint" if self.tainted else "cleared"
+        changed = "taint" if self.tainted else "cleared"
+        # `republish-deletes-first`: the pool's slice deleted before the new generation's is created.
+        if "republish-deletes-first" in self.bugs:
+            return Republished(changed, (f"after DELETED of slice {NODE}-0: pool {NODE} gone",), 2)
+        return Republished(changed, (), 1)
 
     def create_claim(self, shape: ClaimShape) -> CreatedClaim:
         self.created += 1
@@ -244,9 +261,12 @@ class FakeNode:
                 self.checkpoint.add(ref.uid)
                 self._write_spec(ref, devices)
                 entries = [{"driver": DRIVER, "pool": NODE, "device": d.device} for d in allocation.results]
+                if "status-first-device-only" in self.bugs:
+                    entries = entries[:1]
                 if "status-for-other-driver" in self.bugs:
                     entries += [{"driver": OTHER, "pool": NODE, "device": d} for d in allocation.others]
-                self._write_status(ref.uid, entries)
+                if "omits-status" not in self.bugs:
+                    self._write_status(ref.uid, entries)
                 if "rewrites-status" in self.bugs:
                     self.rewrites.append((ref.uid, self.clock.now + REWRITE_DELAY, entries))
             answers[ref.uid] = ClaimAnswer(devices=list(self.prepared[ref.uid]))
@@ -376,9 +396,10 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
 # The longest shrunk sequence accepted where the shortest failing one is longer than a few steps: create, prepare,
 # reboot (wipe, restart) and the prepare after it are four; shrinking under the operations' preconditions may leave
 # a step more.
-SHRUNK_STEPS = {"replayed-prepare-skips-cdi-specs": 5, "unprepare-only-first": 6}
-# Shrinking a status write after an unprepare waits out the write window at the end of each example (on the fake clock).
-LONG_SHRINK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_seconds=600.0)
+SHRUNK_STEPS = {"replayed-prepare-skips-cdi-specs": 5, "unprepare-only-first": 6, "product-name": 0, "wrong-node": 0}
+# Shrinking a status write after an unprepare waits out the write window at the end of each example, and a missing
+# declared status entry the status_written window after each prepare (on the fake clock: no real time).
+LONG_SHRINK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_seconds=3600.0)
 
 
 @pytest.mark.parametrize(
@@ -398,6 +419,14 @@ LONG_SHRINK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_second
         ("replayed-prepare-skips-cdi-specs", invariants.CDI_RESOLVES),
         ("rewrites-status", invariants.STATUS_WRITE_AFTER_UNPREPARE),
         ("shares-socket", invariants.ROLLOUT_SOCKETS),
+        # Issue 43's last held-out modes: declared status.devices never written (or for one device only), a
+        # registration under the product's name, slices for a node that does not exist, a republish that deletes
+        # the pool before writing it again.
+        ("omits-status", invariants.STATUS_WRITTEN),
+        ("status-first-device-only", invariants.STATUS_PER_DEVICE),
+        ("product-name", invariants.REGISTRATION_NAME),
+        ("wrong-node", invariants.SLICES_ON_NODES),
+        ("republish-deletes-first", invariants.POOL_COMPLETE_DURING_REPUBLISH),
     ],
 )
 def test_a_planted_bug_is_found_and_shrunk_to_a_short_sequence(bug: str, obligation: str | set[str]) -> None:
@@ -591,3 +620,38 @@ def test_a_rolling_update_is_drawn_only_where_the_profile_declares_it() -> None:
         broken, "replay"
     )
     assert "the new instance registered under no socket name of its own" in broken.finding.violation.observed
+
+
+def test_missing_declared_status_entries_are_judged_once_due_and_only_where_the_profile_declares_them() -> None:
+    done = run(FakeNode(bugs=frozenset({"omits-status"})), seed=3)
+    assert done.finding is not None, render(done, "replay")
+    assert done.finding.violation.obligation == invariants.STATUS_WRITTEN, render(done, "replay")
+    # Waited for until due, on the fake clock: the prepare is the last step, and the finding says how old it was.
+    assert done.finding.steps[-1].startswith("prepare"), done.finding.steps
+    assert f"prepared {invariants.STATUS_WRITTEN_SECONDS:.1f}s ago" in done.finding.violation.observed, done.finding
+    undeclared = run(FakeNode(bugs=frozenset({"omits-status"}), declares_status=False), seed=3)
+    assert undeclared.finding is None, render(undeclared, "replay")
+    assert invariants.STATUS_WRITTEN not in undeclared.exercised
+
+
+def test_registration_and_slice_nodes_are_read_once_per_example_and_after_restarts_and_republishes() -> None:
+    node = FakeNode()
+    calls: list[str] = []
+    registered, unbound = node.registered_name, node.unbound_slices
+
+    def name() -> str:
+        calls.append("GetInfo")
+        return registered()
+
+    def slices() -> dict[str, str]:
+        calls.append("slices")
+        return unbound()
+
+    node.registered_name = name  # type: ignore[method-assign]
+    node.unbound_slices = slices  # type: ignore[method-assign]
+    done = run(node, seed=5)
+    assert done.finding is None, render(done, "replay")
+    assert {invariants.REGISTRATION_NAME, invariants.SLICES_ON_NODES} <= set(done.exercised)
+    restarts = sum(count for op, count in done.operations.items() if op.startswith(("restart", "reboot")))
+    assert calls.count("GetInfo") <= done.examples + restarts + done.operations.get("republish", 0)
+    assert calls.count("GetInfo") < done.invariant_checks, (calls.count("GetInfo"), done.invariant_checks)
