@@ -248,10 +248,11 @@ def test_the_mirror_follows_the_nodes_sockets_when_a_restarted_driver_names_them
         mirror.close()
 
 
-def test_without_go_the_relay_is_one_reason_naming_what_to_do(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_go_the_relay_is_one_reason_naming_what_to_do(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # An empty build cache: a relay cached by an earlier build (with its Go version recorded) is used without Go.
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(BackendError) as raised:
-        _socket_relay(SuiteConfig(), "arm64")
+        _socket_relay(SuiteConfig(cache_dir=tmp_path / "cache"), "arm64")
     message = str(raised.value)
     assert "\n" not in message and "arm64" in message and "install Go" in message and "suite's image" in message, (
         message
