@@ -476,13 +476,17 @@ class ExploreMachine(RuleBasedStateMachine):
         self.model.restarted()
         return came_back
 
+    def _restart_step(self, how: str, operation: str, described: str) -> None:
+        """One step: restart the driver with `how`, recorded as `operation` and `described`, and judged."""
+        checks = Checks()
+        came_back = self._restart(how, checks)
+        self._step(operation, described + (f" -> {came_back}" if came_back else ""))
+        self._judge(checks)
+
     def restart_driver(self, data: st.DataObject) -> None:
         """Stop the driver (SIGKILL or SIGTERM, where the backend can send it) and start it again."""
         how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
-        checks = Checks()
-        came_back = self._restart(how, checks)
-        self._step(f"restart driver ({how})", f"restart the driver ({how})" + (f" -> {came_back}" if came_back else ""))
-        self._judge(checks)
+        self._restart_step(how, f"restart driver ({how})", f"restart the driver ({how})")
 
     def can_reboot(self) -> bool:
         """The CDI dir can be emptied and the driver restarted, and a prepared claim still exists (its pod runs)."""
@@ -501,14 +505,9 @@ class ExploreMachine(RuleBasedStateMachine):
         how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
         removed = self._act(self.world.wipe_cdi)
         self.model.wiped()
-        checks = Checks()
-        came_back = self._restart(how, checks)
-        self._step(
-            f"reboot ({how})",
-            f"reboot the node: wipe the CDI dir ({removed} files), restart the driver ({how})"
-            + (f" -> {came_back}" if came_back else ""),
+        self._restart_step(
+            how, f"reboot ({how})", f"reboot the node: wipe the CDI dir ({removed} files), restart the driver ({how})"
         )
-        self._judge(checks)
         self._prepare([c for c in self.model.prepared() if not c.deleted], "prepare after the reboot")
 
     def can_restart_while_pods_end(self) -> bool:
@@ -528,14 +527,11 @@ class ExploreMachine(RuleBasedStateMachine):
         how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
         prepared = self.model.prepared()
         claims = data.draw(_some(prepared, len(prepared)), label="claims")
-        checks = Checks()
-        came_back = self._restart(how, checks)
-        self._step(
+        self._restart_step(
+            how,
             f"restart while pods end ({how})",
-            f"restart the driver ({how}) while the pods of {[c.label for c in claims]} end"
-            + (f" -> {came_back}" if came_back else ""),
+            f"restart the driver ({how}) while the pods of {[c.label for c in claims]} end",
         )
-        self._judge(checks)
         outcome = self._act(lambda: self.world.unprepare([c.ref for c in claims]))
         checks = Checks()
         call = "unprepare after the restart"
