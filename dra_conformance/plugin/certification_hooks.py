@@ -412,9 +412,9 @@ class OutcomeCollector:
         selection = self.selection()
         faults = [fault.describe() for fault in self.faults]
         silences = [silence.to_json() for silence in self.silences]
-        summary = summarize(results, facts, run_dir, gate, selection, faults, self.exits, silences)
-        # What the verdict was decided from, for `dra-conformance verdict RUN` to decide again.
+        # What the verdict is decided from, written too, for `dra-conformance verdict RUN` to decide again.
         findings = findings_of(results, facts, run_dir, selection, faults, self.exits, silences)
+        summary = summarize(results, facts, run_dir, gate, selection, faults, self.exits, silences, findings)
         problem = write_summary(summary, run_dir, findings)  # a full disk: one line, printed after the verdict
         allure_dir = getattr(config.option, "allure_report_dir", None)
         if allure_dir and problem is None:

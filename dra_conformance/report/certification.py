@@ -184,16 +184,19 @@ def summarize(
     cluster_faults: list[str] | None = None,
     driver_exits: list[dict[str, Any]] | None = None,
     driver_silences: list[dict[str, Any]] | None = None,
+    findings: Findings | None = None,
 ) -> dict[str, Any]:
     """The whole summary as a document; `canary` is the canary gate evaluated for this run (`canary.rules.evaluate`).
 
     `driver_silences` are the windows in which an instance of the driver did not answer (`Silence.to_json`). The
-    verdict is the engine's, from the run's findings (`findings_of`).
+    verdict is the engine's, from the run's findings: `findings` where the caller made them already (to write them
+    too), else `findings_of` these arguments.
     """
     everything = every_failure_named(results)
     results, metrics_checks = split_contracts(everything)
     capabilities = capability_table(results, facts)
-    findings = findings_of(everything, facts, run_dir, selection, cluster_faults, driver_exits, driver_silences)
+    if findings is None:
+        findings = findings_of(everything, facts, run_dir, selection, cluster_faults, driver_exits, driver_silences)
     verdict, reasons = judge(findings)
     never = selection.never_run(everything) if selection is not None else []
     metrics = _artifact(run_dir, METRICS_VERDICT)
