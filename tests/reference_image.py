@@ -18,6 +18,8 @@ IMAGE_BUILD_DEADLINE = 1200.0
 OUTPUT_TAIL = 3000
 # The reference driver as a vendor ships it: its image and DaemonSet, on the real node only.
 SHIPPED_PROFILE = paths.fixtures_dir() / "profiles" / "reference-driver-shipped.yaml"
+# The same driver from a chart rendered as vendors' are, fixed by the profile's declared transforms.
+VENDOR_CHART_PROFILE = paths.fixtures_dir() / "profiles" / "reference-driver-vendor-chart.yaml"
 
 
 def build_image(kind: str, output: Path) -> str | None:
@@ -39,14 +41,16 @@ def build_reference_image(output: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def shipped_driver_cluster(state_dir: Path, real_nodes: int = 1) -> Iterator[LocalBackend]:
-    """A local cluster (not started) whose `real_nodes` run the reference driver as shipped; stopped on the way out."""
+def shipped_driver_cluster(
+    state_dir: Path, real_nodes: int = 1, profile: Path = SHIPPED_PROFILE
+) -> Iterator[LocalBackend]:
+    """A local cluster (not started) whose `real_nodes` run the driver as `profile` ships it; stopped on the way out."""
     failed = build_reference_image(paths.CHECKOUT / "reports" / "images" / "reference-driver.tar")
     assert failed is None, f"image build: {failed}"
     backend = LocalBackend(
         LocalClusterConfig(
             state_dir=state_dir,
-            profile=SHIPPED_PROFILE,
+            profile=profile,
             real_node=True,
             real_nodes=real_nodes,
             nodes=1,

@@ -1,9 +1,12 @@
 """The suite in-cluster through Sonobuoy, as a platform team runs it nightly: the README's recipe, on the real node.
 
-The reference driver is installed as a vendor ships it (its image and DaemonSet, the shipped profile). The two
+The reference driver is installed as a vendor ships it: its image and a chart rendered as vendors' are (no
+toleration, a registry image pulled Always, no Namespace), fixed only by the profile's declared transforms. This is
+CI's one certification of the shipped driver over the whole selection (the run from the host covers its kubelet
+suite: tests/cluster/test_certification_runs.py). The two
 commands of the README's nightly recipe (`dra-conformance sonobuoy run`, then `dra-conformance sonobuoy results`)
 are read out of README.md and run as written, with the variables they name set: KUBECONFIG the local cluster's,
-PROFILE the shipped profile, CLUSTER its name. `sonobuoy run` builds our images (the suite's, Sonobuoy's) and
+PROFILE the vendor chart's profile, CLUSTER its name. `sonobuoy run` builds our images (the suite's, Sonobuoy's) and
 imports them into the real node, runs the cluster-level checks in a Job and the node-level ones in a DaemonSet on
 the driver's node, and merges both into one verdict. The verdict must be "certified", and the checks that need the
 node (the four-layer cross-check, the rolling update) must have been judged in-cluster: passed, not "not
@@ -27,7 +30,7 @@ from dra_conformance.backends.local.real_node import REAL_NODE
 from dra_conformance.report.certification import SUMMARY_JSON
 from dra_conformance.report.fleet.sources import read_inputs
 from dra_conformance.sonobuoy import retrieved, runner
-from tests.reference_image import IMAGE_BUILD_DEADLINE, SHIPPED_PROFILE, shipped_driver_cluster
+from tests.reference_image import IMAGE_BUILD_DEADLINE, VENDOR_CHART_PROFILE, shipped_driver_cluster
 
 pytestmark = [
     pytest.mark.xdist_group("real-node"),
@@ -74,8 +77,8 @@ def _as_written(command: str, environment: dict[str, str], cwd: Path, timeout: f
 
 @pytest.fixture
 def real_node_cluster(tmp_path: Path) -> Iterator[LocalBackend]:
-    """A local cluster with the real node running the reference driver as shipped; stopped after the test."""
-    with shipped_driver_cluster(tmp_path / "cluster") as backend:
+    """A local cluster with the real node running the reference driver from its vendor chart; stopped after the test."""
+    with shipped_driver_cluster(tmp_path / "cluster", profile=VENDOR_CHART_PROFILE) as backend:
         yield backend
 
 
@@ -90,7 +93,7 @@ def test_the_readme_nightly_recipe_certifies_the_shipped_driver_with_the_node_ch
         # `dra-conformance` as installed beside this interpreter (the checkout's, editable).
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "KUBECONFIG": str(info.kubeconfig),
-        "PROFILE": str(SHIPPED_PROFILE),
+        "PROFILE": str(VENDOR_CHART_PROFILE),
         "CLUSTER": CLUSTER_NAME,
     }
     work = tmp_path / "nightly"
