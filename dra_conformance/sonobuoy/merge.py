@@ -31,12 +31,13 @@ from dra_conformance.sonobuoy.part import Part, marker_expression, read_record
 from dra_conformance.verdict import (
     CLUSTER_FAULT,
     CheckResult,
+    Findings,
     Outcome,
     RunFacts,
     Selection,
     Verdict,
     capability_table,
-    decide,
+    judge,
 )
 
 # Which outcome of a check on several nodes stands: the first of these it had anywhere. A skip with a reason that is
@@ -174,8 +175,25 @@ def _unique(items: list[Any]) -> list[Any]:
     return kept
 
 
+@dataclass(frozen=True)
+class Merged:
+    """The merged summary of a split run, and the findings its verdict was decided from.
+
+    `findings` is None for a whole part's own summary: its run recorded its findings itself.
+    """
+
+    summary: dict[str, Any]
+    findings: Findings | None
+
+
 def merge_parts(runs: list[PartRun], node_part_expected: bool = True) -> dict[str, Any] | None:
-    """The merged summary of `runs`; None when no part wrote a summary (then there is no verdict to give).
+    """The merged summary of `runs`; None when no part wrote a summary (then there is no verdict to give)."""
+    merged = merge(runs, node_part_expected)
+    return merged.summary if merged is not None else None
+
+
+def merge(runs: list[PartRun], node_part_expected: bool = True) -> Merged | None:
+    """The merged summary of `runs` and its findings; None when no part wrote a summary (no verdict to give).
 
     A run of one whole part (the plugin of `sonobuoy-plugin` without --part) is its own summary.
     """
@@ -183,7 +201,7 @@ def merge_parts(runs: list[PartRun], node_part_expected: bool = True) -> dict[st
     if not with_summary:
         return None
     if len(runs) == 1 and runs[0].part is Part.WHOLE and runs[0].summary is not None:
-        return runs[0].summary
+        return Merged(runs[0].summary, None)
     base_run = next((run for run in with_summary if run.part is not Part.NODE), with_summary[0])
     base = base_run.summary
     assert base is not None
@@ -212,8 +230,21 @@ def merge_parts(runs: list[PartRun], node_part_expected: bool = True) -> dict[st
     # Each part's windows in which an instance of the driver did not answer (run.driver-answers), part by part.
     silent = [{**x, "describe": f"{r.label}: {x['describe']}"} for r in with_summary for x in _silences(r.summary)]
     unanswered = [str(x["describe"]) for x in silent]
-    verdict, reasons = decide(results, capabilities, advisories, selection, faults, exits, unanswered)
     broken = [f"{run.label}: no verdict ({run.problem})" for run in runs if run.summary is None]
+    # A part without a verdict leaves its checks out of the selection: recorded so, `dra-conformance verdict` on the
+    # merged run decides as the merge does.
+    recorded = dataclasses.replace(selection, filtered_by="; ".join(filter(None, [selection.filtered_by, *broken])))
+    findings = Findings(
+        checks=results,
+        declared=facts.declared,
+        harness_capabilities=facts.harness_capabilities,
+        selection=recorded,
+        advisories=advisories,
+        cluster_faults=faults,
+        driver_exits=exits,
+        driver_silences=unanswered,
+    )
+    verdict, reasons = judge(dataclasses.replace(findings, selection=selection))
     if broken:
         if verdict in _CERTIFYING:
             verdict, reasons = Verdict.INCOMPLETE, broken
@@ -222,7 +253,7 @@ def merge_parts(runs: list[PartRun], node_part_expected: bool = True) -> dict[st
     finished = [str(s["run"]["finished_at"]) for s in summaries if (s.get("run") or {}).get("finished_at")]
     never = selection.never_run(results)
     run = {**(base.get("run") or {}), "finished_at": max(finished) if finished else None}
-    return {
+    summary = {
         **base,
         "verdict": str(verdict),
         "reasons": reasons,
@@ -244,6 +275,7 @@ def merge_parts(runs: list[PartRun], node_part_expected: bool = True) -> dict[st
         "suites": suite_table(results),
         "parts": [_part_line(run) for run in runs],
     }
+    return Merged(summary, findings)
 
 
 def _part_line(run: PartRun) -> dict[str, Any]:

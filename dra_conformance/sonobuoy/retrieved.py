@@ -24,9 +24,10 @@ from dra_conformance.errors import UsageError
 from dra_conformance.report.certification import SUMMARY_JSON, SUMMARY_MARKDOWN, render_markdown, terminal_lines
 from dra_conformance.sonobuoy import protocol
 from dra_conformance.sonobuoy.entry import PART_SUMMARY_JSON
-from dra_conformance.sonobuoy.merge import PartRun, merge_parts
+from dra_conformance.sonobuoy.merge import Merged, PartRun, merge
 from dra_conformance.sonobuoy.part import RECORD_FILE, Part
 from dra_conformance.sonobuoy.plugin import NODE_PLUGIN_NAME, PLUGIN_NAME
+from dra_conformance.verdict import FINDINGS_JSON
 
 # `<anything>/plugins/<plugin>/<results|errors>/<node or global>/<file>`, as `sonobuoy retrieve` writes it.
 MEMBER = re.compile(r"(?:^|/)plugins/(?P<plugin>[^/]+)/(?P<kind>results|errors)/(?P<where>[^/]+)/(?P<file>[^/]+)$")
@@ -131,18 +132,24 @@ def _results_reason(data: bytes | None) -> str:
         return ""
 
 
-def merged_verdict(tarball: Path) -> tuple[dict[str, Any] | None, list[PartRun]]:
-    """The merged summary of the tarball's parts (None: no part wrote one), and the parts."""
+def merged_verdict(tarball: Path) -> tuple[Merged | None, list[PartRun]]:
+    """The merged summary of the tarball's parts and its findings (None: no part wrote one), and the parts."""
     parts = read_parts(tarball)
     if not parts:
         raise UsageError(f"sonobuoy results {tarball}: no results of plugin {PLUGIN_NAME} or {NODE_PLUGIN_NAME} in it")
     node_expected = any(part.part is not Part.WHOLE for part in parts)
-    return merge_parts(parts, node_expected), parts
+    return merge(parts, node_expected), parts
 
 
-def write_verdict(summary: dict[str, Any], directory: Path) -> Path:
-    """The merged summary as a run directory of its own: summary.json and summary.md."""
+def write_verdict(merged: Merged, directory: Path) -> Path:
+    """The merged summary as a run directory of its own: summary.json and summary.md.
+
+    For a split run, also the findings it was decided from (findings.json, which `dra-conformance verdict` reads).
+    """
+    summary = merged.summary
     directory.mkdir(parents=True, exist_ok=True)
+    if merged.findings is not None:
+        (directory / FINDINGS_JSON).write_text(json.dumps(merged.findings.to_json(), indent=1) + "\n")
     (directory / SUMMARY_JSON).write_text(json.dumps(summary, indent=1) + "\n")
     (directory / SUMMARY_MARKDOWN).write_text(render_markdown(summary) + "\n".join(parts_markdown(summary)) + "\n")
     return directory

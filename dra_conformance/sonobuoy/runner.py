@@ -370,12 +370,12 @@ def delete_run(sonobuoy: Sonobuoy, api_client: client.ApiClient, driver_namespac
 
 def report(tarball: Path, verdict_dir: Path | None, out: Callable[[str], None] = print) -> int:
     """Print the merged verdict of `tarball` (and write it to `verdict_dir`); 0 when certified, else 1."""
-    summary, parts = retrieved.merged_verdict(tarball)
-    for line in retrieved.report_lines(summary, parts, tarball):
+    merged, parts = retrieved.merged_verdict(tarball)
+    for line in retrieved.report_lines(merged.summary if merged is not None else None, parts, tarball):
         out(line)
-    if summary is None:
+    if merged is None:
         return EXIT_NOT_CERTIFIED
     if verdict_dir is not None:
-        out(f"merged summary: {retrieved.write_verdict(summary, verdict_dir)}")
-    certified = summary["verdict"] in (Verdict.CERTIFIED, Verdict.CERTIFIED_WITH_ADVISORIES)
+        out(f"merged summary: {retrieved.write_verdict(merged, verdict_dir)}")
+    certified = merged.summary["verdict"] in (Verdict.CERTIFIED, Verdict.CERTIFIED_WITH_ADVISORIES)
     return EXIT_CERTIFIED if certified else EXIT_NOT_CERTIFIED

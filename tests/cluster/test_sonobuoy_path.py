@@ -10,7 +10,8 @@ PROFILE the vendor chart's profile, CLUSTER its name. `sonobuoy run` builds our 
 imports them into the real node, runs the cluster-level checks in a Job and the node-level ones in a DaemonSet on
 the driver's node, and merges both into one verdict. The verdict must be "certified", and the checks that need the
 node (the four-layer cross-check, the rolling update) must have been judged in-cluster: passed, not "not
-applicable". The fleet report must read the merged verdict as the cluster's one run.
+applicable". The fleet report must read the merged verdict as the cluster's one run, and `dra-conformance verdict`
+must decide it again alike from the findings the merge recorded.
 """
 
 from __future__ import annotations
@@ -124,3 +125,6 @@ def test_the_readme_nightly_recipe_certifies_the_shipped_driver_with_the_node_ch
     assert [(Path(s.source), s.document["verdict"]) for s in summaries] == [(merged, "certified")], [
         s.source for s in summaries
     ]
+    # The merge recorded what it decided from: `dra-conformance verdict` decides the same again.
+    code, again = _as_written(f"dra-conformance verdict {merged.parent}", environment, work, RESULTS_DEADLINE)
+    assert code == 0 and again.startswith("verdict: certified"), f"dra-conformance verdict: exit {code}\n{again}"

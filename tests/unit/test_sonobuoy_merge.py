@@ -18,10 +18,11 @@ from dra_conformance.driver.profile import load_profile
 from dra_conformance.report.certification import SUMMARY_JSON
 from dra_conformance.report.fleet.sources import read_inputs
 from dra_conformance.sonobuoy import entry, protocol, retrieved, runner
-from dra_conformance.sonobuoy.merge import PartRun, combine, merge_parts
+from dra_conformance.sonobuoy.merge import PartRun, combine, merge, merge_parts
 from dra_conformance.sonobuoy.package import pod_profile
 from dra_conformance.sonobuoy.part import RECORD_FILE, Part
 from dra_conformance.sonobuoy.plugin import NODE_PLUGIN_NAME, PLUGIN_NAME
+from dra_conformance.verdict.replay import replay
 
 ROLLING = "suites/kubelet/test_rolling_update.py::test_rolling"
 FOUR = "suites/kubelet/test_four_layers.py::test_four[all-four-green]"
@@ -331,7 +332,7 @@ def test_the_kubeconfig_is_the_one_kubectl_and_sonobuoy_read() -> None:
 
 
 def test_the_merged_summary_md_lists_the_parts_it_merges(tmp_path: Path) -> None:
-    merged = merge_parts([_cluster(), _node("gpu-1")])
+    merged = merge([_cluster(), _node("gpu-1")])
     assert merged is not None
     markdown = (retrieved.write_verdict(merged, tmp_path) / "summary.md").read_text()
     assert "| node | gpu-1 | incomplete |" in markdown and "| cluster |  | incomplete |" in markdown, markdown
@@ -356,3 +357,27 @@ def test_a_part_in_which_the_driver_stopped_answering_decides_the_merged_verdict
     )
     assert [x["node"] for x in merged["driver_silences"]] == ["gpu-1"], merged["driver_silences"]
     assert merge_parts([_cluster(), _node("gpu-1"), _node("gpu-2")])["driver_silences"] == []  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        pytest.param(lambda: [_cluster(), _node("gpu-1"), _node("gpu-2")], id="certified"),
+        pytest.param(lambda: [_cluster(), _node("gpu-1", rolling="failed")], id="not-certified"),
+        pytest.param(
+            lambda: [_cluster(), _node("gpu-1"), PartRun(Part.NODE, "gpu-3", problem="No pod was scheduled")],
+            id="a-part-without-a-verdict",
+        ),
+    ],
+)
+def test_the_merged_run_records_its_findings_and_dra_conformance_verdict_decides_it_again_alike(
+    parts: Any, tmp_path: Path
+) -> None:
+    merged = merge(parts())
+    assert merged is not None and merged.findings is not None
+    retrieved.write_verdict(merged, tmp_path)
+    again = replay(tmp_path)
+    assert (str(again.verdict), again.recorded) == (merged.summary["verdict"],) * 2, (
+        f"merged: {merged.summary['verdict']} {merged.summary['reasons']}; decided again: {again.verdict} "
+        f"{again.reasons}"
+    )
