@@ -344,6 +344,9 @@ class DeviceExpectations:
     per_node: int
     from_slices: bool = True
     attributes: Mapping[str, AttributeType] = field(default_factory=dict)
+    # Capacities every device publishes (names, optionally domain-qualified), which selectors may compare as
+    # quantities.
+    capacity: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -755,6 +758,7 @@ def _devices(raw: Mapping[str, Any]) -> DeviceExpectations:
         per_node=int(raw["perNode"]),
         from_slices=raw.get("fromSlices", True),
         attributes={name: AttributeType(kind) for name, kind in raw.get("attributes", {}).items()},
+        capacity=tuple(raw.get("capacity", ())),
     )
 
 

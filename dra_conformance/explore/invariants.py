@@ -9,6 +9,7 @@ machine decides what a broken one means (`runner`): a finding to shrink, or an a
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ SLICES_ON_NODES = "explore.slices-bound-to-existing-nodes"
 POOL_COMPLETE_DURING_REPUBLISH = "explore.pool-stays-complete-during-republish"
 ROLLOUT_SOCKETS = "explore.rolling-update-instances-never-share-a-socket"
 POOL_COMPLETE = "explore.pool-stays-complete"
+POOL_UNIQUE = "explore.pool-device-names-unique"
 POOL_DEVICES = "explore.pool-keeps-its-devices"
 POOL_GENERATION = "explore.pool-generation-never-goes-back"
 POOL_CONTENT = "explore.pool-changes-only-with-a-new-generation"
@@ -493,6 +495,10 @@ def _check_pools(model: Model, seen: Observation, checks: Checks) -> None:
             pool.complete,
             f"generation {pool.generation}: {pool.slices} slices, resourceSliceCount {pool.expected_slices}",
             where,
+        )
+        repeated = sorted(device for device, count in Counter(pool.devices).items() if count > 1)
+        checks.expect(
+            POOL_UNIQUE, not repeated, f"generation {pool.generation}: listed more than once: {repeated}", where
         )
         before = model.pools.get(name)
         if before is None:

@@ -316,6 +316,41 @@ def real_node(
 
 
 @pytest.fixture
+def disrupted_real_node(
+    request: pytest.FixtureRequest,
+    pytestconfig: pytest.Config,
+    cluster: ClusterInfo,
+    driver_under_test: DriverUnderTest,
+    api_client: client.ApiClient,
+) -> RealNodeTarget:
+    """The real node the `disruption` fixture stops the driver on, as kubelet-mode checks pin pods there.
+
+    A check taking it takes `disruption` too (the same one, leased here: no other lease is taken). Not applicable,
+    before any lease, where the driver would be stopped on a fake node, whose kwok reports nothing of a pod's
+    devices: `disruption` stops a driver on a real node only where it is installed as DaemonSet pods on 2 or more.
+    """
+    driver = driver_under_test.name
+    if not driver_under_test.profile.real_nodes_only:
+        why = "its profile runs it on fake nodes too (nodes: realOnly and a DaemonSet install stop it on a real one)"
+    elif cluster.disruption_real_node(driver) is None:
+        why = f"this {cluster.backend} cluster has no real node of its own for it ({len(cluster.real_nodes)} real"
+        why += " node(s), the driver on each; 2 or more needed)"
+    else:
+        why = ""
+    if why:
+        pytest.skip(
+            f"not applicable: {driver} is stopped and started on a fake node, whose kwok reports nothing of a pod's "
+            f"devices: {why}"
+        )
+    disruption: Disruption = request.getfixturevalue("disruption")
+    node = client.CoreV1Api(api_client).read_node(disruption.node).to_dict()
+    tolerations = tolerations_of(node["spec"].get("taints") or [])
+    image = workload_image(pytestconfig, cluster, node)
+    cdi = CdiSpecFiles((PurePosixPath(disruption.endpoint.cdi_dir),)) if disruption.endpoint.cdi_dir else None
+    return RealNodeTarget(disruption.node, disruption.endpoint, tolerations, image, cdi)
+
+
+@pytest.fixture
 def interposer(
     request: pytest.FixtureRequest,
     real_node: RealNodeTarget,

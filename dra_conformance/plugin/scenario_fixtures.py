@@ -51,7 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the `scenarios` marker."""
     config.addinivalue_line(
-        "markers", "scenarios(needs_prepare=False): parametrize the test's `scenario` argument over the catalog"
+        "markers",
+        "scenarios(needs_prepare=False, own_obligation=None): parametrize the test's `scenario` argument over the "
+        "catalog (own_obligation: only the scenarios that name an obligation of their own, True, or none, False)",
     )
 
 
@@ -69,7 +71,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     marker = metafunc.definition.get_closest_marker("scenarios")
     options = marker.kwargs if marker else {}
-    scenarios = catalog.select(metafunc.config.stash[CATALOG], needs_prepare=bool(options.get("needs_prepare", False)))
+    scenarios = catalog.select(
+        metafunc.config.stash[CATALOG],
+        needs_prepare=bool(options.get("needs_prepare", False)),
+        own_obligation=options.get("own_obligation"),
+    )
     # A scenario that needs a capability exercises it: the certification summary counts it for that capability.
     params = [
         pytest.param(s, marks=pytest.mark.capability(*(str(c) for c in s.capabilities)), id=str(s)) for s in scenarios
@@ -206,6 +212,7 @@ def scenario_run(
         reason = scenario.not_applicable(driver_profile)
         if reason:
             pytest.skip(f"not applicable: {reason}")
+        scenario = scenario.for_profile(driver_profile)  # its profile placeholders filled in
         target = device_target(
             f"scenario {scenario.id}", devices=scenario.devices, profile=scenario.profile, needs_prepare=needs_prepare
         )

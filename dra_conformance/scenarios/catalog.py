@@ -14,10 +14,20 @@ attributes usable in selectors) and, if it only makes sense for the reference dr
 `fault` implies it). Such a scenario runs on the reference driver's private instances (`referenceFaults`) and on
 its image as installed (`faultSwitches`), there where the node's devices suit it (`devicesExactly`).
 `not_applicable` turns unmet needs into the reason the suites report.
+
+A CEL expression may also name what the profile declares rather than a name of the reference driver's:
+`{attribute:<type>}` stands for the first attribute the profile declares with that type (`{attribute:version}`),
+`{capacity}` for the first capacity it declares, each as the CEL term that reads it from `device` (a name without a
+domain in the driver's). A scenario whose placeholder the profile cannot fill is not applicable; `for_profile`
+fills them in and adds such an attribute to what the scenario selects on. A scenario may name the registry
+`obligation` its outcome states (`allocation.version-attribute-compares-as-semver`): that obligation judges each
+pod's scheduling outcome, before the generic ones.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +54,9 @@ def _named_one_of(alternatives: dict[str, Any]) -> dict[str, Any]:
 
 
 _STRING_LIST = {"type": "array", "items": {"type": "string"}}
+# `{attribute:<type>}` and `{capacity}`: CEL terms for what the profile declares (see the module's docstring).
+_PROFILE_PLACEHOLDER = re.compile(r"\{(attribute:([a-z]+)|capacity)\}")
+CAPACITY_PLACEHOLDER = "capacity"
 # "{devices}", "{devices+1}", "{devices-1}": relative to the devices on the scenario's node.
 _RELATIVE_COUNT_PATTERN = r"^\{devices([+-][0-9]+)?\}$"
 # `minimum` applies to integers only and `pattern` to strings only, so each form gets its own error message.
@@ -194,6 +207,8 @@ SCHEMA: dict[str, Any] = {
                         },
                     },
                     "referenceOnly": {"type": "string", "minLength": 1},
+                    # The registry obligation the scenario's outcome states (judges each pod's scheduling outcome).
+                    "obligation": {"type": "string", "pattern": "^[a-z]+\\.[a-z0-9][a-z0-9-]*$"},
                     "fault": FAULT_SCHEMA,
                     "prepareDeadline": {"type": "number", "exclusiveMinimum": 0},
                     "recover": {"type": "boolean"},
@@ -267,6 +282,11 @@ class Scenario:
     capabilities: tuple[Capability, ...] = ()
     attributes: dict[str, AttributeType] = field(default_factory=dict)
     reference_only: str | None = None
+    # The registry obligation the outcome states, judged on each pod's scheduling outcome first; None: only the
+    # generic ones.
+    obligation: str | None = None
+    # The profile placeholders its expressions use (`attribute:version`, `capacity`), each standing for a CEL term.
+    placeholders: frozenset[str] = frozenset()
 
     def __str__(self) -> str:
         """The pytest id."""
@@ -277,6 +297,14 @@ class Scenario:
         missing = [c.value for c in self.capabilities if not profile.declares(c)]
         if missing:
             return f"scenario {self.id} needs capabilities the profile does not declare: {', '.join(missing)}"
+        unfilled = [p for p in sorted(self.placeholders) if _declared(profile, p) is None]
+        if unfilled:
+            declared = profile.devices.attributes
+            return (
+                f"scenario {self.id} compares {' and '.join(_wanted(p) for p in unfilled)}, and the profile declares "
+                f"none (attributes: {', '.join(f'{n} ({t.value})' for n, t in declared.items()) or 'none'}; "
+                f"capacity: {', '.join(profile.devices.capacity) or 'none'})"
+            )
         if profile.declares(Capability.REFERENCE_FAULTS):
             return None  # the reference driver runs as a private instance sized by `driver.devices`
         if self.reference_only and not profile.fault_switches:
@@ -304,6 +332,91 @@ class Scenario:
     def expected(self, pod: str) -> dict[str, Any]:
         """Expectations for one pod (empty if the scenario states none)."""
         return self.expect_pods.get(pod, {})
+
+    def for_profile(self, profile: DriverProfile) -> Scenario:
+        """The scenario with its profile placeholders filled in from `profile` (which `not_applicable` accepted).
+
+        Each becomes the CEL term reading the declared name (`{driver}` left for the run to fill in), and an
+        attribute it stands for joins the attributes the scenario selects on (checked as published with its type).
+        """
+        if not self.placeholders:
+            return self
+        terms: dict[str, str] = {}
+        attributes = dict(self.attributes)
+        for placeholder in self.placeholders:
+            name = _declared(profile, placeholder)
+            if name is None:
+                raise ValueError(f"scenario {self.id}: {self.not_applicable(profile)}")
+            terms[placeholder] = _cel_term("capacity" if placeholder == CAPACITY_PLACEHOLDER else "attributes", name)
+            if placeholder != CAPACITY_PLACEHOLDER:
+                attributes[name] = profile.devices.attributes[name]
+
+        def fill(value: Any) -> Any:
+            if isinstance(value, str):
+                return _PROFILE_PLACEHOLDER.sub(lambda match: terms[match.group(1)], value)
+            if isinstance(value, list):
+                return [fill(item) for item in value]
+            if isinstance(value, dict):
+                return {key: fill(item) for key, item in value.items()}
+            return value
+
+        return dataclasses.replace(
+            self,
+            device_classes=fill(self.device_classes),
+            claims=fill(self.claims),
+            claim_templates=fill(self.claim_templates),
+            attributes=attributes,
+            placeholders=frozenset(),
+        )
+
+
+def _declared(profile: DriverProfile, placeholder: str) -> str | None:
+    """The name the profile declares for `placeholder` (its first attribute of the type, its first capacity)."""
+    if placeholder == CAPACITY_PLACEHOLDER:
+        return next(iter(profile.devices.capacity), None)
+    kind = AttributeType(placeholder.removeprefix("attribute:"))
+    return next((name for name, declared in profile.devices.attributes.items() if declared == kind), None)
+
+
+def _wanted(placeholder: str) -> str:
+    if placeholder == CAPACITY_PLACEHOLDER:
+        return "a device capacity"
+    return f"an attribute of type {placeholder.removeprefix('attribute:')}"
+
+
+def _cel_term(field_name: str, name: str) -> str:
+    """`device.<field_name>["<domain>"]["<name>"]`: a declared attribute or capacity as a selector reads it.
+
+    A name without a domain is in the driver's (`{driver}`, which the run fills in). Indexing the domain's map
+    reads any declared name, a CEL reserved word too.
+    """
+    domain, _, bare = name.rpartition("/")
+    return f'device.{field_name}["{domain or "{driver}"}"]["{bare}"]'
+
+
+def _placeholders(path: Path, index: int, raw: dict[str, Any]) -> frozenset[str]:
+    """The profile placeholders of a scenario's objects; one of an unknown attribute type is a FixtureError."""
+    found: set[str] = set()
+
+    def scan(value: Any) -> None:
+        if isinstance(value, str):
+            for match in _PROFILE_PLACEHOLDER.finditer(value):
+                kind = match.group(2)
+                if kind is not None and kind not in {t.value for t in AttributeType}:
+                    raise FixtureError(
+                        f"{path}: scenarios[{index}]: unknown attribute type in {match.group(0)}; known: "
+                        f"{', '.join(t.value for t in AttributeType)}"
+                    )
+                found.add(match.group(1))
+        elif isinstance(value, list):
+            for item in value:
+                scan(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                scan(item)
+
+    scan([raw.get("deviceClasses", []), raw.get("claims", []), raw.get("claimTemplates", [])])
+    return frozenset(found)
 
 
 def _check_references(path: Path, index: int, raw: dict[str, Any]) -> None:
@@ -376,6 +489,8 @@ def load_file(path: Path) -> list[Scenario]:
                 capabilities=tuple(Capability(c) for c in needs.get("capabilities", [])),
                 attributes={name: AttributeType(kind) for name, kind in needs.get("attributes", {}).items()},
                 reference_only=reference_only,
+                obligation=item.get("obligation"),
+                placeholders=_placeholders(path, index, item),
             )
         )
     return scenarios
@@ -396,9 +511,17 @@ def load(directory: Path) -> list[Scenario]:
     return scenarios
 
 
-def select(scenarios: Iterable[Scenario], *, needs_prepare: bool = False) -> list[Scenario]:
-    """Scenarios a suite runs; `needs_prepare` keeps those where at least one pod is expected to be scheduled."""
+def select(
+    scenarios: Iterable[Scenario], *, needs_prepare: bool = False, own_obligation: bool | None = None
+) -> list[Scenario]:
+    """Scenarios a suite runs.
+
+    `needs_prepare` keeps those where at least one pod is expected to be scheduled; `own_obligation` those that name
+    an obligation of their own (True) or none (False), None either.
+    """
     chosen = list(scenarios)
     if needs_prepare:
         chosen = [s for s in chosen if any(s.expected(p["name"]).get("scheduled", True) for p in s.pods)]
+    if own_obligation is not None:
+        chosen = [s for s in chosen if (s.obligation is not None) == own_obligation]
     return chosen

@@ -53,6 +53,9 @@ const (
 	republishChangesAttributeType  = "republish-changes-attribute-type"
 	checkpointWrittenOutsideLock   = "checkpoint-written-outside-lock"
 	reusesRegistrationSocketName   = "reuses-registration-socket-name"
+	publishesVersionAsString       = "publishes-version-as-string"
+	healthV1alpha1Unserved         = "health-v1alpha1-unserved"
+	healthLostForRestoredClaims    = "health-lost-for-restored-claims"
 )
 
 var brokenModes = []string{
@@ -65,12 +68,17 @@ var brokenModes = []string{
 	networkDataMismatch, prepareIgnoresShareID, partitionsOversubscribeCounter, republishLeavesIncompletePool,
 	duplicateDeviceNames, bindingConditionsBeforeAttach, removesOtherInstancesSockets, replayedPrepareSkipsCDISpecs,
 	answersUnderFirstRequest, statusForOtherDriversDevices, rewritesStatusAfterPrepare, republishChangesAttributeType,
-	checkpointWrittenOutsideLock, reusesRegistrationSocketName,
+	checkpointWrittenOutsideLock, reusesRegistrationSocketName, publishesVersionAsString,
 	// Go build only (opaque.go): the class's opaque configs applied over the claim's.
 	classConfigOverClaimConfig,
 	// Go build only (downtime.go): a graceful stop that deletes the slices, resets the generation, leaves sockets;
 	// a start that rewrites unchanged slices at a new generation.
 	deletesSlicesOnSigterm, restartsGenerationBesideOldSlices, leavesSocketsOnSigterm, rewritesSlicesOnRestart,
+	// Health over time (issue 44, item 6): GetInfo lists v1alpha1.DRAResourceHealth, which is never served.
+	healthV1alpha1Unserved,
+	// Health over time (issue 44, item 6): a restarted process leaves the devices of the claims it found prepared
+	// out of its health reports.
+	healthLostForRestoredClaims,
 }
 
 const (
@@ -150,4 +158,60 @@ func indexAsString(slices []resourceapi.ResourceSlice) []resourceapi.ResourceSli
 		}
 	}
 	return slices
+}
+
+// versionsAsStrings is publishes-version-as-string's pool: every version attribute published as a string of the same
+// text, from the first publish on.
+func versionsAsStrings(slices []resourceapi.ResourceSlice) []resourceapi.ResourceSlice {
+	for _, slice := range slices {
+		for _, device := range slice.Spec.Devices {
+			for name, value := range device.Attributes {
+				if value.VersionValue != nil {
+					text := *value.VersionValue
+					device.Attributes[name] = resourceapi.DeviceAttribute{StringValue: &text}
+				}
+			}
+		}
+	}
+	return slices
+}
+
+// servedHealthVersions are the DRAResourceHealth versions the DRA socket serves: those GetInfo lists, but for
+// health-v1alpha1-unserved, which keeps v1alpha1 in GetInfo and serves only the others.
+func servedHealthVersions(c Config) []string {
+	var served []string
+	for _, version := range c.HealthServices {
+		if version == "v1alpha1" && c.IsBroken(healthV1alpha1Unserved) {
+			continue
+		}
+		served = append(served, version)
+	}
+	return served
+}
+
+// restoredDevices are the devices of the claims a process found in its record of prepared claims when it started
+// (a restart with claims in use): health-lost-for-restored-claims watches only devices it prepares itself.
+func restoredDevices(prepared *PreparedClaims) map[string]bool {
+	restored := map[string]bool{}
+	claims, err := prepared.All()
+	if err != nil {
+		return restored
+	}
+	for _, record := range claims {
+		for _, device := range record.Devices {
+			restored[device.DeviceName] = true
+		}
+	}
+	return restored
+}
+
+// withoutDevices is health-lost-for-restored-claims' report: the health of every device but those `left` out.
+func withoutDevices(health []deviceHealth, left map[string]bool) []deviceHealth {
+	var kept []deviceHealth
+	for _, device := range health {
+		if !left[device.device] {
+			kept = append(kept, device)
+		}
+	}
+	return kept
 }

@@ -53,6 +53,19 @@ func TestIndexAsStringTurnsTheIntIndexAttributeIntoAString(t *testing.T) {
 	}
 }
 
+func TestVersionsAsStringsPublishesEveryVersionAttributeAsItsText(t *testing.T) {
+	changed := versionsAsStrings(resourceSlices(config(2), 1, poolShape{published: 2}))
+	for _, device := range changed[0].Spec.Devices {
+		version := device.Attributes["driverVersion"]
+		if version.VersionValue != nil || version.StringValue == nil || *version.StringValue != "2.0.0" {
+			t.Errorf("%s: driverVersion %+v", device.Name, version)
+		}
+		if device.Attributes["index"].IntValue == nil {
+			t.Errorf("%s: index changed too: %+v", device.Name, device.Attributes["index"])
+		}
+	}
+}
+
 func TestCheckpointWrittenOutsideTheLockLosesConcurrentChangesOnDisk(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "prepared.json")
 	claims, _ := loadPreparedClaims(path, "2.0.0", false)
@@ -85,5 +98,44 @@ func TestReusesRegistrationSocketNameDropsOnlyTheRegistrationSocketsInstanceSuff
 	}
 	if got := filepath.Base(c.DRASocket()); got != "dra-uid-1.sock" {
 		t.Errorf("broken DRA socket keeps its instance name: %s", got)
+	}
+}
+
+func TestHealthV1alpha1UnservedKeepsV1alpha1InGetInfoButServesOnlyV1(t *testing.T) {
+	c := config(4)
+	c.HealthServices = []string{"v1", "v1alpha1"}
+	if got := fmt.Sprint(servedHealthVersions(c)); got != "[v1 v1alpha1]" {
+		t.Errorf("served without the bug: %s", got)
+	}
+	c.Broken = map[string]bool{healthV1alpha1Unserved: true}
+	if got := fmt.Sprint(servedHealthVersions(c)); got != "[v1]" {
+		t.Errorf("served with the bug: %s", got)
+	}
+	if got := fmt.Sprint(supportedVersions(c)); got != "[v1.DRAPlugin v1beta1.DRAPlugin v1.DRAResourceHealth v1alpha1.DRAResourceHealth]" {
+		t.Errorf("GetInfo with the bug: %s", got)
+	}
+}
+
+func TestHealthLostForRestoredClaimsLeavesOutOnlyTheDevicesOfClaimsFoundAtStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "prepared.json")
+	before, err := loadPreparedClaims(path, "v1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atFirstStart := restoredDevices(before) // a process that starts with no record leaves nothing out
+	if err := before.Put("uid-1", ClaimRecord{Namespace: "ns", Name: "c", Devices: []PreparedDevice{{PoolName: "n1", DeviceName: "gpu-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := loadPreparedClaims(path, "v1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := restoredDevices(after)
+	health := []deviceHealth{{device: "gpu-0", healthy: true}, {device: "gpu-1", healthy: true}, {device: "gpu-2", healthy: false}}
+	if got := fmt.Sprint(withoutDevices(health, restored)); got != fmt.Sprint([]deviceHealth{health[0], health[2]}) {
+		t.Errorf("reported after a restart with gpu-1 prepared: %s", got)
+	}
+	if got := len(withoutDevices(health, atFirstStart)); got != 3 {
+		t.Errorf("reported by a process that started with no record: %d of 3 devices", got)
 	}
 }

@@ -61,6 +61,8 @@ type DriverCore struct {
 	// healthChanged is closed (and replaced) whenever the health of a device may have changed.
 	healthMu      sync.Mutex
 	healthChanged chan struct{}
+	// restored: the devices of the claims found prepared at start, which health-lost-for-restored-claims leaves out.
+	restored map[string]bool
 
 	locksGuard sync.Mutex
 	claimLocks map[string]*sync.Mutex
@@ -80,6 +82,9 @@ func newDriverCore(c Config, api *DriverAPI, calls *CallLog, prepared *PreparedC
 	core := &DriverCore{
 		config: c, api: api, calls: calls, prepared: prepared, faults: newFaultSet(), attachments: newAttachLog(),
 		claimLocks: map[string]*sync.Mutex{}, unprepared: map[string]bool{}, preparing: map[string]preparing{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
+	}
+	if c.IsBroken(healthLostForRestoredClaims) {
+		core.restored = restoredDevices(prepared)
 	}
 	generation, err := core.nextGeneration()
 	core.generation = generation
@@ -151,6 +156,9 @@ func (d *DriverCore) desiredPool() []resourceapi.ResourceSlice {
 	pool := d.pool(d.config)
 	if d.config.IsBroken(republishChangesAttributeType) && d.publishes > 0 {
 		pool = indexAsString(pool) // the bug: a rescan reads the index back as a string
+	}
+	if d.config.IsBroken(publishesVersionAsString) {
+		pool = versionsAsStrings(pool) // the bug: the version read from the device goes out as text
 	}
 	if d.config.IsBroken(duplicateDeviceNames) {
 		pool = splitWithRepeatedDevice(pool)
@@ -262,6 +270,9 @@ func (d *DriverCore) Health() []deviceHealth {
 		} else {
 			health = append(health, deviceHealth{device: name, healthy: true, message: "ok"})
 		}
+	}
+	if d.config.IsBroken(healthLostForRestoredClaims) {
+		health = withoutDevices(health, d.restored) // the bug: restored claims' devices were never handed to its monitor
 	}
 	return health
 }

@@ -239,7 +239,7 @@ func startGRPC(core *DriverCore) ([]*grpc.Server, error) {
 	dra := grpc.NewServer()
 	drav1.RegisterDRAPluginServer(dra, &draV1{core: core})
 	drav1beta1.RegisterDRAPluginServer(dra, &draV1beta1{core: core})
-	for _, version := range c.HealthServices { // exactly the versions GetInfo lists
+	for _, version := range servedHealthVersions(c) { // the versions GetInfo lists (but for a broken mode)
 		switch version {
 		case "v1":
 			healthv1.RegisterDRAResourceHealthServer(dra, &healthV1{core: core})

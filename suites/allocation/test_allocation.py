@@ -8,6 +8,10 @@ Pending, say so in PodScheduled and a FailedScheduling event, and their claims s
 are deleted, claims are deallocated and generated claims deleted. The driver's part is what it publishes: the
 attributes its profile declares. What a scenario assumes beyond the profile (what attribute values mean, node-local
 pools) is the suite's precondition. The obligations are in `dra_conformance/model/registry/allocation.yaml`.
+
+A scenario that names an obligation of its own (selectors comparing a declared version attribute as a semver, a
+declared capacity as a quantity) runs in a test of its own, which judges that obligation on each pod's scheduling
+outcome first and then everything the other scenarios are judged by.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import pytest
 
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
@@ -286,12 +292,47 @@ def _check_deallocation_after_pod_deletion(obligations: Obligations, run: Scenar
         obligations.check(obligation, reached == want, reached, f"claim {name}")
 
 
-def test_scheduler_allocates_what_fits_on_the_node_refuses_what_does_not_and_claims_are_released_after_their_pods(
-    scenario: Scenario,
-    scenario_run: Callable[[Scenario], ScenarioRun],
-    obligations: Obligations,
-) -> None:
-    run = scenario_run(scenario)
+def _check_scenario_obligation(obligations: Obligations, run: ScenarioRun) -> None:
+    """The obligation the scenario names, on each pod's scheduling outcome.
+
+    A pod the scenario expects scheduled is bound to the scenario's node; one it expects pending is refused with the
+    PodScheduled reason it names (Unschedulable by default: no device matched, which is not an error).
+    """
+    obligation = run.scenario.obligation
+    if obligation is None:
+        return
+    selectors = [
+        s["cel"]["expression"].replace("{driver}", run.target.driver)
+        for c in run.scenario.device_classes
+        for s in c.get("selectors", [])
+    ]
+    for pod in run.pods:
+        if pod in run.scenario.exactly_one_scheduled:
+            continue
+        outcome = run.outcomes[pod]
+        expected = run.expected(pod)
+        if expected.get("scheduled", True):
+            holds, wanted = outcome.node == run.node, f"bound to {run.node}"
+        else:
+            refused_as = expected.get("condition", UNSCHEDULABLE)
+            holds = not outcome.scheduled and outcome.scheduled_condition.startswith(f"False/{refused_as}")
+            wanted = f"pending with PodScheduled False/{refused_as}"
+        obligations.check(
+            obligation,
+            holds,
+            {
+                "expected": wanted,
+                "bound to": outcome.node,
+                "PodScheduled": outcome.scheduled_condition,
+                "class selectors": selectors,
+            },
+            f"pod {pod}",
+        )
+
+
+def _judge(obligations: Obligations, run: ScenarioRun) -> None:
+    """Every generic obligation of the allocation layer, on a deployed scenario."""
+    scenario = run.scenario
     published = _published(run)
     _check_scenario_devices(obligations, run, published)
     racing = scenario.exactly_one_scheduled
@@ -316,3 +357,23 @@ def test_scheduler_allocates_what_fits_on_the_node_refuses_what_does_not_and_cla
         loser = next(p for p in racing if p != winners[0])
         _check_unschedulable_pod(obligations, run, loser, {"reason": "cannot allocate all claims"})
     _check_deallocation_after_pod_deletion(obligations, run)
+
+
+@pytest.mark.scenarios(own_obligation=False)
+def test_scheduler_allocates_what_fits_on_the_node_refuses_what_does_not_and_claims_are_released_after_their_pods(
+    scenario: Scenario,
+    scenario_run: Callable[[Scenario], ScenarioRun],
+    obligations: Obligations,
+) -> None:
+    _judge(obligations, scenario_run(scenario))
+
+
+@pytest.mark.scenarios(own_obligation=True)
+def test_a_selector_comparing_a_declared_version_as_semver_or_a_declared_capacity_as_quantity_matches_by_its_type(
+    scenario: Scenario,
+    scenario_run: Callable[[Scenario], ScenarioRun],
+    obligations: Obligations,
+) -> None:
+    run = scenario_run(scenario)
+    _check_scenario_obligation(obligations, run)
+    _judge(obligations, run)

@@ -119,3 +119,45 @@ def test_health_stream_does_not_report_healthy_a_device_its_own_slice_taints(
         f"tainted {failing}; health stream {health}",
         f"node {node}",
     )
+
+
+# A first report comes as the stream opens; one health_check_timeout window, and a little more for start-up.
+FIRST_REPORT_DEADLINE = HEALTH_CHECK_TIMEOUT + 5.0
+
+
+@pytest.mark.capability("healthStream")
+def test_every_advertised_health_version_streams_the_same_devices(
+    driver_under_test: DriverUnderTest,
+    driver_client: Callable[..., DriverClient],
+    obligations: Obligations,
+) -> None:
+    if not driver_under_test.profile.declares(Capability.HEALTH_STREAM):
+        pytest.skip(f"not applicable: {driver_under_test.profile.source} does not declare healthStream")
+    node, endpoint = next(iter(driver_under_test.endpoints.items()))
+    plugin = driver_client(endpoint)
+    advertised = list(plugin.get_info().supported_versions)
+    services = [service for service in HEALTH_SERVICES.values() if service in advertised]
+    if len(services) < 2:
+        pytest.skip(
+            f"not applicable: GetInfo on {node} advertises {services or 'no'} DRAResourceHealth version(s) of "
+            f"{list(HEALTH_SERVICES.values())}; the one the kubelet reads is judged by the health stream check"
+        )
+    where = f"node {node}, GetInfo supported_versions {advertised}"
+    answers: dict[str, set[tuple[str, str]] | str] = {}
+    for service in services:
+        try:
+            first = plugin.health_reports(1, timeout=FIRST_REPORT_DEADLINE, service=service)
+        except grpc.RpcError as error:
+            answers[service] = f"{error.code().name}: {error.details()}"
+            continue
+        answers[service] = (
+            set(first[0][1]) if first else f"the stream ended without a report ({FIRST_REPORT_DEADLINE:g}s)"
+        )
+    shown = {service: sorted(seen) if isinstance(seen, set) else seen for service, seen in answers.items()}
+    device_sets = [seen for seen in answers.values() if isinstance(seen, set)]
+    obligations.check(
+        "protocol.every-advertised-health-version-answers",
+        len(device_sets) == len(services) and all(seen == device_sets[0] for seen in device_sets),
+        f"first report per advertised version (pool, device): {shown}",
+        where,
+    )

@@ -129,3 +129,16 @@ class BrokenMode(StrEnum):
     # its DRA socket is per instance: the new instance replaces the old one's registration socket file, so the two are
     # never registered side by side.
     REUSES_REGISTRATION_SOCKET_NAME = "reuses-registration-socket-name"
+    # Selectors (issue 44, item 7): every version attribute is published as a string of the same text (the version
+    # read from the device goes out unparsed). The profile declares it a version; a selector comparing it with semver()
+    # finds no overload for a string, errors on every device (CEL runtime error), and a pod asking for a recent enough
+    # driver never gets a device. Stable across republishes, so only a check that selects on it by its type sees it.
+    PUBLISHES_VERSION_AS_STRING = "publishes-version-as-string"
+    # Health over time (issue 44, item 6): GetInfo still lists v1alpha1.DRAResourceHealth, which its DRA socket no
+    # longer serves (only v1): a 1.37 kubelet reads v1 and sees nothing wrong; a kubelet within the version skew that
+    # knows only v1alpha1 gets UNIMPLEMENTED and stops watching, so the driver's devices read Unknown there.
+    HEALTH_V1ALPHA1_UNSERVED = "health-v1alpha1-unserved"
+    # Health over time (issue 44, item 6): a restarted process hands only the devices it prepares itself to its health
+    # monitor; the devices of the claims it found prepared in its record at start are left out of every health
+    # report, so a running pod's devices read Unknown in its status from the driver's restart on.
+    HEALTH_LOST_FOR_RESTORED_CLAIMS = "health-lost-for-restored-claims"

@@ -79,6 +79,9 @@ class Mutant:
     # Runs the reference driver as shipped (its image and DaemonSet, fixtures/profiles/reference-driver-shipped.yaml)
     # on the local cluster's real node, the broken modes added to the DaemonSet's arguments.
     shipped: bool = False
+    # Real nodes of a shipped mutant's cluster: one, but for a check that stops the driver on a real node of its own
+    # (the `disruption` fixture takes the last of two or more).
+    real_nodes: int = 1
 
     def __str__(self) -> str:
         """The pytest id and the table's row name."""
@@ -237,6 +240,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "slices.unchanged-restart-leaves-slices-untouched",
         args=("--broken-mode=rewrites-slices-on-restart",),
     ),
+    # Selectors (issue 44, item 7): the version attribute the profile declares published as a string; the class that
+    # selects devices of at least the lowest version gets none (the selector errors on each).
+    _driver_mutant(
+        BrokenMode.PUBLISHES_VERSION_AS_STRING,
+        "test_a_selector_comparing_a_declared_version_as_semver_or_a_declared_capacity_as_quantity_matches_by_its_type"
+        "[selector-version-at-least-lowest]",
+        "allocation.version-attribute-compares-as-semver",
+    ),
     _driver_mutant(
         BrokenMode.DUPLICATE_DEVICE_NAMES,
         "test_device_names_are_unique_within_each_pool_across_its_slices",
@@ -341,6 +352,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "test_driver_rbac_grants_nothing_beyond_its_declared_capabilities",
         "rbac.shipped-rbac-within-declared-capabilities",
         rbac=arbitrary_node_rbac,
+    ),
+    # Health over time (issue 44, item 6): a health version advertised in GetInfo and not served.
+    _driver_mutant(
+        BrokenMode.HEALTH_V1ALPHA1_UNSERVED,
+        "test_every_advertised_health_version_streams_the_same_devices",
+        "protocol.every-advertised-health-version-answers",
+    ),
+    # Health over time (issue 44, item 6), the driver as shipped on a real node of its own: after a stop and start its
+    # health stream leaves out the running pod's device, which stays Unknown in the pod's status.
+    Mutant(
+        str(BrokenMode.HEALTH_LOST_FOR_RESTORED_CLAIMS),
+        "test_pod_health_reads_unknown_while_the_driver_is_stopped_and_healthy_once_it_runs_again",
+        "kubelet.pod-health-healthy-after-driver-restart",
+        modes=(BrokenMode.HEALTH_LOST_FOR_RESTORED_CLAIMS,),
+        shipped=True,
+        real_nodes=2,
     ),
 )
 
@@ -480,8 +507,8 @@ def run_mutant(
         "--nodes",
         str(MUTANT_NODES),
         # One real node: each shipped mutant's check (the rolling update) runs on node 0, and a second node would
-        # only add its start and teardown to every mutant's run.
-        *(["--real-node", "--real-nodes", "1"] if chosen.shipped else []),
+        # only add its start and teardown to every mutant's run; two for a check that stops the driver on its own.
+        *(["--real-node", "--real-nodes", str(chosen.real_nodes)] if chosen.shipped else []),
         f"--profile={profile}",
         f"--dra-state-dir={state_dir}",
         f"--dra-reports-dir={workdir / 'reports'}",

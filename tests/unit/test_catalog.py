@@ -211,3 +211,74 @@ def test_every_fault_scenario_is_reference_only() -> None:
     scenarios = catalog.load(paths.scenario_catalog())
     faulty = [s.id for s in scenarios if s.fault and not s.reference_only]
     assert faulty == [], faulty
+
+
+def _selecting(expression: str, **fields: Any) -> catalog.Scenario:
+    classes = [{"name": "gpu", "selectors": [{"cel": {"expression": expression}}]}]
+    return _scenario(
+        device_classes=classes,
+        placeholders=frozenset(catalog._placeholders(Path("s"), 0, {"deviceClasses": classes})),
+        **fields,
+    )
+
+
+def test_a_version_placeholder_becomes_the_cel_term_of_the_first_attribute_the_profile_declares_as_a_version() -> None:
+    reference = load_profile(paths.reference_driver_profile())
+    scenario = _selecting('{attribute:version}.isLessThan(semver("0.0.0-0"))')
+    assert scenario.placeholders == {"attribute:version"}
+    assert scenario.not_applicable(reference) is None
+    resolved = scenario.for_profile(reference)
+    expression = resolved.device_classes[0]["selectors"][0]["cel"]["expression"]
+    assert expression == 'device.attributes["{driver}"]["driverVersion"].isLessThan(semver("0.0.0-0"))'
+    # The attribute joins those the scenario selects on, which the allocation suite checks as published.
+    assert resolved.attributes == {"driverVersion": AttributeType.VERSION}
+    assert resolved.placeholders == frozenset()
+
+
+def test_a_capacity_placeholder_becomes_the_cel_term_of_the_declared_capacity_a_qualified_name_in_its_domain() -> None:
+    reference = load_profile(paths.reference_driver_profile())
+    assert reference.devices.capacity == ("memory",), reference.devices
+    scenario = _selecting('{capacity}.compareTo(quantity("0")) >= 0')
+    expression = scenario.for_profile(reference).device_classes[0]["selectors"][0]["cel"]["expression"]
+    assert expression == 'device.capacity["{driver}"]["memory"].compareTo(quantity("0")) >= 0'
+    qualified = dataclasses.replace(
+        reference, devices=dataclasses.replace(reference.devices, capacity=("dra.example.com/bandwidth",))
+    )
+    expression = scenario.for_profile(qualified).device_classes[0]["selectors"][0]["cel"]["expression"]
+    assert expression.startswith('device.capacity["dra.example.com"]["bandwidth"]'), expression
+
+
+@pytest.mark.parametrize(
+    ("expression", "reason"),
+    [
+        ("{attribute:version}.major() > 0", "compares an attribute of type version, and the profile declares none"),
+        ('{capacity}.compareTo(quantity("0")) >= 0', "compares a device capacity, and the profile declares none"),
+    ],
+    ids=["version", "capacity"],
+)
+def test_a_scenario_comparing_what_the_profile_does_not_declare_is_not_applicable(expression: str, reason: str) -> None:
+    found = _selecting(expression).not_applicable(_profile())
+    assert found is not None and reason in found, found
+    # The reference driver's private instances are judged by its profile's declarations too.
+    reference = load_profile(paths.reference_driver_profile())
+    bare = dataclasses.replace(reference, devices=DeviceExpectations(per_node=8))
+    assert _selecting(expression).not_applicable(bare) is not None
+
+
+def test_a_placeholder_of_an_unknown_attribute_type_is_rejected(tmp_path: Path) -> None:
+    scenario: dict[str, Any] = copy.deepcopy(VALID)
+    scenario["deviceClasses"] = [{"name": "gpu", "selectors": [{"cel": {"expression": "{attribute:float} > 1.0"}}]}]
+    with pytest.raises(FixtureError, match=r"unknown attribute type in \{attribute:float\}"):
+        catalog.load_file(_write(tmp_path, scenario))
+
+
+def test_the_typed_selector_scenarios_run_in_their_own_test_and_only_there() -> None:
+    scenarios = catalog.load(paths.scenario_catalog())
+    own = {s.id: s.obligation for s in catalog.select(scenarios, own_obligation=True)}
+    assert own == {
+        "selector-version-at-least-lowest": "allocation.version-attribute-compares-as-semver",
+        "selector-version-below-lowest": "allocation.version-attribute-compares-as-semver",
+        "selector-capacity-at-least-zero": "allocation.capacity-compares-as-quantity",
+    }
+    generic = {s.id for s in catalog.select(scenarios, own_obligation=False)}
+    assert not generic & set(own) and len(generic) + len(own) == len(scenarios)

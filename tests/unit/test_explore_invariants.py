@@ -227,6 +227,13 @@ def test_pools_stay_complete_keep_their_devices_and_their_generation_never_goes_
     assert model.pools[NODE].generation == 7 and model.pools[NODE].devices == POOL.devices
 
 
+def test_a_device_name_listed_twice_in_a_pool_is_found_before_any_claim_is_made() -> None:
+    model, _ = _model()
+    repeated = PoolView(1, 2, 2, ("gpu-0", "gpu-0", "gpu-1"))
+    assert _state(model, _seen(pools={NODE: repeated})) == [inv.POOL_UNIQUE]
+    assert _state(model, _seen(pools={NODE: PoolView(1, 2, 2, ("gpu-0", "gpu-1"))})) == []
+
+
 def test_violations_say_which_obligation_broke_where_and_what_was_seen() -> None:
     checks = inv.Checks()
     assert not checks.expect(inv.POOL_COMPLETE, False, "1/2 slices", "pool p")

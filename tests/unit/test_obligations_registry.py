@@ -1,7 +1,8 @@
 """The shipped obligations registry holds together.
 
-It validates, every id the code uses is in it and every entry is used, every field a driver produces is checked or
-says why not, and docs/obligations.md is what it generates.
+It validates, every id the code (or a catalog scenario, as the obligation its outcome states) uses is in it and
+every entry is used, every field a driver produces is checked or says why not, and docs/obligations.md is what it
+generates.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from dra_conformance import paths
 from dra_conformance.model.obligations import OBLIGATION_ID, Basis, Registry, RegistryError
 from dra_conformance.report.obligations_doc import render, uncovered_without_reason
+from dra_conformance.scenarios import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where checks name obligations: the suites and the engine code they call.
@@ -41,6 +44,10 @@ def _ids_in_code(suites: set[str]) -> dict[str, str]:
                     and node.value.split(".", 1)[1] not in FILE_SUFFIXES
                 ):
                     found[node.value] = f"{path.relative_to(ROOT)}:{node.lineno}"
+    # A catalog scenario names the obligation its outcome states; the allocation suite checks it.
+    for scenario in catalog.load(paths.scenario_catalog()):
+        if scenario.obligation is not None:
+            found[scenario.obligation] = f"{scenario.source.relative_to(ROOT)}: {scenario.id}"
     return found
 
 

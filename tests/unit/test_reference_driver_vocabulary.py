@@ -33,7 +33,9 @@ def test_the_fault_schema_names_the_fields_of_the_go_builds_fault() -> None:
 
 
 def test_every_broken_mode_the_harness_names_is_one_the_go_build_starts_in() -> None:
-    constants = dict(re.findall(r"^\t(\w+)\s*=\s*\"([a-z-]+)\"", (GO_MODULE / "broken.go").read_text(), re.MULTILINE))
+    constants = dict(
+        re.findall(r"^\t(\w+)\s*=\s*\"([a-z0-9-]+)\"", (GO_MODULE / "broken.go").read_text(), re.MULTILINE)
+    )
     listed = {
         constants[name]
         for name in re.findall(r"\w+", _go_block("broken.go", "var brokenModes = []string{"))
