@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -215,6 +215,7 @@ class ClusterWorld:
         rolling_update: bool = False,
         second_instance: SecondInstance | None = None,
         status_devices: bool = False,
+        declared_attributes: Mapping[str, str] | None = None,
     ) -> None:
         """Explore `driver` on the disruption node, its claims asking for `device_class`.
 
@@ -223,7 +224,8 @@ class ClusterWorld:
         for claims that mix two drivers (None: none runs there). `rolling_update`: the profile declares
         rollingUpdate; `second_instance`: the command line of a new instance (for an instance UID and a state
         directory of its own), where this machine can start one beside the driver (None: it cannot).
-        `status_devices`: the profile declares statusDevices.
+        `status_devices`: the profile declares statusDevices. `declared_attributes`: the attributes (name -> type)
+        the profile declares the driver's devices carry.
         """
         self.disruption = disruption
         self._driver = driver
@@ -244,6 +246,7 @@ class ClusterWorld:
         self._rolling_update = rolling_update
         self._second_instance = second_instance
         self._status_devices = status_devices
+        self._declared_attributes = dict(declared_attributes or {})
         # Nodes the driver's slices named that exist (read once each: the explorer never deletes a node).
         self._nodes: set[str] = set()
         self._other = other
@@ -327,6 +330,10 @@ class ClusterWorld:
     def status_devices(self) -> bool:
         """Whether the profile declares statusDevices."""
         return self._status_devices
+
+    def declared_attributes(self) -> dict[str, str]:
+        """The attributes the profile declares the driver's devices carry, with their types."""
+        return dict(self._declared_attributes)
 
     def not_explored(self) -> dict[str, str]:
         """What this node, the profile or the backend rule out, and what the explorer does not do yet."""

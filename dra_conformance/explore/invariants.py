@@ -55,6 +55,7 @@ POOL_DEVICES = "explore.pool-keeps-its-devices"
 POOL_GENERATION = "explore.pool-generation-never-goes-back"
 POOL_CONTENT = "explore.pool-changes-only-with-a-new-generation"
 POOL_ATTRIBUTES = "explore.pool-keeps-attribute-types"
+POOL_DECLARED_TYPES = "explore.pool-attributes-have-declared-types"
 COMES_BACK = "explore.driver-comes-back-after-restart"
 HARNESS = "explore.harness-explores-the-node"
 
@@ -79,6 +80,8 @@ UNPREPARE_WRITE_GRACE_SECONDS = 1.0
 STATUS_WRITTEN_SECONDS = Timeouts().status_written
 # A changed device field is quoted up to this long in a finding (attributes and capacity can be long).
 DIFF_CHARS = 200
+# Mistyped attributes quoted in a finding (one per device and attribute: a pool of 100 devices is 100 of them).
+DIFF_ITEMS = 5
 
 
 @dataclass(frozen=True)
@@ -500,6 +503,11 @@ def _check_pools(model: Model, seen: Observation, checks: Checks) -> None:
         checks.expect(
             POOL_UNIQUE, not repeated, f"generation {pool.generation}: listed more than once: {repeated}", where
         )
+        if model.declared_attributes:
+            mistyped = _mistyped_attributes(model.declared_attributes, pool)
+            checks.expect(
+                POOL_DECLARED_TYPES, not mistyped, f"generation {pool.generation}: {mistyped[:DIFF_ITEMS]}", where
+            )
         before = model.pools.get(name)
         if before is None:
             continue
@@ -545,6 +553,21 @@ def _changed_devices(before: str, now: str) -> list[str]:
             was, now_ = [a.get(f) for f in fields], [b.get(f) for f in fields]
             changed.append(f"{device} {', '.join(fields)}: {str(was)[:DIFF_CHARS]} -> {str(now_)[:DIFF_CHARS]}")
     return changed
+
+
+def _mistyped_attributes(declared: dict[str, str], pool: PoolView) -> list[str]:
+    """'gpu-0: driverVersion string, declared version' for each declared attribute a device carries with another type.
+
+    A published name may be qualified by a domain (`<domain>/<name>`); an attribute a device does not carry is the
+    named checks' to judge (which attributes a scenario needs), not this invariant's.
+    """
+    mistyped = []
+    for device, types in sorted(pool.attributes.items()):
+        for attribute, kind in sorted(types.items()):
+            wanted = declared.get(attribute.rsplit("/", 1)[-1])
+            if wanted is not None and kind != wanted:
+                mistyped.append(f"{device}: {attribute} {kind}, declared {wanted}")
+    return mistyped
 
 
 def _retyped_attributes(before: PoolSeen, pool: PoolView) -> list[str]:

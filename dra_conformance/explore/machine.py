@@ -250,6 +250,7 @@ class ExploreMachine(RuleBasedStateMachine):
             world.other_capacity(),
             world.other_driver(),
             status_devices=world.status_devices(),
+            declared_attributes=world.declared_attributes(),
         )
         self.operations = 0
         # A step ended the example early (a finding, the budget, a harness problem): its teardown only resets.

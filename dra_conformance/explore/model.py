@@ -223,6 +223,8 @@ class Model:
     other_driver: str = ""
     # The profile declares statusDevices: each claim the driver prepared gets status.devices entries of it.
     status_devices: bool = False
+    # The attributes the profile declares its devices carry, by name: their types (string, int, bool, version).
+    declared_attributes: dict[str, str] = field(default_factory=dict)
     claims: dict[str, ClaimState] = field(default_factory=dict)
     pools: dict[str, PoolSeen] = field(default_factory=dict)
     restarts: int = 0

@@ -190,6 +190,10 @@ class World(Protocol):
         """Whether the profile declares rollingUpdate and the backend can start a second instance beside the first."""
         ...
 
+    def declared_attributes(self) -> dict[str, str]:
+        """The attributes the profile declares the driver's devices carry: name -> type (string, int, bool, version)."""
+        ...
+
     def status_devices(self) -> bool:
         """Whether the profile declares statusDevices: the driver writes status.devices entries of what it prepared."""
         ...

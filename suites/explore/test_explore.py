@@ -143,6 +143,7 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
             rolling_update=profile.declares(Capability.ROLLING_UPDATE),
             second_instance=second_instance_of(profile, cluster, disruption),
             status_devices=profile.declares(Capability.STATUS_DEVICES),
+            declared_attributes={name: str(kind) for name, kind in profile.devices.attributes.items()},
         )
     except HarnessProblem as problem:
         obligations.fail(HARNESS, str(problem), where)

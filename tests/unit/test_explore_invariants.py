@@ -227,6 +227,19 @@ def test_pools_stay_complete_keep_their_devices_and_their_generation_never_goes_
     assert model.pools[NODE].generation == 7 and model.pools[NODE].devices == POOL.devices
 
 
+def test_a_declared_attribute_published_with_another_type_is_found_whatever_its_domain() -> None:
+    model, _ = _model()
+    model.declared_attributes = {"driverVersion": "version", "index": "int"}
+    attributes = {"gpu-0": {"driverVersion": "version", "index": "int", "model": "string"}}
+    pool = PoolView(1, 1, 1, ("gpu-0",), attributes=attributes)
+    assert _state(model, _seen(pools={NODE: pool})) == []
+    mistyped = {"gpu-0": {f"{DRIVER}/driverVersion": "string", "index": "int", "model": "int"}}
+    broken = PoolView(1, 1, 1, ("gpu-0",), attributes=mistyped)
+    assert _state(model, _seen(pools={NODE: broken})) == [inv.POOL_DECLARED_TYPES]
+    model.declared_attributes = {}
+    assert _state(model, _seen(pools={NODE: broken})) == [], "a profile that declares nothing states nothing"
+
+
 def test_a_device_name_listed_twice_in_a_pool_is_found_before_any_claim_is_made() -> None:
     model, _ = _model()
     repeated = PoolView(1, 2, 2, ("gpu-0", "gpu-0", "gpu-1"))

@@ -133,6 +133,9 @@ class FakeNode:
     def status_devices(self) -> bool:
         return self.declares_status
 
+    def declared_attributes(self) -> dict[str, str]:
+        return {}
+
     def registered_name(self) -> str:
         return "example.com" if "product-name" in self.bugs else DRIVER
 
