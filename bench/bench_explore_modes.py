@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_record
+import yaml
 from bench_record import Figure, higher, lower
 
 from dra_conformance import paths
@@ -127,7 +128,10 @@ def note_of(name: str) -> str:
     """How a mode runs here unlike in bench/mutants."""
     shipped = {each.name for each in MUTANTS if each.shipped}
     return (
-        "run as the local build on kwok nodes (bench/mutants: as shipped, on the real node)" if name in shipped else ""
+        "run as the local build on kwok nodes, its profile declaring rollingUpdate (bench/mutants: as shipped, on the"
+        " real node)"
+        if name in shipped
+        else ""
     )
 
 
@@ -244,11 +248,25 @@ def figures(runs: list[ModeRun]) -> list[Figure]:
     ]
 
 
+def _as_explored(each: Mutant, profile: Path) -> Path:
+    """`profile`, declaring rollingUpdate for a mode shipped for the rolling update (as the shipped profile does).
+
+    The explorer draws a rolling update only where the profile declares one; the bundled profile, which the local
+    build's mutant profiles copy, declares none.
+    """
+    if not any(m.name == each.name and m.shipped for m in MUTANTS):
+        return profile
+    document = yaml.safe_load(profile.read_text())
+    document.setdefault("capabilities", {})["rollingUpdate"] = True
+    profile.write_text(yaml.safe_dump(document, sort_keys=False))
+    return profile
+
+
 def run_all(chosen: list[Mutant], state_dir: Path, args: argparse.Namespace) -> list[ModeRun]:
     """The reference driver, then each mode, on the cluster of `state_dir` (stopped at the end)."""
     PROFILES.mkdir(parents=True, exist_ok=True)
     drivers = [(REFERENCE, paths.reference_driver_profile())]
-    drivers += [(each.name, mutant_profile(each, PROFILES)) for each in chosen]
+    drivers += [(each.name, _as_explored(each, mutant_profile(each, PROFILES))) for each in chosen]
     runs = []
     try:
         for index, (name, profile) in enumerate(drivers, 1):
