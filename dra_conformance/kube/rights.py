@@ -127,7 +127,7 @@ _SCENARIO_RIGHTS: tuple[Right, ...] = (
 # The metrics rollback (the metrics suite's check and the rollback rehearsal's metrics phases,
 # dra_conformance/metrics/rollback.py): v1's APIService saved, deleted and created again; then the Service behind
 # each APIService is annotated so the aggregator probes it at once; both versions' NodeMetrics and PodMetrics read
-# (of the sampled nodes and of a few Running pods on them, by name: metrics/api.py SampleScope), and PodMetrics
+# (of the sampled nodes and of a few Running pods on them, by name: metrics/samples.py SampleScope), and PodMetrics
 # listed by label in the rehearsal's own namespace, as the HPA controller reads them.
 _METRICS_ROLLBACK_RIGHTS: tuple[Right, ...] = (
     *_rights("get create delete", "apiservices", APIREGISTRATION, namespaced=False),

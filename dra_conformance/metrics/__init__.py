@@ -1,1 +1,1 @@
-"""The resource Metrics API: reads, availability, the reference adapter, and the verdict."""
+"""The resource Metrics API: reads, availability, samples, the reference adapter, and the verdict."""

@@ -10,7 +10,8 @@ from typing import Any
 from kubernetes import client
 
 from dra_conformance.kube import waits
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import reads as metrics_reads
 from dra_conformance.timeouts import Timeouts
 from dra_wire.unix_http import unix_json_request
 
@@ -21,7 +22,7 @@ HEALTHY: dict[str, Any] = {}
 
 def nudge_availability(api: client.ApiClient, version: str) -> None:
     """Touch the Service behind <version>.metrics.k8s.io so the aggregator re-probes it now, not at its 30 s resync."""
-    service = client.ApiregistrationV1Api(api).read_api_service(f"{version}.{metrics_api.GROUP}").spec.service
+    service = client.ApiregistrationV1Api(api).read_api_service(f"{version}.{metrics_reads.GROUP}").spec.service
     client.CoreV1Api(api).patch_namespaced_service(
         service.name, service.namespace, {"metadata": {"annotations": {"dra-conformance.io/nudge": str(time.time())}}}
     )
@@ -33,7 +34,7 @@ def wait_available(api: client.ApiClient, versions: dict[str, bool], timeout: fl
         nudge_availability(api, version)
 
     def state() -> dict[str, str]:
-        return {v: metrics_api.apiservice_condition(api, v) for v in versions}
+        return {v: version_availability.apiservice_condition(api, v) for v in versions}
 
     return waits.until(
         state,
@@ -51,8 +52,8 @@ def wait_serving(api: client.ApiClient, versions: tuple[str, ...], timeout: floa
     version or gets 503.
     """
     wait_available(api, dict.fromkeys(versions, True), timeout)
-    metrics_api.wait_answering(api, versions, timeout)
-    metrics_api.wait_discovered(api, versions, timeout)
+    version_availability.wait_answering(api, versions, timeout)
+    version_availability.wait_discovered(api, versions, timeout)
 
 
 class MetricsAdapter:
@@ -70,4 +71,4 @@ class MetricsAdapter:
     def restore(self) -> None:
         """Back to healthy; wait until both APIServices are Available and both versions answer again."""
         unix_json_request(self.socket, "PUT", "/faults", HEALTHY, timeout=CONTROL_TIMEOUT)
-        wait_serving(self.api, metrics_api.VERSIONS, self.timeouts.metrics_available)
+        wait_serving(self.api, metrics_reads.VERSIONS, self.timeouts.metrics_available)

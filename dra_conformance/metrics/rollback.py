@@ -15,7 +15,9 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import reads as metrics_reads
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.metrics.adapter import wait_serving
 
 # Reads of both versions within one collection tick: two intervals of the slowest common setting (15 s) at most.
@@ -26,7 +28,7 @@ KEPT_METADATA = ("name", "labels", "annotations")
 
 def apiservice_name(version: str) -> str:
     """The APIService that registers one version of metrics.k8s.io."""
-    return f"{version}.{metrics_api.GROUP}"
+    return f"{version}.{metrics_reads.GROUP}"
 
 
 def saved_apiservice(admin: client.ApiClient, version: str) -> dict[str, Any]:
@@ -42,7 +44,7 @@ def group_apiservices(admin: client.ApiClient) -> dict[str, str]:
     """Every APIService of metrics.k8s.io by name, with its Available condition ("True/Passed")."""
     found = {}
     for service in client.ApiregistrationV1Api(admin).list_api_service().items:
-        if service.spec is None or service.spec.group != metrics_api.GROUP:
+        if service.spec is None or service.spec.group != metrics_reads.GROUP:
             continue
         conditions = (service.status.conditions if service.status else None) or []
         condition = next((c for c in conditions if c.type == "Available"), None)
@@ -58,10 +60,10 @@ def remove_version(admin: client.ApiClient, metrics_client: client.ApiClient, ve
         if error.status != 404:  # already gone: the staging team removed it itself, wait for discovery all the same
             raise
     waits.until(
-        lambda: metrics_api.served_versions(metrics_client),
+        lambda: metrics_reads.served_versions(metrics_client),
         lambda served: version not in served,
         timeout=timeout,
-        what=f"{metrics_api.GROUP}/{version} gone from discovery",
+        what=f"{metrics_reads.GROUP}/{version} gone from discovery",
         describe=str,
     )
 
@@ -85,7 +87,7 @@ def restore_version(
         if error.status != 409:  # already there again: someone else restored it, wait for it all the same
             raise
     if wait:
-        wait_serving(metrics_client, metrics_api.VERSIONS, timeout)
+        wait_serving(metrics_client, metrics_reads.VERSIONS, timeout)
 
 
 def rolled_back_problems(
@@ -96,35 +98,35 @@ def rolled_back_problems(
     try:
         service = client.ApiregistrationV1Api(admin).read_api_service(apiservice_name(removed))
         problems.append(
-            f"APIService {service.metadata.name} lingers: {metrics_api.apiservice_condition(admin, removed)}"
+            f"APIService {service.metadata.name} lingers: {version_availability.apiservice_condition(admin, removed)}"
         )
     except ApiException as error:
         if error.status != 404:
             raise
-    served = metrics_api.served_versions(metrics_client)
+    served = metrics_reads.served_versions(metrics_client)
     if removed in served:
-        problems.append(f"discovery still lists {metrics_api.GROUP}/{removed}: {served}")
+        problems.append(f"discovery still lists {metrics_reads.GROUP}/{removed}: {served}")
     # The version's resource list, not its NodeMetrics list: one that lingers would answer with every node.
-    status = metrics_api.get_status(metrics_client, f"/apis/{metrics_api.GROUP}/{removed}")
+    status = metrics_reads.get_status(metrics_client, f"/apis/{metrics_reads.GROUP}/{removed}")
     if status != 404:
-        problems.append(f"GET /apis/{metrics_api.GROUP}/{removed} answered {status}, expected 404")
-    condition = metrics_api.apiservice_condition(admin, kept)
+        problems.append(f"GET /apis/{metrics_reads.GROUP}/{removed} answered {status}, expected 404")
+    condition = version_availability.apiservice_condition(admin, kept)
     if not condition.startswith("True"):
-        problems.append(f"{kept}.{metrics_api.GROUP} Available: {condition}")
+        problems.append(f"{kept}.{metrics_reads.GROUP} Available: {condition}")
     return problems
 
 
 def hpa_style_read(
     metrics_client: client.ApiClient, version: str, namespace: str, selector: dict[str, str]
-) -> list[metrics_api.Sample]:
+) -> list[metrics_sampling.Sample]:
     """PodMetrics of one namespace by label selector, as the HPA controller reads them; ApiException if refused."""
     label_selector = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
-    path = f"/apis/{metrics_api.GROUP}/{version}/namespaces/{namespace}/pods"
-    status, body = metrics_api.get_json(metrics_client, path, {"labelSelector": label_selector})
+    path = f"/apis/{metrics_reads.GROUP}/{version}/namespaces/{namespace}/pods"
+    status, body = metrics_reads.get_json(metrics_client, path, {"labelSelector": label_selector})
     if status != 200:
         raise ApiException(status=status, reason=f"GET {path}?labelSelector={label_selector}: {body}")
     items = [item for item in body.get("items", []) if _matches(item, selector)]
-    return [metrics_api.parse_sample("pod", item) for item in items]
+    return [metrics_sampling.parse_sample("pod", item) for item in items]
 
 
 def _matches(item: dict[str, Any], selector: dict[str, str]) -> bool:
@@ -137,7 +139,7 @@ def consumer_problems(
     version: str,
     target: tuple[str, dict[str, str]] | None,
     slo: float,
-    scope: metrics_api.SampleScope,
+    scope: metrics_sampling.SampleScope,
 ) -> list[str]:
     """What a consumer of `version` would miss: a node reader's samples (of `scope`), an HPA's pod samples.
 
@@ -146,7 +148,7 @@ def consumer_problems(
     """
     problems = []
     try:
-        found = metrics_api.samples(metrics_client, version, scope)
+        found = metrics_sampling.samples(metrics_client, version, scope)
         if not any(key.startswith("node/") for key in found):
             problems.append(f"a node reader of {version} gets no NodeMetrics of {list(scope.nodes)}")
     except ApiException as error:
@@ -160,7 +162,7 @@ def consumer_problems(
         return [*problems, f"an HPA-style read of {version} is refused: {error.status} {error.reason}"]
     if not pods:
         problems.append(f"an HPA-style read of {version} in {namespace} ({labels}) finds no PodMetrics")
-    now = metrics_api.utc_now()
+    now = metrics_reads.utc_now()
     for sample in pods:
         age = (now - sample.timestamp).total_seconds()
         if age > slo:
@@ -170,7 +172,7 @@ def consumer_problems(
     return problems
 
 
-def in_one_tick(first: dict[str, metrics_api.Sample], second: dict[str, metrics_api.Sample]) -> bool:
+def in_one_tick(first: dict[str, metrics_sampling.Sample], second: dict[str, metrics_sampling.Sample]) -> bool:
     """Whether two versions' reads are of the same objects, each object's two reads of the same sample.
 
     Per object, not over the read: objects are read one after the other, so a tick that falls between one object's
@@ -183,16 +185,16 @@ def in_one_tick(first: dict[str, metrics_api.Sample], second: dict[str, metrics_
 
 
 def read_in_one_tick(
-    metrics_client: client.ApiClient, scope: metrics_api.SampleScope, first: str = "v1", second: str = "v1beta1"
-) -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
+    metrics_client: client.ApiClient, scope: metrics_sampling.SampleScope, first: str = "v1", second: str = "v1beta1"
+) -> tuple[dict[str, metrics_sampling.Sample], dict[str, metrics_sampling.Sample]]:
     """Both versions' samples in `scope`, read within one collection tick and over the same objects where possible.
 
     Each object is read from both versions back to back; still, a tick can fall between two reads, and a pod can
     go between them; a real disagreement persists past the deadline and is then compared as read.
     """
 
-    def pair() -> tuple[dict[str, metrics_api.Sample], dict[str, metrics_api.Sample]]:
-        read = metrics_api.samples_of_versions(metrics_client, (first, second), scope)
+    def pair() -> tuple[dict[str, metrics_sampling.Sample], dict[str, metrics_sampling.Sample]]:
+        read = metrics_sampling.samples_of_versions(metrics_client, (first, second), scope)
         return read[first], read[second]
 
     try:
@@ -206,7 +208,7 @@ def read_in_one_tick(
         return pair()  # never in one tick: the comparison then names the timestamps that differ
 
 
-def parity_problems(metrics_client: client.ApiClient, scope: metrics_api.SampleScope) -> list[str]:
+def parity_problems(metrics_client: client.ApiClient, scope: metrics_sampling.SampleScope) -> list[str]:
     """Where v1 and v1beta1 disagree on the samples in `scope` while both are served."""
     first, second = read_in_one_tick(metrics_client, scope)
-    return metrics_api.parity_differences(first, second, metrics_api.PARITY_TOLERANCE)
+    return metrics_sampling.parity_differences(first, second, metrics_sampling.PARITY_TOLERANCE)

@@ -1,6 +1,6 @@
 """The Metrics API's availability over the whole run, watched from the controller: outages, since when, noticed when.
 
-The metrics checks read availability once, up front (`api.read_availability`): an adapter that freezes after that
+The metrics checks read availability once, up front (`read_availability`): an adapter that freezes after that
 read, or just before it while the aggregator still says Available, left the verdict saying "available". So the
 controller (never an xdist worker) probes every registered version of metrics.k8s.io every RUN_WATCH_INTERVAL for
 the run's whole duration: its APIService's Available condition and a real read of its resource list through the
@@ -33,7 +33,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.kube.client import raw_request
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import decisions as metrics_decisions
+from dra_conformance.metrics import reads as metrics_reads
 
 # Cadence of the probes, not synchronization: a third of the 15 s collection interval of metrics-server and the
 # reference adapter, and four small requests a tick. With READ_FAILURES_CONFIRM probes an outage is noticed within
@@ -114,7 +116,7 @@ def outages(probes: Iterable[Probe], excused: Sequence[Window] = ()) -> list[Out
     by_version: dict[str, list[Probe]] = {}
     for probe in probes:
         by_version.setdefault(probe.version, []).append(probe)
-    for version in sorted(by_version, key=lambda v: (v not in metrics_api.VERSIONS, v)):
+    for version in sorted(by_version, key=lambda v: (v not in metrics_reads.VERSIONS, v)):
         open_outage: Outage | None = None
         streak: list[Probe] = []
         for probe in sorted(by_version[version], key=lambda p: p.at):
@@ -143,7 +145,7 @@ def fix_first(found: Sequence[Outage]) -> str | None:
     """'fix first: v1 unavailable since 18:50:01 UTC (FailedDiscoveryCheck)' for the run's outages (None: none)."""
     if not found:
         return None
-    return f"{metrics_api.FIX_FIRST}: " + "; ".join(outage.describe() for outage in found)
+    return f"{metrics_decisions.FIX_FIRST}: " + "; ".join(outage.describe() for outage in found)
 
 
 def decisions_with_outages(decisions: Sequence[str], found: Sequence[Outage], point_read_fix: str | None) -> list[str]:
@@ -160,12 +162,12 @@ def decisions_with_outages(decisions: Sequence[str], found: Sequence[Outage], po
     if point_read_fix is not None:
         kept = [
             f"{part} at the availability read"
-            for part in point_read_fix.removeprefix(f"{metrics_api.FIX_FIRST}: ").split("; ")
+            for part in point_read_fix.removeprefix(f"{metrics_decisions.FIX_FIRST}: ").split("; ")
             if part.split(" ", 1)[0] not in outage_versions
         ]
         line = "; ".join([line, *kept])
-    availability = (metrics_api.DECISIONS[0], metrics_api.DECISIONS[4])
-    rest = [d for d in decisions if d not in availability and not d.startswith(f"{metrics_api.FIX_FIRST}:")]
+    availability = (metrics_decisions.DECISIONS[0], metrics_decisions.DECISIONS[4])
+    rest = [d for d in decisions if d not in availability and not d.startswith(f"{metrics_decisions.FIX_FIRST}:")]
     return [line, *rest]
 
 
@@ -190,19 +192,19 @@ def outages_from_json(entries: Iterable[dict[str, Any]]) -> list[Outage]:
 _READ_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
-def probe(api: client.ApiClient, version: str, now: Callable[[], datetime] = metrics_api.utc_now) -> Probe:
+def probe(api: client.ApiClient, version: str, now: Callable[[], datetime] = metrics_reads.utc_now) -> Probe:
     """One version now: its APIService's Available condition, then (where True) a read of its resource list."""
     at = now()
     try:
-        state = metrics_api.apiservice_state(api, version, timeout=READ_TIMEOUT)
+        state = version_availability.apiservice_state(api, version, timeout=READ_TIMEOUT)
     except _READ_ERRORS as error:
         return Probe(at, version, UNKNOWN, f"APIService unreadable: {type(error).__name__}")
     if not state.registered:
-        return Probe(at, version, ABSENT, metrics_api.NO_APISERVICE)
+        return Probe(at, version, ABSENT, version_availability.NO_APISERVICE)
     if not state.available:
         return Probe(at, version, UNAVAILABLE, state.reason, state.since)
     try:
-        status, _ = raw_request(api, "GET", f"/apis/{metrics_api.GROUP}/{version}", timeout=READ_TIMEOUT)
+        status, _ = raw_request(api, "GET", f"/apis/{metrics_reads.GROUP}/{version}", timeout=READ_TIMEOUT)
     except _READ_ERRORS as error:
         return Probe(at, version, UNAVAILABLE, f"read failed: {type(error).__name__}")
     if status != 200:
@@ -238,7 +240,7 @@ class RunAvailabilityWatch:
 
     def start(self) -> None:
         """Start probing now (a first probe at once)."""
-        self.started = metrics_api.utc_now()
+        self.started = metrics_reads.utc_now()
         self._thread = threading.Thread(target=self._run, name="metrics-availability-watch", daemon=True)
         self._thread.start()
 
@@ -246,14 +248,14 @@ class RunAvailabilityWatch:
         """Stop probing (waiting at most one probe's reads for the one in flight); every probe taken."""
         self._stopped.set()
         if self._thread is not None:
-            self._thread.join(timeout=2 * READ_TIMEOUT * len(metrics_api.VERSIONS))
+            self._thread.join(timeout=2 * READ_TIMEOUT * len(metrics_reads.VERSIONS))
         with self._lock:
             return list(self.probes)
 
     def _run(self) -> None:
         while True:
             try:
-                taken = [probe(self.api, version) for version in metrics_api.VERSIONS]
+                taken = [probe(self.api, version) for version in metrics_reads.VERSIONS]
                 with self._lock:
                     self.probes.extend(taken)
                     found = outages(self.probes, self.excused())
@@ -278,7 +280,7 @@ def run_watch_entry(
             state: sum(1 for p in probes if p.version == version and p.state == state)
             for state in (AVAILABLE, UNAVAILABLE, ABSENT, UNKNOWN)
         }
-        for version in metrics_api.VERSIONS
+        for version in metrics_reads.VERSIONS
     }
     return {
         RUN_WATCH_KEY: {

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import decisions as metrics_decisions
 from dra_conformance.metrics import run_watch
-from dra_conformance.metrics.api import Evidence
+from dra_conformance.metrics.evidence import Evidence
 from dra_conformance.model.records import Section
 
 RECORD_KIND = "metrics-verdict"
@@ -63,7 +63,7 @@ def with_run_watch(evaluation: dict[str, Any] | None, watched: dict[str, Any] | 
         }
     document = dict(evaluation)
     if watched is not None:
-        point_read = metrics_api.fix_first(metrics_api.Evidence(available=dict(evaluation["evidence"]["available"])))
+        point_read = metrics_decisions.fix_first(Evidence(available=dict(evaluation["evidence"]["available"])))
         document["decisions"] = run_watch.decisions_with_outages(evaluation["decisions"], found, point_read)
         document[run_watch.RUN_WATCH_KEY] = watched
     return document

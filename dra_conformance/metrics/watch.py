@@ -24,7 +24,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.errors import UsageError
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import reads as metrics_reads
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.model.stats import percentile
 
 # Sampling cadence, not synchronization: a third of the 15 s collection interval metrics-server and the reference
@@ -34,6 +36,9 @@ WATCH_INTERVAL = 5.0
 STABLE_WATCH_SECONDS = 24 * 3600.0
 # Unavailability reasons kept per version in the report (the most frequent ones).
 REASONS_KEPT = 5
+# Availability ratio a version needs over a watch (--dra-metrics-watch) to count as stable: 99.9 % allows ~86 s of a
+# 24 h watch (an aggregator re-probe, an adapter restart), not an outage.
+STABLE_AVAILABILITY_RATIO = 0.999
 
 _DURATION = re.compile(r"([1-9][0-9]*)([smh])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
@@ -111,10 +116,10 @@ class WatchSummary:
             if found is None or found.ratio is None:
                 problems.append(f"{version} not sampled")
                 continue
-            if found.ratio < metrics_api.STABLE_AVAILABILITY_RATIO:
+            if found.ratio < STABLE_AVAILABILITY_RATIO:
                 problems.append(
                     f"{version} available {found.ratio:.1%} of {found.ticks} ticks "
-                    f"(needs {metrics_api.STABLE_AVAILABILITY_RATIO:.1%}; {found.reasons})"
+                    f"(needs {STABLE_AVAILABILITY_RATIO:.1%}; {found.reasons})"
                 )
             if found.lag_p95 is not None and found.lag_p95 > slo:
                 problems.append(f"{version} sample age p95 {found.lag_p95:g} s over the {slo:g} s SLO")
@@ -202,24 +207,24 @@ _READ_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError,
 
 
 def sample_tick(
-    api: client.ApiClient, versions: Iterable[str], at: float, scope: metrics_api.SampleScope
+    api: client.ApiClient, versions: Iterable[str], at: float, scope: metrics_sampling.SampleScope
 ) -> list[Tick]:
     """One tick: each version's APIService condition and a real read of its NodeMetrics and PodMetrics in `scope`."""
     ticks = []
     for version in versions:
         try:
-            condition = metrics_api.apiservice_condition(api, version)
+            condition = version_availability.apiservice_condition(api, version)
         except _READ_ERRORS as error:
             condition = f"APIService unreadable: {type(error).__name__}"
         try:
-            found = metrics_api.samples(api, version, scope)
+            found = metrics_sampling.samples(api, version, scope)
         except _READ_ERRORS as error:
             reason = f"read failed: {error.status}" if isinstance(error, ApiException) else type(error).__name__
             ticks.append(Tick(at, version, False, reason if condition.startswith("True") else condition))
             continue
         nodes = [s for s in found.values() if s.kind == "node"]
         now = datetime.datetime.now(datetime.UTC)
-        lag = max(metrics_api.lag_seconds(found.values(), now)) if nodes else None
+        lag = max(metrics_sampling.lag_seconds(found.values(), now)) if nodes else None
         if not condition.startswith("True"):
             ticks.append(Tick(at, version, False, condition, lag))
         elif not nodes:
@@ -230,16 +235,16 @@ def sample_tick(
 
 
 def watch(
-    api: client.ApiClient, duration: float, scope: metrics_api.SampleScope, *, interval: float = WATCH_INTERVAL
+    api: client.ApiClient, duration: float, scope: metrics_sampling.SampleScope, *, interval: float = WATCH_INTERVAL
 ) -> WatchSummary:
     """Sample every version of metrics.k8s.io (in `scope`) every `interval` seconds for `duration` seconds."""
     pacing = threading.Event()  # never set: its wait is the pause until the next tick of the cadence
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     ticks = run_watch(
-        lambda at: sample_tick(api, metrics_api.VERSIONS, at, scope),
+        lambda at: sample_tick(api, metrics_reads.VERSIONS, at, scope),
         duration,
         interval,
         clock=time.monotonic,
         wait=lambda seconds: pacing.wait(seconds),
     )
-    return summarize(ticks, requested=duration, interval=interval, started=started, versions=metrics_api.VERSIONS)
+    return summarize(ticks, requested=duration, interval=interval, started=started, versions=metrics_reads.VERSIONS)

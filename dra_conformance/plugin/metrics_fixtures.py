@@ -24,8 +24,12 @@ from kubernetes import client
 from dra_conformance.errors import ConformanceError, ReportsFull, UsageError
 from dra_conformance.exits import refuse
 from dra_conformance.kube.client import client_from_kubeconfig
-from dra_conformance.metrics import api as metrics_api
-from dra_conformance.metrics import run_watch
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import decisions as metrics_decisions
+from dra_conformance.metrics import evidence as metrics_evidence
+from dra_conformance.metrics import reads as metrics_reads
+from dra_conformance.metrics import run_watch, sample_gate
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.metrics import watch as metrics_watch_mode
 from dra_conformance.metrics.adapter import MetricsAdapter
 from dra_conformance.metrics.verdict import RECORD_KIND, VERDICT_JSON, VERDICT_MARKDOWN, render_markdown
@@ -60,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help=f"p95 sample age above which autoscaling must hold (default {metrics_api.FRESHNESS_SLO:g})",
+        help=f"p95 sample age above which autoscaling must hold (default {metrics_evidence.FRESHNESS_SLO:g})",
     )
     group.addoption(
         "--dra-metrics-watch",
@@ -128,7 +132,7 @@ class RunWatchPlugin:
         except (ConformanceError, OSError, ValueError) as error:
             self._say(f"metrics availability not watched over the run: {error}")
             return
-        self.api = metrics_api.suite_client(admin)
+        self.api = metrics_reads.suite_client(admin)
         admin.close()
         self.watch = run_watch.RunAvailabilityWatch(self.api, self.excused, self.notice)
         self.watch.start()
@@ -143,7 +147,7 @@ class RunWatchPlugin:
 
     def excused(self) -> list[run_watch.Window]:
         """The windows of those checks so far; one still running lasts until now."""
-        now = metrics_api.utc_now()
+        now = metrics_reads.utc_now()
         with self._lock:
             return [
                 (datetime.fromtimestamp(start, UTC), now if running else datetime.fromtimestamp(stop, UTC))
@@ -153,8 +157,8 @@ class RunWatchPlugin:
     def notice(self, outage: run_watch.Outage) -> None:
         """The live line, once per outage, when it is confirmed."""
         self._say(
-            f"metrics verdict: {metrics_api.FIX_FIRST}: {outage.describe()}; noticed {outage.noticed:%H:%M:%S} UTC "
-            "(the metrics API's own verdict: it never decides the driver's)"
+            f"metrics verdict: {metrics_decisions.FIX_FIRST}: {outage.describe()}; "
+            f"noticed {outage.noticed:%H:%M:%S} UTC (the metrics API's own verdict: it never decides the driver's)"
         )
 
     def _say(self, line: str) -> None:
@@ -187,59 +191,59 @@ class RunWatchPlugin:
 @pytest.fixture(scope="session")
 def metrics_client(api_client: client.ApiClient) -> Iterator[client.ApiClient]:
     """An admin client whose user agent names this suite (left out of the consumer inventory)."""
-    with metrics_api.suite_client(api_client) as api:
+    with metrics_reads.suite_client(api_client) as api:
         yield api
 
 
 @pytest.fixture
 def freshness_slo(conformance_run: None, pytestconfig: pytest.Config) -> float:
     """The freshness SLO in seconds."""
-    return float(option_or(pytestconfig, "--dra-metrics-freshness-slo", metrics_api.FRESHNESS_SLO))
+    return float(option_or(pytestconfig, "--dra-metrics-freshness-slo", metrics_evidence.FRESHNESS_SLO))
 
 
 @pytest.fixture(scope="session")
-def metrics_availability(metrics_client: client.ApiClient, timeouts: Timeouts) -> metrics_api.Availability:
+def metrics_availability(metrics_client: client.ApiClient, timeouts: Timeouts) -> version_availability.Availability:
     """Each version's availability, read once and shared by every metrics check of the run.
 
     Read when the first metrics check needs it, within the availability deadline (a pipeline still turning
     Available is given it).
     """
-    return metrics_api.read_availability(metrics_client, timeouts.metrics_available)
+    return version_availability.read_availability(metrics_client, timeouts.metrics_available)
 
 
 @pytest.fixture(scope="session")
-def metrics_scope(cluster: ClusterInfo) -> metrics_api.SampleScope:
+def metrics_scope(cluster: ClusterInfo) -> metrics_sampling.SampleScope:
     """The samples the metrics checks judge: a few of the cluster's nodes and the Running pods on them."""
-    return metrics_api.SampleScope.of_cluster(cluster.real_nodes, cluster.nodes)
+    return metrics_sampling.SampleScope.of_cluster(cluster.real_nodes, cluster.nodes)
 
 
 @pytest.fixture(scope="session")
 def metrics_samples(
     metrics_client: client.ApiClient,
-    metrics_availability: metrics_api.Availability,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_availability: version_availability.Availability,
+    metrics_scope: metrics_sampling.SampleScope,
     timeouts: Timeouts,
-) -> metrics_api.SampleGate:
-    """Whether checks can read samples of a version (see `metrics_api.SampleGate`), shared by the run's checks."""
-    return metrics_api.SampleGate(metrics_client, metrics_availability, metrics_scope, timeouts.metrics_first_sample)
+) -> sample_gate.SampleGate:
+    """Whether checks can read samples of a version (see `sample_gate.SampleGate`), shared by the run's checks."""
+    return sample_gate.SampleGate(metrics_client, metrics_availability, metrics_scope, timeouts.metrics_first_sample)
 
 
 @pytest.fixture
-def need_samples(metrics_samples: metrics_api.SampleGate, obligations: Obligations) -> Callable[[Sequence[str]], None]:
+def need_samples(metrics_samples: sample_gate.SampleGate, obligations: Obligations) -> Callable[[Sequence[str]], None]:
     """`need_samples(versions)`: go on if their samples can be read, else end the check at once as blocked."""
 
     def need(versions: Sequence[str]) -> None:
         __tracebackhide__ = True
         reason = metrics_samples.blocked(versions)
         if reason is not None:
-            obligations.fail(SAMPLES_BLOCKED, reason, f"{metrics_api.GROUP} {', '.join(versions)}")
+            obligations.fail(SAMPLES_BLOCKED, reason, f"{metrics_reads.GROUP} {', '.join(versions)}")
 
     return need
 
 
 @pytest.fixture(scope="session")
 def metrics_watch(
-    pytestconfig: pytest.Config, metrics_client: client.ApiClient, metrics_samples: metrics_api.SampleGate
+    pytestconfig: pytest.Config, metrics_client: client.ApiClient, metrics_samples: sample_gate.SampleGate
 ) -> metrics_watch_mode.WatchSummary | None:
     """The watch `--dra-metrics-watch` asks for, run once when a check first needs it; None without the option.
 
@@ -253,7 +257,7 @@ def metrics_watch(
     served = list(metrics_samples.availability.served)
     if served:
         # measured by the watch itself: every tick of a pipeline with no samples is unavailable
-        metrics_samples.blocked([metrics_api.preferred_version(served)])
+        metrics_samples.blocked([metrics_reads.preferred_version(served)])
     return metrics_watch_mode.watch(metrics_client, metrics_watch_mode.parse_duration(value), metrics_samples.scope)
 
 

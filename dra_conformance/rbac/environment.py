@@ -23,7 +23,7 @@ from dra_conformance.kube.identities import request_token, token_client
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.allocation import AllocatedClaim, allocate
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import reads as metrics_reads
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.rbac.matrix import CellResult, Row, access_review, request, request_json
 from dra_conformance.timeouts import Timeouts
@@ -353,7 +353,7 @@ class RbacEnvironment:
             attributes.update(verb="list", namespace=self.home[row.identity])
         else:
             attributes["name"] = self._own_node(row.identity)
-        served = metrics_api.served_versions(self.admin)
+        served = metrics_reads.served_versions(self.admin)
         allowed = access_review(api, attributes)
         if not served:
             return CellResult(

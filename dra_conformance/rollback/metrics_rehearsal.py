@@ -19,8 +19,9 @@ from kubernetes import client
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE, TEST_POD_GRACE_SECONDS
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import reads as metrics_reads
 from dra_conformance.metrics import rollback as metrics_rollback
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.metrics.adapter import wait_serving
 from dra_conformance.rollback.state import Phase, PhaseRecord, RehearsalState
 from dra_conformance.timeouts import Timeouts
@@ -38,7 +39,7 @@ def now() -> str:
 
 def not_applicable(metrics_client: client.ApiClient) -> str | None:
     """Why this cluster has no v1 -> v1beta1 rollback to rehearse, or None."""
-    served = metrics_api.served_versions(metrics_client)
+    served = metrics_reads.served_versions(metrics_client)
     missing = [v for v in (REMOVED, KEPT) if v not in served]
     if missing:
         return (
@@ -66,7 +67,7 @@ class MetricsRehearsal:
         setup: MetricsRehearsalSetup,
         timeouts: Timeouts,
         slo: float,
-        scope: metrics_api.SampleScope,
+        scope: metrics_sampling.SampleScope,
     ) -> None:
         """Work in `setup.namespace`; hold consumers' samples to the freshness SLO `slo`; read samples in `scope`."""
         self.admin, self.metrics_client, self.setup, self.timeouts = admin, metrics_client, setup, timeouts
@@ -192,10 +193,10 @@ def run_after_change(rehearsal: MetricsRehearsal, state: RehearsalState, *, driv
     else:
         try:  # the staging team's change may have just been made: discovery follows within the deadline
             waits.until(
-                lambda: metrics_api.served_versions(rehearsal.metrics_client),
+                lambda: metrics_reads.served_versions(rehearsal.metrics_client),
                 lambda served: REMOVED not in served,
                 timeout=rehearsal.timeouts.metrics_available,
-                what=f"{metrics_api.GROUP}/{REMOVED} gone from discovery",
+                what=f"{metrics_reads.GROUP}/{REMOVED} gone from discovery",
                 describe=str,
             )
         except WaitTimeout:
@@ -241,14 +242,14 @@ def run_after_rollback(rehearsal: MetricsRehearsal, state: RehearsalState, *, dr
             record.facts["rollback_change_seconds"] = round(time.monotonic() - start, 3)
     else:
         try:  # the staging team's rollback may have just been made: Available, answering, discovered, in turn
-            wait_serving(rehearsal.metrics_client, metrics_api.VERSIONS, rehearsal.timeouts.metrics_available)
+            wait_serving(rehearsal.metrics_client, metrics_reads.VERSIONS, rehearsal.timeouts.metrics_available)
         except WaitTimeout as error:
             record.problems.append(f"v1 and v1beta1 not both serving after the rollback: {error}")
     record.facts["driven_by"] = "suite" if drive else "staging team"
     services = metrics_rollback.group_apiservices(rehearsal.admin)
     record.facts["apiservices"] = services
     _apiservice_drift(record, before.facts["apiservices"], services, "after the rollback")
-    served = metrics_api.served_versions(rehearsal.metrics_client)
+    served = metrics_reads.served_versions(rehearsal.metrics_client)
     missing = [v for v in (REMOVED, KEPT) if v not in served]
     if missing:
         record.problems.append(f"discovery does not list {missing} after the rollback: {served}")

@@ -19,7 +19,7 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import UsageError
 from dra_conformance.exits import refuse
 from dra_conformance.kube.namespaces import NamespaceReaper, create_namespace
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.rollback import metrics_rehearsal as metrics_rehearsal_mode
 from dra_conformance.rollback.extended_resource import (
@@ -140,7 +140,7 @@ def set_up_metrics(
     run_id: str,
     timeouts: Timeouts,
     slo: float,
-    scope: metrics_api.SampleScope,
+    scope: metrics_sampling.SampleScope,
 ) -> MetricsRehearsal:
     """Start the metrics rehearsal: a namespace of its own for the consumer target."""
     records = rehearsal.state.records
@@ -169,7 +169,7 @@ def resume_metrics(
     metrics_client: client.ApiClient,
     timeouts: Timeouts,
     slo: float,
-    scope: metrics_api.SampleScope,
+    scope: metrics_sampling.SampleScope,
 ) -> MetricsRehearsal:
     """The metrics rehearsal an earlier phase (maybe an earlier run) set up."""
     if rehearsal.metrics is None:

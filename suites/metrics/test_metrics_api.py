@@ -36,10 +36,15 @@ from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import PAUSE_IMAGE, TEST_POD_GRACE_SECONDS
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import decisions as metrics_decisions
+from dra_conformance.metrics import evidence as metrics_evidence
+from dra_conformance.metrics import reads as metrics_reads
 from dra_conformance.metrics import rollback as metrics_rollback
+from dra_conformance.metrics import sample_gate
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.metrics.verdict import RECORD_KIND, render_markdown, verdict_record
-from dra_conformance.metrics.watch import WatchSummary
+from dra_conformance.metrics.watch import STABLE_AVAILABILITY_RATIO, WatchSummary
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.model.obligations import Basis
@@ -95,7 +100,7 @@ NeedSamples = Callable[[Sequence[str]], None]
 
 
 @pytest.fixture
-def served(metrics_availability: metrics_api.Availability) -> list[str]:
+def served(metrics_availability: version_availability.Availability) -> list[str]:
     """The versions discovery lists at the run's availability read, the preferred one first."""
     if not metrics_availability.served:
         pytest.skip(
@@ -105,9 +110,11 @@ def served(metrics_availability: metrics_api.Availability) -> list[str]:
 
 
 @pytest.fixture
-def read_version(served: list[str], metrics_availability: metrics_api.Availability, need_samples: NeedSamples) -> str:
+def read_version(
+    served: list[str], metrics_availability: version_availability.Availability, need_samples: NeedSamples
+) -> str:
     """The version a consumer would read samples from: v1 unless unavailable, then another Available one."""
-    version = (metrics_availability.usable() or [metrics_api.preferred_version(served)])[0]
+    version = (metrics_availability.usable() or [metrics_reads.preferred_version(served)])[0]
     need_samples([version])
     return version
 
@@ -162,33 +169,33 @@ def _require(served: list[str], *versions: str) -> None:
         )
 
 
-@pytest.mark.parametrize("version", metrics_api.VERSIONS)
+@pytest.mark.parametrize("version", metrics_reads.VERSIONS)
 def test_served_version_has_an_available_apiservice_and_serves_node_metrics(
     version: str,
     served: list[str],
-    metrics_availability: metrics_api.Availability,
-    metrics_samples: metrics_api.SampleGate,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_availability: version_availability.Availability,
+    metrics_samples: sample_gate.SampleGate,
+    metrics_scope: metrics_sampling.SampleScope,
     metrics_client: client.ApiClient,
     obligations: Obligations,
 ) -> None:
     """Judged from the run's one availability read; the checks that need this version's samples rest on it."""
     _require(served, version)
-    where = f"{version}.{metrics_api.GROUP}"
+    where = f"{version}.{metrics_reads.GROUP}"
     state = metrics_availability.versions[version]
     obligations.check(
         "metrics.served-version-apiservice-available",
         state.condition == "True/Passed",
         f"Available: {state.condition}{f': {state.message}' if state.message else ''} (read once at the run's "
         f"start, within the availability deadline; the checks that need its samples end as blocked, and the "
-        f"verdict says {metrics_api.FIX_FIRST}: {version} unavailable ({state.reason}))",
+        f"verdict says {metrics_decisions.FIX_FIRST}: {version} unavailable ({state.reason}))",
         where,
     )
     first = metrics_samples.first_samples(version)
     if first is not None:
         obligations.fail("metrics.served-version-serves-node-metrics", first, where)
     try:
-        found = metrics_api.samples(metrics_client, version, metrics_scope)
+        found = metrics_sampling.samples(metrics_client, version, metrics_scope)
     except ApiException as error:
         obligations.fail("metrics.served-version-serves-node-metrics", f"{error.status} {error.reason}", where)
     nodes = [key for key in found if key.startswith("node/")]
@@ -202,7 +209,7 @@ def test_served_version_has_an_available_apiservice_and_serves_node_metrics(
 
 @pytest.mark.usefixtures("both_versions_readable")
 def test_versions_agree_while_both_are_served(
-    metrics_client: client.ApiClient, metrics_scope: metrics_api.SampleScope, obligations: Obligations
+    metrics_client: client.ApiClient, metrics_scope: metrics_sampling.SampleScope, obligations: Obligations
 ) -> None:
     # A collection tick can fall between the two reads (either way round): compare reads of one tick.
     differences = metrics_rollback.parity_problems(metrics_client, metrics_scope)
@@ -210,22 +217,22 @@ def test_versions_agree_while_both_are_served(
         "metrics.versions-agree",
         not differences,
         f"{len(differences)} differences: {differences[:10]}",
-        f"{metrics_api.GROUP} v1 and v1beta1",
+        f"{metrics_reads.GROUP} v1 and v1beta1",
     )
 
 
 def test_samples_are_fresh_enough_for_autoscaling(
     read_version: str,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     freshness_slo: float,
     obligations: Obligations,
 ) -> None:
     version = read_version
-    where = f"{metrics_api.GROUP}/{version}"
-    found = metrics_api.samples(metrics_client, version, metrics_scope)
+    where = f"{metrics_reads.GROUP}/{version}"
+    found = metrics_sampling.samples(metrics_client, version, metrics_scope)
     now = datetime.datetime.now(datetime.UTC)
-    p50, p95 = metrics_api.summarize_lag(metrics_api.lag_seconds(found.values(), now))
+    p50, p95 = metrics_sampling.summarize_lag(metrics_sampling.lag_seconds(found.values(), now))
     allure.attach(f"lag p50 {p50:.1f}s p95 {p95:.1f}s over {len(found)} samples", "freshness")
     obligations.check(
         "metrics.samples-fresh-within-the-slo",
@@ -237,7 +244,7 @@ def test_samples_are_fresh_enough_for_autoscaling(
     newest = max(s.timestamp for s in found.values())
     try:
         waits.until(
-            lambda: metrics_api.samples(metrics_client, version, metrics_scope),
+            lambda: metrics_sampling.samples(metrics_client, version, metrics_scope),
             lambda now_found: any(s.timestamp > newest for s in now_found.values()),
             timeout=NEW_SAMPLE_DEADLINE,
             what=f"a sample newer than {newest.isoformat()} (3x the collection interval)",
@@ -252,24 +259,24 @@ def test_samples_are_fresh_enough_for_autoscaling(
 def test_no_node_or_pod_is_reported_with_zero_use(
     read_version: str,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     obligations: Obligations,
 ) -> None:
     version = read_version
-    found = metrics_api.samples(metrics_client, version, metrics_scope)
+    found = metrics_sampling.samples(metrics_client, version, metrics_scope)
     zero = [key for key, s in found.items() if s.cpu_millicores == 0 and s.memory_bytes == 0]
     obligations.check(
         "metrics.missing-sample-not-zero",
         not zero,
         f"samples reporting zero CPU and zero memory: {zero} (read: {metrics_scope.describe()})",
-        f"{metrics_api.GROUP}/{version}",
+        f"{metrics_reads.GROUP}/{version}",
     )
 
 
 @pytest.mark.usefixtures("both_versions_readable")  # restoring v1 waits for both to serve again
 def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     api_client: client.ApiClient,
     timeouts: Timeouts,
     obligations: Obligations,
@@ -283,7 +290,7 @@ def test_rollback_leaves_no_v1_apiservice_and_v1beta1_still_answers(
             metrics_rollback.remove_version(api_client, metrics_client, "v1", timeouts.metrics_available)
         problems = metrics_rollback.rolled_back_problems(api_client, metrics_client, removed="v1", kept="v1beta1")
         problems += metrics_rollback.consumer_problems(metrics_client, "v1beta1", None, float("inf"), metrics_scope)
-        _judge_problems(obligations, problems, f"after removing {metrics_api.GROUP}/v1")
+        _judge_problems(obligations, problems, f"after removing {metrics_reads.GROUP}/v1")
     finally:
         with allure.step("roll forward: serve metrics.k8s.io/v1 again"):
             metrics_rollback.restore_version(api_client, metrics_client, saved, timeouts.metrics_available)
@@ -297,11 +304,11 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
     obligations: Obligations,
 ) -> None:
     kubectl = kubectl_1_37()
-    listed = metrics_api.aggregated_discovery_versions(metrics_client)
+    listed = metrics_reads.aggregated_discovery_versions(metrics_client)
 
     def kubectl_reads() -> int:
         lines = audit_log.read_text(errors="replace").splitlines()
-        return len([line for line in lines if '"userAgent":"kubectl/' in line and metrics_api.GROUP in line])
+        return len([line for line in lines if '"userAgent":"kubectl/' in line and metrics_reads.GROUP in line])
 
     before = kubectl_reads()
     # One node by name: `top nodes` would list every Node and its metrics, a cost that grows with the cluster.
@@ -326,7 +333,7 @@ def test_consumer_inventory_lists_kubectl_top_with_the_version_it_used(
         )
     except WaitTimeout as error:
         obligations.fail("metrics.inventory-lists-kubectl", str(error), str(audit_log))
-    inventory = metrics_api.consumer_inventory(audit_log)
+    inventory = metrics_evidence.consumer_inventory(audit_log)
     allure.attach(json.dumps(inventory, indent=2), "consumer inventory", allure.attachment_type.JSON)
     used = sorted({v for consumer, versions in inventory.items() if "(kubectl)" in consumer for v in versions})
     # Which version kubectl picks is measured, not assumed (release notes differ); it must be one discovery listed.
@@ -354,9 +361,9 @@ def test_served_versions_stay_available_and_fresh_over_the_watch(
             )
         obligations.check(
             "metrics.stable-availability-over-the-watch",
-            found.ratio >= metrics_api.STABLE_AVAILABILITY_RATIO,
+            found.ratio >= STABLE_AVAILABILITY_RATIO,
             f"available {found.ratio:.1%} of {found.ticks} ticks (needs "
-            f"{metrics_api.STABLE_AVAILABILITY_RATIO:.1%}); unavailable because {found.reasons}",
+            f"{STABLE_AVAILABILITY_RATIO:.1%}); unavailable because {found.reasons}",
             f"{version} {watched}",
         )
         obligations.check(
@@ -369,10 +376,10 @@ def test_served_versions_stay_available_and_fresh_over_the_watch(
 
 def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     served: list[str],
-    metrics_availability: metrics_api.Availability,
+    metrics_availability: version_availability.Availability,
     cluster: ClusterInfo,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     freshness_slo: float,
     run_records: RunRecords,
     metrics_watch: WatchSummary | None,
@@ -383,22 +390,29 @@ def test_verdict_needs_no_implementation_fix_and_no_autoscaling_hold(
     Decided from the run's one availability read, so it is written whatever state the versions are in: an
     unavailable one makes it "fix first: <version> unavailable (<reason>)".
     """
-    evidence = metrics_api.point_in_time_evidence(metrics_client, metrics_availability, freshness_slo, metrics_scope)
+    evidence = metrics_evidence.point_in_time_evidence(
+        metrics_client, metrics_availability, freshness_slo, metrics_scope
+    )
     evidence.watch = metrics_watch
     if cluster.audit_log is not None:
-        evidence.v1beta1_only_consumers = metrics_api.v1beta1_only(metrics_api.consumer_inventory(cluster.audit_log))
+        evidence.v1beta1_only_consumers = metrics_evidence.v1beta1_only(
+            metrics_evidence.consumer_inventory(cluster.audit_log)
+        )
     evidence.server_version = client.VersionApi(metrics_client).get_code().git_version
-    decisions = metrics_api.verdict(evidence)
+    decisions = metrics_decisions.verdict(evidence)
     record = verdict_record(evidence, decisions)
     run_records.add(RECORD_KIND, record)
     allure.attach(evidence.to_json(), "evidence", allure.attachment_type.JSON)
     allure.attach(render_markdown(record), "verdict", allure.attachment_type.TEXT)
     observed = f"verdict: {decisions}; availability: {record['stability']}; evidence: {evidence.to_json()}"
-    hold = metrics_api.DECISIONS[1]
+    hold = metrics_decisions.DECISIONS[1]
     obligations.check(
-        "metrics.verdict-needs-no-implementation-fix", not metrics_api.asks_fix(decisions), observed, metrics_api.GROUP
+        "metrics.verdict-needs-no-implementation-fix",
+        not metrics_decisions.asks_fix(decisions),
+        observed,
+        metrics_reads.GROUP,
     )
-    obligations.check("metrics.verdict-needs-no-autoscaling-hold", hold not in decisions, observed, metrics_api.GROUP)
+    obligations.check("metrics.verdict-needs-no-autoscaling-hold", hold not in decisions, observed, metrics_reads.GROUP)
 
 
 # The HPA controller syncs every 15 s by default; two syncs plus pod start-up fit comfortably.
@@ -456,7 +470,7 @@ def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
     )
 
     def hpa_versions() -> list[str]:
-        inventory = metrics_api.consumer_inventory(audit_log)
+        inventory = metrics_evidence.consumer_inventory(audit_log)
         return sorted(
             {v for consumer, versions in inventory.items() if "horizontal-pod-autoscaler" in consumer for v in versions}
         )
@@ -472,7 +486,7 @@ def test_consumer_inventory_lists_the_hpa_controller_with_the_version_it_used(
     except WaitTimeout as error:
         obligations.fail("metrics.inventory-lists-hpa-controller", str(error), str(audit_log))
     allure.attach(
-        json.dumps(metrics_api.consumer_inventory(audit_log), indent=2),
+        json.dumps(metrics_evidence.consumer_inventory(audit_log), indent=2),
         "consumer inventory",
         allure.attachment_type.JSON,
     )

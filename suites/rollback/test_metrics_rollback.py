@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from dra_conformance.kube.namespaces import NamespaceReaper
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.model.findings import Obligations
 from dra_conformance.rollback.metrics_rehearsal import run_after_change, run_after_rollback, run_before
 from dra_conformance.rollback.state import Phase, PhaseRecord
@@ -99,7 +99,7 @@ def test_before_the_change_both_metrics_versions_serve_their_consumers(
     metrics_rehearsal: Rehearsal,
     api_client: client.ApiClient,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     run_id: str,
     timeouts: Timeouts,
     freshness_slo: float,
@@ -121,7 +121,7 @@ def test_after_the_change_no_v1_apiservice_lingers_and_v1beta1_consumers_keep_wo
     metrics_rehearsal: Rehearsal,
     api_client: client.ApiClient,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     timeouts: Timeouts,
     freshness_slo: float,
     obligations: Obligations,
@@ -141,7 +141,7 @@ def test_after_the_rollback_v1_serves_again_and_no_apiservice_is_left_behind(
     metrics_rehearsal: Rehearsal,
     api_client: client.ApiClient,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     timeouts: Timeouts,
     freshness_slo: float,
     namespace_reaper: NamespaceReaper,

@@ -24,9 +24,14 @@ from dra_conformance import paths
 from dra_conformance.backends.registry import make_backend
 from dra_conformance.config import SuiteConfig
 from dra_conformance.kube.client import client_from_kubeconfig
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import decisions as metrics_decisions
+from dra_conformance.metrics import evidence as metrics_evidence
+from dra_conformance.metrics import reads as metrics_reads
+from dra_conformance.metrics import sample_gate
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.metrics.adapter import MetricsAdapter, wait_available
-from dra_conformance.metrics.api import AVAILABILITY_CHECK
+from dra_conformance.metrics.sample_gate import AVAILABILITY_CHECK
 from dra_conformance.timeouts import Timeouts
 
 pytestmark = pytest.mark.xdist_group("metrics")
@@ -47,47 +52,49 @@ UNAVAILABLE_RUN_BOUND = sum(INNER_DEADLINES.values()) + 180.0
 UNAVAILABLE_RUN_TIMEOUT = 3 * UNAVAILABLE_RUN_BOUND
 
 
-def _evidence(api: client.ApiClient, scope: metrics_api.SampleScope) -> metrics_api.Evidence:
+def _evidence(api: client.ApiClient, scope: metrics_sampling.SampleScope) -> metrics_evidence.Evidence:
     """The verdict's evidence as the suite builds it: one availability read, samples of a usable version only."""
-    availability = metrics_api.read_availability(api, 0.0)
-    return metrics_api.point_in_time_evidence(api, availability, metrics_api.FRESHNESS_SLO, scope)
+    availability = version_availability.read_availability(api, 0.0)
+    return metrics_evidence.point_in_time_evidence(api, availability, metrics_evidence.FRESHNESS_SLO, scope)
 
 
 def test_stale_samples_break_the_slo_and_hold_autoscaling(
     metrics_adapter: MetricsAdapter,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     timeouts: Timeouts,
 ) -> None:
     metrics_adapter.set({"staleSeconds": STALE_SECONDS})
-    availability = metrics_api.read_availability(metrics_client, timeouts.metrics_available)
+    availability = version_availability.read_availability(metrics_client, timeouts.metrics_available)
     # Old samples are samples: nothing blocks the checks that read them, their age is what they judge.
-    gate = metrics_api.SampleGate(metrics_client, availability, metrics_scope, timeouts.metrics_first_sample)
-    assert gate.blocked(list(metrics_api.VERSIONS)) is None, availability
+    gate = sample_gate.SampleGate(metrics_client, availability, metrics_scope, timeouts.metrics_first_sample)
+    assert gate.blocked(list(metrics_reads.VERSIONS)) is None, availability
     evidence = _evidence(metrics_client, metrics_scope)
     assert evidence.lag_p95 is not None and evidence.lag_p95 >= STALE_SECONDS, evidence.to_json()
     # a point-in-time read also holds widening (no 24 h watch), so the stale-lag decision leads, not stands alone
-    assert metrics_api.verdict(evidence) == [metrics_api.DECISIONS[1], metrics_api.DECISIONS[3]], evidence.to_json()
+    assert metrics_decisions.verdict(evidence) == [metrics_decisions.DECISIONS[1], metrics_decisions.DECISIONS[3]], (
+        evidence.to_json()
+    )
 
 
 def test_missing_samples_are_absent_not_zero(
-    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, metrics_scope: metrics_api.SampleScope
+    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, metrics_scope: metrics_sampling.SampleScope
 ) -> None:
-    before = metrics_api.samples(metrics_client, "v1", metrics_scope)
+    before = metrics_sampling.samples(metrics_client, "v1", metrics_scope)
     metrics_adapter.set({"missingPods": ["fake-dra/"]})
-    after = metrics_api.samples(metrics_client, "v1", metrics_scope)
+    after = metrics_sampling.samples(metrics_client, "v1", metrics_scope)
     missing = sorted(set(before) - set(after))
     assert missing and all(key.startswith("pod/fake-dra/") for key in missing), f"missing: {missing}"
     assert not [k for k, s in after.items() if s.cpu_millicores == 0 and s.memory_bytes == 0]
 
 
 def test_version_disagreement_is_reported_by_parity(
-    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, metrics_scope: metrics_api.SampleScope
+    metrics_adapter: MetricsAdapter, metrics_client: client.ApiClient, metrics_scope: metrics_sampling.SampleScope
 ) -> None:
     metrics_adapter.set({"v1UsageFactor": 2})
-    differences = metrics_api.parity_differences(
-        metrics_api.samples(metrics_client, "v1", metrics_scope),
-        metrics_api.samples(metrics_client, "v1beta1", metrics_scope),
+    differences = metrics_sampling.parity_differences(
+        metrics_sampling.samples(metrics_client, "v1", metrics_scope),
+        metrics_sampling.samples(metrics_client, "v1beta1", metrics_scope),
         0.05,
     )
     assert any("cpu" in d for d in differences), f"parity found: {differences}"
@@ -96,7 +103,7 @@ def test_version_disagreement_is_reported_by_parity(
 def test_serving_only_v1beta1_makes_the_v1_apiservice_unavailable_and_the_verdict_fix_it(
     metrics_adapter: MetricsAdapter,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     api_client: client.ApiClient,
     timeouts: Timeouts,
 ) -> None:
@@ -104,14 +111,16 @@ def test_serving_only_v1beta1_makes_the_v1_apiservice_unavailable_and_the_verdic
     state = wait_available(api_client, {"v1": False, "v1beta1": True}, timeouts.metrics_available)
     assert state["v1"].startswith("False/FailedDiscoveryCheck"), state
     evidence = _evidence(metrics_client, metrics_scope)
-    assert metrics_api.verdict(evidence)[0] == "fix first: v1 unavailable (FailedDiscoveryCheck)", evidence.to_json()
+    assert metrics_decisions.verdict(evidence)[0] == "fix first: v1 unavailable (FailedDiscoveryCheck)", (
+        evidence.to_json()
+    )
     assert evidence.lag_p95 is not None, "v1beta1 still serves: the lag is measured there"
 
 
 def test_unavailable_adapter_marks_both_apiservices_unavailable(
     metrics_adapter: MetricsAdapter,
     metrics_client: client.ApiClient,
-    metrics_scope: metrics_api.SampleScope,
+    metrics_scope: metrics_sampling.SampleScope,
     api_client: client.ApiClient,
     timeouts: Timeouts,
 ) -> None:
@@ -119,7 +128,7 @@ def test_unavailable_adapter_marks_both_apiservices_unavailable(
     state = wait_available(api_client, {"v1": False, "v1beta1": False}, timeouts.metrics_available)
     assert all(value.startswith("False/FailedDiscoveryCheck") for value in state.values()), state
     evidence = _evidence(metrics_client, metrics_scope)
-    assert metrics_api.verdict(evidence)[0] == (
+    assert metrics_decisions.verdict(evidence)[0] == (
         "fix first: v1 unavailable (FailedDiscoveryCheck); v1beta1 unavailable (FailedDiscoveryCheck)"
     ), evidence.to_json()
 
@@ -180,7 +189,7 @@ def test_an_unavailable_v1_ends_the_metrics_run_in_minutes_with_fix_first(
                 MetricsAdapter(Path(cluster.details["metrics.control_socket"]), api, DEADLINES).set(
                     {"served": ["v1beta1"]}
                 )
-            wait_available(api, {v: v not in unavailable for v in metrics_api.VERSIONS}, DEADLINES.metrics_available)
+            wait_available(api, {v: v not in unavailable for v in metrics_reads.VERSIONS}, DEADLINES.metrics_available)
         started = time.monotonic()
         result = subprocess.run(
             [
@@ -232,7 +241,7 @@ def test_an_unavailable_v1_ends_the_metrics_run_in_minutes_with_fix_first(
     blocked = [line for line in output.splitlines() if "NamespaceDeletionBlocked:" in line]
     assert len(blocked) == 1, tail
     named = dict(re.findall(r"([a-z0-9]+\.metrics\.k8s\.io) \(([^)]*)\)", blocked[0]))
-    down = {f"{v}.{metrics_api.GROUP}" for v in unavailable}
+    down = {f"{v}.{metrics_reads.GROUP}" for v in unavailable}
     assert named and set(named) <= down, f"APIServices named {named}, unavailable {sorted(down)}: {blocked[0]}"
     assert all(condition == "False/FailedDiscoveryCheck" for condition in named.values()), blocked[0]
     decisions = json.loads((run_dir / "metrics-verdict.json").read_text())["decisions"]

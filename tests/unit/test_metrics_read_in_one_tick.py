@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime
 
-from dra_conformance.metrics.api import Sample
 from dra_conformance.metrics.rollback import in_one_tick
+from dra_conformance.metrics.samples import Sample
 
 TICK = datetime.datetime(2026, 12, 4, 14, 17, 30, tzinfo=datetime.UTC)
 NEXT = TICK + datetime.timedelta(seconds=10)

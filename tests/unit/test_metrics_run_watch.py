@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import decisions as metrics_decisions
+from dra_conformance.metrics import evidence as metrics_evidence
+from dra_conformance.metrics import reads as metrics_reads
 from dra_conformance.metrics import run_watch
 from dra_conformance.metrics.run_watch import (
     ABSENT,
@@ -56,10 +58,10 @@ def _probes(
 
 def _healthy_evaluation() -> dict[str, Any]:
     """The metrics checks' evaluation when their one up-front read found both versions Available."""
-    evidence = metrics_api.Evidence(
+    evidence = metrics_evidence.Evidence(
         available={"v1": "True/Passed", "v1beta1": "True/Passed"}, lag_p50=3.0, lag_p95=5.0, server_version="v1.37.2"
     )
-    record: dict[str, Any] = json.loads(json.dumps(verdict_record(evidence, metrics_api.verdict(evidence))))
+    record: dict[str, Any] = json.loads(json.dumps(verdict_record(evidence, metrics_decisions.verdict(evidence))))
     return record
 
 
@@ -73,7 +75,7 @@ def test_an_adapter_frozen_during_the_run_is_an_outage_from_the_first_failed_rea
 
 def test_an_outage_is_noticed_within_two_minutes_even_when_every_read_runs_out_its_timeout() -> None:
     """Each probe of a frozen adapter waits READ_TIMEOUT per version: the slowest cadence the watch can have."""
-    slowest = timedelta(seconds=RUN_WATCH_INTERVAL + READ_TIMEOUT * 2 * len(metrics_api.VERSIONS))
+    slowest = timedelta(seconds=RUN_WATCH_INTERVAL + READ_TIMEOUT * 2 * len(metrics_reads.VERSIONS))
     probes = [Probe(START + i * slowest, "v1", UNAVAILABLE, "read failed: ReadTimeoutError") for i in range(10)]
     (outage,) = outages(probes)
     assert outage.noticed - outage.since <= NOTICE_BOUND, (outage, slowest)
@@ -118,7 +120,7 @@ def test_any_outage_makes_the_verdict_fix_first_since_t_never_available() -> Non
     assert section is not None, "an evaluation and a watch make a verdict"
     decisions = section.document["decisions"]
     assert decisions[0] == "fix first: v1 unavailable since 18:00:05 UTC (read failed: 503)", decisions
-    assert metrics_api.DECISIONS[4] not in decisions and metrics_api.asks_fix(decisions), decisions
+    assert metrics_decisions.DECISIONS[4] not in decisions and metrics_decisions.asks_fix(decisions), decisions
     text = "\n".join(section.lines)
     assert "v1 unavailable since 18:00:05 UTC (read failed: 503), noticed 18:00:10 UTC" in text, text
     assert "at the availability read (one moment)" in text, text
@@ -141,14 +143,14 @@ def test_without_outages_the_evaluation_stands_and_without_an_evaluation_only_an
 def test_a_version_only_the_up_front_read_found_unavailable_stays_in_the_line() -> None:
     found = [Outage("v1beta1", START, START + TICK, "read failed: 503")]
     decisions = run_watch.decisions_with_outages(
-        ["fix first: v1 unavailable (no APIService)", metrics_api.DECISIONS[3]],
+        ["fix first: v1 unavailable (no APIService)", metrics_decisions.DECISIONS[3]],
         found,
         "fix first: v1 unavailable (no APIService)",
     )
     assert decisions == [
         "fix first: v1beta1 unavailable since 18:00:00 UTC (read failed: 503); v1 unavailable (no APIService) at "
         "the availability read",
-        metrics_api.DECISIONS[3],
+        metrics_decisions.DECISIONS[3],
     ], decisions
 
 

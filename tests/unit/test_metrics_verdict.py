@@ -14,11 +14,18 @@ from typing import Any
 import pytest
 
 from dra_conformance.errors import WaitTimeout
-from dra_conformance.metrics import api as metrics_api
-from dra_conformance.metrics.api import DECISIONS, Availability, Evidence, VersionAvailability, verdict
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import decisions as metrics_decisions
+from dra_conformance.metrics import evidence as metrics_evidence
+from dra_conformance.metrics import reads as metrics_reads
+from dra_conformance.metrics import sample_gate
+from dra_conformance.metrics import samples as metrics_sampling
+from dra_conformance.metrics.availability import Availability, VersionAvailability
+from dra_conformance.metrics.decisions import DECISIONS, verdict
+from dra_conformance.metrics.evidence import Evidence
 from dra_conformance.metrics.verdict import render_markdown, summarize_verdict, verdict_record
 
-SCOPE = metrics_api.SampleScope(("node-0",))
+SCOPE = metrics_sampling.SampleScope(("node-0",))
 HEALTHY = {"v1": "True/Passed", "v1beta1": "True/Passed"}
 FROZEN = "False/FailedDiscoveryCheck"
 # What the aggregator writes when the adapter does not answer its probe (a frozen process).
@@ -87,9 +94,9 @@ def test_a_newer_control_plane_leaves_the_decision_to_the_consumers_seen() -> No
     assert "safe to move consumers to v1" not in verdict(evidence)  # not before 24 h of stable availability
 
 
-def _node_sample(cpu: str, memory: str) -> metrics_api.Sample:
+def _node_sample(cpu: str, memory: str) -> metrics_sampling.Sample:
     item = {"metadata": {"name": "n"}, "timestamp": "2026-01-01T00:00:00Z", "usage": {"cpu": cpu, "memory": memory}}
-    return metrics_api.parse_sample("node", item)
+    return metrics_sampling.parse_sample("node", item)
 
 
 @pytest.mark.parametrize(
@@ -115,7 +122,7 @@ def test_a_pods_containers_add_up() -> None:
         "timestamp": "2026-01-01T00:00:00Z",
         "containers": [{"usage": {"cpu": "100m", "memory": "1Pi"}}, {"usage": {"cpu": "0.5", "memory": "1Ki"}}],
     }
-    sample = metrics_api.parse_sample("pod", item)
+    sample = metrics_sampling.parse_sample("pod", item)
     assert (sample.cpu_millicores, sample.memory_bytes) == (600, 2**50 + 2**10), sample
 
 
@@ -132,21 +139,21 @@ def test_inventory_counts_resource_reads_by_consumer_and_skips_the_suite(tmp_pat
             [
                 event("kubectl/v1.37.2 (linux/amd64)", "v1"),
                 event("kube-controller-manager/v1.37.2 (linux/amd64)/horizontal-pod-autoscaler", "v1beta1"),
-                event(f"{metrics_api.SUITE_USER_AGENT} python", "v1beta1"),
+                event(f"{metrics_reads.SUITE_USER_AGENT} python", "v1beta1"),
                 event("kubectl/v1.37.2", "v1beta1", resource=None),  # discovery, not a metrics read
                 event("curl/8", "v1beta1", code=403),  # denied, not consumption
             ]
         )
         + "\n"
     )
-    inventory = metrics_api.consumer_inventory(log)
+    inventory = metrics_evidence.consumer_inventory(log)
     assert inventory == {"u (kube-controller-manager)": ["v1beta1"], "u (kubectl)": ["v1"]}, inventory
-    assert metrics_api.v1beta1_only(inventory) == ["u (kube-controller-manager)"]
+    assert metrics_evidence.v1beta1_only(inventory) == ["u (kube-controller-manager)"]
 
 
 def test_the_fix_first_decision_is_what_the_implementation_fix_obligation_reads() -> None:
-    assert metrics_api.asks_fix([V1_FIX, DECISIONS[3]]) and metrics_api.asks_fix([DECISIONS[0]])
-    assert not metrics_api.asks_fix([DECISIONS[1], DECISIONS[3]])
+    assert metrics_decisions.asks_fix([V1_FIX, DECISIONS[3]]) and metrics_decisions.asks_fix([DECISIONS[0]])
+    assert not metrics_decisions.asks_fix([DECISIONS[1], DECISIONS[3]])
 
 
 # --- the unavailable state: one availability read, the verdict, blocked checks ----------------------------------
@@ -162,7 +169,7 @@ def _state(version: str, condition: str, *, served: bool = True, unavailable_for
 
 def _frozen(unavailable_for: float = 600.0) -> Availability:
     return Availability(
-        ("v1", "v1beta1"), {v: _state(v, FROZEN, unavailable_for=unavailable_for) for v in metrics_api.VERSIONS}
+        ("v1", "v1beta1"), {v: _state(v, FROZEN, unavailable_for=unavailable_for) for v in metrics_reads.VERSIONS}
     )
 
 
@@ -192,9 +199,9 @@ def _fake_cluster(monkeypatch: pytest.MonkeyPatch, states: list[dict[str, Versio
         reads[0] += 1
         return ["v1", "v1beta1"]
 
-    monkeypatch.setattr(metrics_api, "served_versions", served_versions)
-    monkeypatch.setattr(metrics_api, "apiservice_state", state)
-    monkeypatch.setattr(metrics_api, "utc_now", lambda: NOW)
+    monkeypatch.setattr(version_availability, "served_versions", served_versions)
+    monkeypatch.setattr(version_availability, "apiservice_state", state)
+    monkeypatch.setattr(version_availability, "utc_now", lambda: NOW)
     return reads
 
 
@@ -203,7 +210,7 @@ def test_a_version_unavailable_longer_than_the_deadline_is_read_once_without_wai
 ) -> None:
     reads = _fake_cluster(monkeypatch, [_frozen(unavailable_for=600.0).versions])
     clock = _Clock()
-    availability = metrics_api.read_availability(None, 60.0, clock=clock, sleep=clock.sleep)
+    availability = version_availability.read_availability(None, 60.0, clock=clock, sleep=clock.sleep)
     assert reads == [1] and clock.slept == [] and availability.waited == 0.0, (reads, clock.slept)
     assert [s.version for s in availability.unavailable()] == ["v1", "v1beta1"] and availability.usable() == []
 
@@ -213,16 +220,16 @@ def test_a_version_that_just_turned_unavailable_gets_the_deadline_once_then_is_j
 ) -> None:
     reads = _fake_cluster(monkeypatch, [_frozen(unavailable_for=5.0).versions])
     clock = _Clock()
-    availability = metrics_api.read_availability(None, 60.0, clock=clock, sleep=clock.sleep)
+    availability = version_availability.read_availability(None, 60.0, clock=clock, sleep=clock.sleep)
     assert clock.now == 60.0 and availability.waited == 60.0 and reads[0] == 61, (clock.now, reads)
     assert availability.conditions() == {"v1": FROZEN, "v1beta1": FROZEN}
 
 
 def test_a_pipeline_warming_up_is_waited_for_until_available(monkeypatch: pytest.MonkeyPatch) -> None:
-    healthy = {v: _state(v, "True/Passed") for v in metrics_api.VERSIONS}
+    healthy = {v: _state(v, "True/Passed") for v in metrics_reads.VERSIONS}
     _fake_cluster(monkeypatch, [_frozen(unavailable_for=1.0).versions] * 3 + [healthy])
     clock = _Clock()
-    availability = metrics_api.read_availability(None, 60.0, clock=clock, sleep=clock.sleep)
+    availability = version_availability.read_availability(None, 60.0, clock=clock, sleep=clock.sleep)
     assert availability.unavailable() == [] and availability.usable() == ["v1", "v1beta1"] and clock.now == 3.0
 
 
@@ -232,8 +239,8 @@ def test_unavailable_versions_make_the_verdict_fix_first_in_the_run_section_and_
     def no_read(*_args: Any) -> Any:
         raise AssertionError("nothing is read from an unavailable version")
 
-    monkeypatch.setattr(metrics_api, "samples", no_read)
-    evidence = metrics_api.point_in_time_evidence(None, _frozen(), 60.0, SCOPE)
+    monkeypatch.setattr(metrics_evidence, "samples", no_read)
+    evidence = metrics_evidence.point_in_time_evidence(None, _frozen(), 60.0, SCOPE)
     evidence.server_version = "v1.37.2"
     decisions = verdict(evidence)
     assert decisions[0] == f"{V1_FIX}; v1beta1 unavailable (FailedDiscoveryCheck)", decisions
@@ -253,8 +260,8 @@ def test_checks_needing_samples_of_an_unavailable_version_are_blocked_at_once(mo
     def no_wait(*_args: Any) -> None:
         raise AssertionError("an unavailable version is not waited for")
 
-    monkeypatch.setattr(metrics_api, "wait_first_node_samples", no_wait)
-    gate = metrics_api.SampleGate(None, _frozen(), SCOPE, 90.0)
+    monkeypatch.setattr(sample_gate, "wait_first_node_samples", no_wait)
+    gate = sample_gate.SampleGate(None, _frozen(), SCOPE, 90.0)
     reason = gate.blocked(["v1"])
     assert reason is not None and reason.startswith("metrics.k8s.io/v1 unavailable (FailedDiscoveryCheck: failing")
     assert "the availability check" in reason and "carries the finding" in reason, reason
@@ -267,9 +274,9 @@ def test_a_version_that_never_served_samples_is_waited_for_once(monkeypatch: pyt
         waited.append(version)
         raise WaitTimeout(f"first NodeMetrics from metrics.k8s.io/{version}", timeout, last_error=None)
 
-    monkeypatch.setattr(metrics_api, "wait_first_node_samples", never)
-    healthy = Availability(("v1", "v1beta1"), {v: _state(v, "True/Passed") for v in metrics_api.VERSIONS})
-    gate = metrics_api.SampleGate(None, healthy, SCOPE, 90.0)
+    monkeypatch.setattr(sample_gate, "wait_first_node_samples", never)
+    healthy = Availability(("v1", "v1beta1"), {v: _state(v, "True/Passed") for v in metrics_reads.VERSIONS})
+    gate = sample_gate.SampleGate(None, healthy, SCOPE, 90.0)
     first, second = gate.blocked(["v1"]), gate.blocked(["v1", "v1beta1"])
     assert first is not None and first == second and "served no NodeMetrics" in first, first
     assert waited == ["v1"], waited
@@ -279,19 +286,19 @@ def test_old_samples_that_exist_still_break_the_slo_and_hold_autoscaling(monkeyp
     """Stale is not unavailable: the samples are read, their age is the lag, and the hold follows."""
     old = NOW - datetime.timedelta(seconds=300)
     found = {
-        "node/n": metrics_api.Sample("node", "n", old, "15s", 10.0, 1e6),
-        "pod/ns/p": metrics_api.Sample("pod", "ns/p", old, "15s", 1.0, 1e5),
+        "node/n": metrics_sampling.Sample("node", "n", old, "15s", 10.0, 1e6),
+        "pod/ns/p": metrics_sampling.Sample("pod", "ns/p", old, "15s", 1.0, 1e5),
     }
-    monkeypatch.setattr(metrics_api, "samples", lambda _api, version, _scope: found if version == "v1" else {})
-    monkeypatch.setattr(metrics_api, "utc_now", lambda: NOW)
-    healthy = Availability(("v1", "v1beta1"), {v: _state(v, "True/Passed") for v in metrics_api.VERSIONS})
-    evidence = metrics_api.point_in_time_evidence(None, healthy, 60.0, SCOPE)
+    monkeypatch.setattr(metrics_evidence, "samples", lambda _api, version, _scope: found if version == "v1" else {})
+    monkeypatch.setattr(metrics_evidence, "utc_now", lambda: NOW)
+    healthy = Availability(("v1", "v1beta1"), {v: _state(v, "True/Passed") for v in metrics_reads.VERSIONS})
+    evidence = metrics_evidence.point_in_time_evidence(None, healthy, 60.0, SCOPE)
     assert evidence.lag_p95 == 300.0, evidence.to_json()
     assert verdict(evidence) == [DECISIONS[1], DECISIONS[3]]
 
 
 def test_sample_scope_takes_real_kubelets_first_and_does_not_grow_with_the_cluster() -> None:
     nodes = [f"kwok-node-{i}" for i in range(1000)]
-    scope = metrics_api.SampleScope.of_cluster(["real-node-0"], [*nodes, "real-node-0"])
+    scope = metrics_sampling.SampleScope.of_cluster(["real-node-0"], [*nodes, "real-node-0"])
     assert scope.nodes == ("real-node-0", "kwok-node-0", "kwok-node-1", "kwok-node-10"), scope
-    assert len(metrics_api.SampleScope.of_cluster([], nodes).nodes) == metrics_api.SCOPE_NODES
+    assert len(metrics_sampling.SampleScope.of_cluster([], nodes).nodes) == metrics_sampling.SCOPE_NODES

@@ -7,7 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from dra_conformance.errors import UsageError
-from dra_conformance.metrics.api import DECISIONS, Evidence, verdict
+from dra_conformance.metrics.decisions import DECISIONS, verdict
+from dra_conformance.metrics.evidence import Evidence
 from dra_conformance.metrics.verdict import render_markdown, summarize_verdict, verdict_record
 from dra_conformance.metrics.watch import (
     STABLE_WATCH_SECONDS,

@@ -6,7 +6,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from dra_conformance.errors import HarnessFault, RelayUnavailable, ReportsFull, SuiteForbidden
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import samples as metrics_sampling
 from dra_conformance.model.obligations import Basis, ObligationFailed, Registry
 from dra_conformance.plugin.certification_hooks import (
     BASIS_PROPERTY,
@@ -23,9 +23,9 @@ REFUSED = {"message": 'nodes.metrics.k8s.io "n" is forbidden: User "system:servi
 
 def test_a_refused_metrics_read_is_the_suites_own_and_names_the_rules_to_grant() -> None:
     with pytest.raises(SuiteForbidden, match=r"GET metrics.k8s.io/v1/nodes/n: .*forbidden.*ci-clusterrole.yaml"):
-        metrics_api._raise_unless_ok(403, REFUSED, "metrics.k8s.io/v1/nodes/n")
+        metrics_sampling._raise_unless_ok(403, REFUSED, "metrics.k8s.io/v1/nodes/n")
     with pytest.raises(ApiException):
-        metrics_api._raise_unless_ok(503, {"message": "service unavailable"}, "metrics.k8s.io/v1/nodes/n")
+        metrics_sampling._raise_unless_ok(503, {"message": "service unavailable"}, "metrics.k8s.io/v1/nodes/n")
 
 
 def test_a_refused_request_errors_the_check_on_the_harness_obligation_of_the_suites_rights() -> None:

@@ -15,7 +15,8 @@ from dra_conformance.backends.local.process_plan import Plan, ProcessSpec
 from dra_conformance.backends.local.supervised import STARTUP_POLL_CAP, SupervisedCluster
 from dra_conformance.errors import BackendError
 from dra_conformance.kube import waits
-from dra_conformance.metrics import api as metrics_api
+from dra_conformance.metrics import availability as version_availability
+from dra_conformance.metrics import reads as metrics_reads
 
 # A listening socket on loopback accepts at once.
 CONNECT_TIMEOUT = 0.5
@@ -124,5 +125,5 @@ class MetricsAdapter:
                 retry_on=(ApiException, HTTPError),
                 max_interval=STARTUP_POLL_CAP,
             )
-            with metrics_api.suite_client(api_client) as reader:
-                metrics_api.wait_answering(reader, versions, timeout, max_interval=STARTUP_POLL_CAP)
+            with metrics_reads.suite_client(api_client) as reader:
+                version_availability.wait_answering(reader, versions, timeout, max_interval=STARTUP_POLL_CAP)
