@@ -72,7 +72,7 @@ from urllib3.exceptions import HTTPError
 
 from dra_conformance import paths, versions
 from dra_conformance.backends.local.backend import KWOK_NODE_ANNOTATION, NODE_CAPACITY, LocalBackend, LocalClusterConfig
-from dra_conformance.backends.local.build import COMPONENTS, KWOKCTL, Binaries, Builder, select
+from dra_conformance.backends.local.build import COMPONENTS, KWOKCTL, Binaries, BinaryBuilder, select
 from dra_conformance.backends.local.network import LOOPBACK, node_address
 from dra_conformance.backends.local.ports import free_port
 from dra_conformance.errors import ConformanceError, UsageError
@@ -125,7 +125,7 @@ def cold_build(assets: Path) -> dict[str, float]:
     """Build every component with an empty Go build cache; its seconds per component."""
     with tempfile.TemporaryDirectory(prefix="dra-bench-cold-") as scratch:
         root = Path(scratch)
-        builder = Builder(
+        builder = BinaryBuilder(
             assets, root / "cache", timeout=3600, echo=lambda _m: None, go_env={"GOCACHE": str(root / "gocache")}
         )
         total = 0.0
@@ -548,7 +548,7 @@ def main() -> None:
         if not args.skip_cold:
             cold = cold_build(assets)
         # Warm runs need the cached binaries (a default cluster's: `select`); this is a no-op when they exist.
-        builder = Builder(assets, LocalClusterConfig().cache_dir, timeout=3600, echo=print)
+        builder = BinaryBuilder(assets, LocalClusterConfig().cache_dir, timeout=3600, echo=print)
         binaries = builder.ensure_selected(select())
         if args.real_node:
             builder.ensure_real_node()

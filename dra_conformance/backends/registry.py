@@ -17,14 +17,14 @@ from dra_conformance.backends.local.build import (
     REFERENCE_DRIVER_GO,
     SLICE_ALLOCATOR,
     SONOBUOY,
-    Builder,
+    BinaryBuilder,
     Component,
     echo_stderr,
     select,
     socket_relay,
     socket_relay_name,
 )
-from dra_conformance.backends.local.real_node import CGROUP_ROOT
+from dra_conformance.backends.local.real_node_host import CGROUP_ROOT
 from dra_conformance.backends.local.run_claims import RunClaims as RunClaims
 from dra_conformance.config import SuiteConfig
 from dra_conformance.driver.profile import load_profile
@@ -107,7 +107,7 @@ def local_components(config: SuiteConfig, *, everything: bool = False) -> tuple[
     """The components a local cluster with `config`'s profile and Metrics API runs (all of them: `everything`).
 
     What every local cluster runs, plus metrics-server for `--metrics metrics-server` and each pinned binary the
-    profile's commands name (`{bin:dra_test_driver}`); the real node's are `Builder.ensure_real_node`'s.
+    profile's commands name (`{bin:dra_test_driver}`); the real node's are `BinaryBuilder.ensure_real_node`'s.
     """
     if everything:
         return select(everything=True)
@@ -121,8 +121,7 @@ def build_local_binaries(config: SuiteConfig, *, everything: bool = False) -> di
     Those a cluster with `config` runs (`local_components`), or every one (`everything`). With `config.real_node`,
     also the real node's, after installing the Debian packages its build and its node need.
     """
-    local = local_cluster_config(config, owner_pid=None)
-    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
+    builder = _binary_builder(config)
     selected = local_components(config, everything=everything)
     binaries = builder.ensure_selected(selected).built()
     skipped = [component.name for component in select(everything=True) if component not in selected]
@@ -161,24 +160,25 @@ def install_host_packages(list_file: Path, needed_by: str) -> None:
     host_packages.install(list_file, echo_stderr, needed_by)
 
 
+def _binary_builder(config: SuiteConfig) -> BinaryBuilder:
+    """The builder of the pinned binaries into `config`'s build cache, reporting on stderr."""
+    local = local_cluster_config(config, owner_pid=None)
+    return BinaryBuilder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
+
+
 def build_sonobuoy(config: SuiteConfig) -> Path:
     """Build (or find in the cache) the pinned Sonobuoy binary, like the local backend's own binaries."""
-    local = local_cluster_config(config, owner_pid=None)
-    return Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr).ensure(SONOBUOY)
+    return _binary_builder(config).ensure(SONOBUOY)
 
 
 def build_slice_allocator(config: SuiteConfig) -> Path:
     """Build (or find in the cache) `slices check`'s allocator program, like the local backend's own binaries."""
-    local = local_cluster_config(config, owner_pid=None)
-    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
-    return builder.ensure(SLICE_ALLOCATOR)
+    return _binary_builder(config).ensure(SLICE_ALLOCATOR)
 
 
 def build_reference_driver_go(config: SuiteConfig) -> Path:
     """Build (or find in the cache) the reference driver's Go build, the binary its image ships."""
-    local = local_cluster_config(config, owner_pid=None)
-    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
-    return builder.ensure(REFERENCE_DRIVER_GO)
+    return _binary_builder(config).ensure(REFERENCE_DRIVER_GO)
 
 
 def build_socket_relay(config: SuiteConfig, architecture: str) -> Path:
@@ -189,9 +189,7 @@ def build_socket_relay(config: SuiteConfig, architecture: str) -> Path:
     prebuilt = paths.prebuilt_binary(socket_relay_name(architecture))
     if prebuilt is not None:
         return prebuilt
-    local = local_cluster_config(config, owner_pid=None)
-    builder = Builder(local.assets, local.cache_dir, timeout=local.timeouts.build, echo=echo_stderr)
-    return builder.ensure(socket_relay(architecture))
+    return _binary_builder(config).ensure(socket_relay(architecture))
 
 
 def socket_relays(config: SuiteConfig, architectures: tuple[str, ...]) -> dict[str, Path]:

@@ -1,6 +1,6 @@
 """The real node leaves nothing behind: after `down`, after SIGINT, after a killed run, and with a shipped driver.
 
-What a real node adds to the host (the list `real_node.leftovers` checks): kubepods cgroups in every hierarchy,
+What a real node adds to the host (the list `real_node_host.leftovers` checks): kubepods cgroups in every hierarchy,
 mounts under its directories, network namespaces, the CNI bridge, containerd shims, fixed paths the kubelet and
 containerd use, and sysctls the kubelet and the bridge change. Each test first sees some of it in place (so the
 check can fail), then none of it after the stop. A shipped driver's manifests add the host paths they mount
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.backends.local import install_record, real_node, shipped
+from dra_conformance.backends.local import install_record, real_node_host, shipped
 from dra_conformance.backends.local.backend import LocalBackend, LocalClusterConfig
 from dra_conformance.backends.local.layout import CONTAINERD_CDI_DIRS, STANDARD_KUBELET_ROOT, STATIC_CDI_DIR
 from dra_conformance.backends.local.node_namespace import NodeNamespace
-from dra_conformance.backends.local.real_node import HostRecord, host_record_path, snapshot
+from dra_conformance.backends.local.real_node_host import HostRecord, host_record_path, snapshot
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.kube import waits
 from dra_conformance.timeouts import Timeouts
@@ -45,11 +45,11 @@ def real_backend(tmp_path: Path, timeouts: Timeouts) -> Iterator[LocalBackend]:
 
 def _started(backend: LocalBackend) -> HostRecord:
     info = backend.start()
-    assert info.real_nodes == (real_node.REAL_NODE,), info.real_nodes
+    assert info.real_nodes == (real_node_host.REAL_NODE,), info.real_nodes
     record = HostRecord.read(host_record_path(backend.layout))
     assert record is not None, "no host record written before the node started"
     # The driver's token-holder pod runs on the node: a sandbox, its cgroups, mounts and network are in place.
-    assert real_node.leftovers(backend.layout), "nothing of the real node found on the host while it runs"
+    assert real_node_host.leftovers(backend.layout), "nothing of the real node found on the host while it runs"
     # The kubelet's root is the standard one: the driver registered there (so the check below can fail).
     registered = sorted(p.name for p in (STANDARD_KUBELET_ROOT / "plugins_registry").glob("*.sock"))
     assert registered, f"no registration socket in {STANDARD_KUBELET_ROOT}/plugins_registry while the node runs"
@@ -67,7 +67,7 @@ def _kubelet_root_as_before(record: HostRecord) -> None:
 
 
 def _assert_host_restored(backend: LocalBackend, record: HostRecord) -> None:
-    left = real_node.leftovers(backend.layout)
+    left = real_node_host.leftovers(backend.layout)
     assert left == [], f"left behind by the real node: {left}"
     changed = {
         name: Path("/proc/sys", *name.split(".")).read_text().strip()
@@ -123,7 +123,7 @@ def test_a_killed_run_is_undone_by_the_next_down(real_backend: LocalBackend, tim
         what="supervisor gone",
         describe=str,
     )
-    left = real_node.leftovers(real_backend.layout)
+    left = real_node_host.leftovers(real_backend.layout)
     assert left, "a killed run left nothing behind, so this test shows nothing about down"
     real_backend.stop()
     _assert_host_restored(real_backend, record)
@@ -145,7 +145,7 @@ def _as_found(path: Path) -> list[str] | None:
 
 def _on_its_own_node(backend: LocalBackend, driver: str) -> NodeNamespace:
     """The second real node, checked to run the driver in its own kubelet root (not the host's /var/lib/kubelet)."""
-    further = NodeNamespace.of(backend.layout, real_node.node_name(1), 1)
+    further = NodeNamespace.of(backend.layout, real_node_host.node_name(1), 1)
     assert further.leftovers(), f"nothing of {further.node}'s namespaces on the host while it runs"
     own = sorted(p.name for p in (further.kubelet_root / "plugins_registry").glob(f"{driver}-*-reg.sock"))
     host = sorted(p.name for p in (STANDARD_KUBELET_ROOT / "plugins_registry").glob(f"{driver}-*-reg.sock"))
@@ -166,7 +166,7 @@ def test_down_leaves_the_host_paths_of_a_shipped_driver_on_two_real_nodes_as_the
         with shipped_driver_cluster(tmp_path / "cluster", real_nodes=2) as backend:
             info = backend.start()
             assert info.driver_daemonsets == ("fake-dra/fake-dra-kubelet-plugin",), info.driver_daemonsets
-            assert info.real_nodes == (real_node.REAL_NODE, real_node.node_name(1)), info.real_nodes
+            assert info.real_nodes == (real_node_host.REAL_NODE, real_node_host.node_name(1)), info.real_nodes
             further = _on_its_own_node(backend, profile.driver)
             record = HostRecord.read(host_record_path(backend.layout))
             installed = install_record.InstallRecord.read(install_record.record_path(backend.layout))

@@ -27,7 +27,7 @@ import pytest
 
 from dra_conformance import paths
 from dra_conformance.backends.local.backend import LocalBackend
-from dra_conformance.backends.local.real_node import REAL_NODE
+from dra_conformance.backends.local.real_node_host import REAL_NODE
 from dra_conformance.report.certification import SUMMARY_JSON
 from dra_conformance.report.fleet.sources import read_inputs
 from dra_conformance.sonobuoy import retrieved, runner

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance import paths
-from dra_conformance.backends.local.build import REAL_NODE_COMPONENTS, Builder
+from dra_conformance.backends.local.build import REAL_NODE_COMPONENTS, BinaryBuilder
 from dra_conformance.backends.registry import socket_relays
 from dra_conformance.cli import EXIT_OK, main
 from dra_conformance.config import SuiteConfig
@@ -64,7 +64,7 @@ class Containerd:
 
 
 def _real_node_binaries() -> dict[str, Path]:
-    cached = Builder(paths.cluster_assets(), default_cache_dir(), timeout=1.0, echo=lambda _: None)
+    cached = BinaryBuilder(paths.cluster_assets(), default_cache_dir(), timeout=1.0, echo=lambda _: None)
     found = {component.name: cached.path(component) for component in REAL_NODE_COMPONENTS}
     if not all(path.is_file() for path in found.values()):
         pytest.skip("not applicable: the real node's binaries are not built (dra-conformance build --real-node)")

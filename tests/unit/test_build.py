@@ -16,7 +16,7 @@ from dra_conformance.backends.local.build import (
     COMPONENTS,
     REAL_NODE_COMPONENTS,
     Binaries,
-    Builder,
+    BinaryBuilder,
     Component,
     RealNodeBinaries,
     go_version,
@@ -45,7 +45,7 @@ def test_cache_key_changes_with_module_files_and_flags(tmp_path: Path) -> None:
 def test_built_binary_is_reused_without_rebuilding(tmp_path: Path) -> None:
     _module(tmp_path / "assets", "tool", "package main\n\nfunc main() {}\n")
     messages: list[str] = []
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=messages.append)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=messages.append)
     component = Component("tool", "tool", ".", "v1")
     first = builder.ensure(component)
     assert first.is_file() and any(m.startswith("built tool") for m in messages), messages
@@ -57,7 +57,7 @@ def test_built_binary_is_reused_without_rebuilding(tmp_path: Path) -> None:
 @pytest.mark.needs_go
 def test_failed_build_names_component_and_quotes_log_tail(tmp_path: Path) -> None:
     _module(tmp_path / "assets", "broken", "package main\n\nfunc main() { this is not go }\n")
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
     component = Component("broken", "broken", ".", "v1")
     with pytest.raises(BuildError) as failed:
         builder.ensure(component)
@@ -147,7 +147,7 @@ def test_cache_key_covers_tags_env_and_every_go_file(tmp_path: Path) -> None:
 @pytest.mark.needs_go
 def test_tags_and_env_reach_the_go_command(tmp_path: Path) -> None:
     _module(tmp_path / "assets", "tool", "//go:build sometag\n\npackage main\n\nfunc main() {}\n")
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
     component = Component("tool", "tool", ".", "v1", tags="sometag", env=(("CGO_ENABLED", "0"),))
     built = builder.ensure(component)
     settings = subprocess.run(["go", "version", "-m", str(built)], capture_output=True, text=True, check=True).stdout
@@ -188,7 +188,7 @@ def test_reference_driver_go_is_built_by_ensure_all_from_its_own_module() -> Non
 @pytest.mark.needs_go
 def test_a_source_root_module_builds_in_its_own_directory(tmp_path: Path) -> None:
     _module(tmp_path / "elsewhere", "tool", "package main\n\nfunc main() {}\n")
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
     component = Component("tool", "tool", ".", "v1", source_root=lambda: tmp_path / "elsewhere")
     built = builder.ensure(component)
     settings = subprocess.run(["go", "version", "-m", str(built)], capture_output=True, text=True, check=True).stdout
@@ -215,7 +215,7 @@ def test_a_cached_binary_is_found_without_go_by_the_go_version_it_recorded(
     entry.mkdir(parents=True)
     (entry / "tool").write_text("#!/bin/sh\n")
     (entry / build.GO_RECORD).write_text(RECORDED_GO + "\n")
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=60.0, echo=lambda _: None)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=60.0, echo=lambda _: None)
     _without_go(monkeypatch, tmp_path)
     assert builder.ensure(component) == entry / "tool"
     # The module changed since: the entry is not this checkout's build, and without Go none can be made.

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dra_conformance.backends.local import build_lock
-from dra_conformance.backends.local.build import Builder, Component
+from dra_conformance.backends.local.build import BinaryBuilder, Component
 
 # Guards against a hang only: each wait below ends as soon as the other side acts (a line, a release).
 WAIT = 60.0
@@ -110,18 +110,18 @@ def test_the_waiting_line_names_the_holder_or_says_it_is_unknown(pid: int | None
 
 @pytest.mark.needs_go
 def test_a_builder_waiting_on_another_process_says_so_once_then_builds(tmp_path: Path) -> None:
-    """Builder.ensure: the entry's lock held by another process; once it is let go (without a binary), it builds."""
+    """BinaryBuilder.ensure: the entry's lock held by another process; once let go (without a binary), it builds."""
     module = tmp_path / "assets" / "tool"
     module.mkdir(parents=True)
     (module / "go.mod").write_text("module example.com/tool\n\ngo 1.22\n")
     (module / "main.go").write_text("package main\n\nfunc main() {}\n")
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=lambda _m: None)
     component = Component("tool", "tool", ".", "v1")
     entry = builder.path(component).parent
     entry.mkdir(parents=True)
 
     def ensure(echo: Callable[[str], None]) -> Path:
-        return Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=echo).ensure(component)
+        return BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=echo).ensure(component)
 
     with _held_by_another_process(Path(f"{entry}.lock")) as holder:
         waiter = Waiter(ensure)

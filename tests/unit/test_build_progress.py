@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.backends.local.build import Builder, Component, Step
+from dra_conformance.backends.local.build import BinaryBuilder, Component, Step
 from dra_conformance.backends.local.build_times import (
     MACHINE,
     TYPICAL,
@@ -57,7 +57,7 @@ def test_a_build_of_several_components_numbers_them_and_records_their_times(tmp_
     for component in components:
         _module(tmp_path / "assets", component.name)
     messages: list[str] = []
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=messages.append)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=300, echo=messages.append)
     built = builder.ensure_many(components)
     starts = [m for m in messages if m.startswith("building ")]
     assert len(starts) == 2, messages

@@ -8,7 +8,7 @@ import pytest
 
 from dra_conformance import cli, paths
 from dra_conformance.backends.local import build
-from dra_conformance.backends.local.build import COMPONENTS, ON_DEMAND, Binaries, Builder, Component, Step, select
+from dra_conformance.backends.local.build import COMPONENTS, ON_DEMAND, Binaries, BinaryBuilder, Component, Step, select
 from dra_conformance.backends.local.components.metrics_adapter import MetricsAdapter
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.supervised import SupervisedCluster
@@ -74,17 +74,17 @@ def test_binaries_not_built_are_left_out_of_the_placeholders_and_refused_in_one_
 def test_the_progress_counts_only_the_selected_components(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No Go: each build writes its target; the "component N of M" lines and the summary name the selection only."""
 
-    def path(_builder: Builder, component: Component) -> Path:
+    def path(_builder: BinaryBuilder, component: Component) -> Path:
         return tmp_path / "cache" / "bin" / component.name / component.name
 
-    def fake_build(builder: Builder, component: Component, target: Path, step: Step) -> None:
+    def fake_build(builder: BinaryBuilder, component: Component, target: Path, step: Step) -> None:
         builder.echo(f"building {component.name}: {step.left(0.0)}")
         target.write_text("")
 
-    monkeypatch.setattr(Builder, "path", path)
-    monkeypatch.setattr(Builder, "_build", fake_build)
+    monkeypatch.setattr(BinaryBuilder, "path", path)
+    monkeypatch.setattr(BinaryBuilder, "_build", fake_build)
     messages: list[str] = []
-    builder = Builder(tmp_path / "assets", tmp_path / "cache", timeout=1, echo=messages.append)
+    builder = BinaryBuilder(tmp_path / "assets", tmp_path / "cache", timeout=1, echo=messages.append)
     binaries = builder.ensure_selected(select())
     starts = [m.split(",")[0] for m in messages if m.startswith("building ")]
     assert starts == [f"building {name}: component {n} of 4" for n, name in enumerate(EVERY_RUN, 1)], messages

@@ -107,4 +107,3 @@ def test_bad_command_lines_exit_2_with_one_line(argv: list[str], capsys: pytest.
         device_plugin.parse_args(argv)
     error = capsys.readouterr().err.strip().splitlines()
     assert exited.value.code == 2 and error[-1].startswith(f"python -m {device_plugin.__name__}: error:"), error
-

@@ -25,7 +25,7 @@ from dra_conformance.backends.local.install_record import (
     snapshot,
 )
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.backends.local.real_node import RealNode
+from dra_conformance.backends.local.real_node_host import RealNode
 from dra_conformance.driver.profile import load_profile
 from dra_conformance.kubelet.node_agent import DEFAULT_CDI_DIRS, cdi_dirs_of
 

@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from dra_conformance.backends.local import real_node
+from dra_conformance.backends.local import real_node_host
 from dra_conformance.backends.local.layout import STANDARD_CDI_DIR, STANDARD_KUBELET_ROOT, ClusterLayout
 from dra_conformance.backends.local.node_namespace import NODE_LINKS, NodeNamespace
 from dra_conformance.model.cluster import ClusterInfo, endpoint_from_json, endpoint_to_json
@@ -21,12 +21,12 @@ LONGEST_SOCKET_BELOW_ROOT = "plugins_registry/gpu.fake-dra.example.com-6217555f-
 
 def _nodes(tmp_path: Path, count: int) -> list[NodeNamespace]:
     layout = ClusterLayout(tmp_path / "cluster")
-    return [NodeNamespace.of(layout, real_node.node_name(i), i) for i in range(1, count)]
+    return [NodeNamespace.of(layout, real_node_host.node_name(i), i) for i in range(1, count)]
 
 
 def test_node_zero_has_no_namespace_of_its_own(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="host's namespaces"):
-        NodeNamespace.of(ClusterLayout(tmp_path), real_node.REAL_NODE, 0)
+        NodeNamespace.of(ClusterLayout(tmp_path), real_node_host.REAL_NODE, 0)
 
 
 def test_each_further_node_has_its_own_link_names_cgroup_root_and_directories(tmp_path: Path) -> None:
@@ -59,28 +59,30 @@ def test_a_command_runs_in_both_of_the_nodes_namespaces(tmp_path: Path) -> None:
 
 def test_a_further_nodes_endpoint_maps_the_nodes_paths_below_its_root_and_keeps_the_others(tmp_path: Path) -> None:
     layout = ClusterLayout(tmp_path / "cluster")
-    endpoint = real_node.standard_endpoint(layout, "gpu.example.com", "real-node-1")
+    endpoint = real_node_host.standard_endpoint(layout, "gpu.example.com", "real-node-1")
     assert endpoint.bound and endpoint.root_on_node == PurePosixPath(STANDARD_KUBELET_ROOT), endpoint
     named = "/var/lib/kubelet/plugins/gpu.example.com/dra.sock"
     assert endpoint.reachable(named) == str(endpoint.kubelet_root / "plugins/gpu.example.com/dra.sock")
     # A socket elsewhere (GetInfo may name any path) is the same file on this machine: no relay is in between.
     assert endpoint.reachable("/run/vendor/dra.sock") == "/run/vendor/dra.sock"
     assert endpoint.relay_errors() == []
-    node_zero = real_node.standard_endpoint(layout, "gpu.example.com", real_node.REAL_NODE)
-    assert node_zero == DriverEndpoint("gpu.example.com", real_node.REAL_NODE, STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR)
+    node_zero = real_node_host.standard_endpoint(layout, "gpu.example.com", real_node_host.REAL_NODE)
+    assert node_zero == DriverEndpoint(
+        "gpu.example.com", real_node_host.REAL_NODE, STANDARD_KUBELET_ROOT, STANDARD_CDI_DIR
+    )
 
 
 def test_an_endpoint_survives_the_hand_over_to_workers(tmp_path: Path) -> None:
-    endpoint = real_node.standard_endpoint(ClusterLayout(tmp_path), "gpu.example.com", "real-node-2")
+    endpoint = real_node_host.standard_endpoint(ClusterLayout(tmp_path), "gpu.example.com", "real-node-2")
     assert endpoint_from_json(endpoint_to_json(endpoint)) == endpoint
     plain = DriverEndpoint("d", "kwok-node-0", tmp_path / "kubelet")
     assert endpoint_from_json(endpoint_to_json(plain)) == plain
 
 
 def test_process_names_keep_node_zero_as_it_was_and_name_the_others() -> None:
-    assert real_node.process_name("kubelet", real_node.REAL_NODE) == "kubelet"
-    assert real_node.process_name("kubelet", "real-node-1") == "kubelet-real-node-1"
-    assert [real_node.node_index(n) for n in ("real-node-0", "real-node-12", "kwok-node-1")] == [0, 12, None]
+    assert real_node_host.process_name("kubelet", real_node_host.REAL_NODE) == "kubelet"
+    assert real_node_host.process_name("kubelet", "real-node-1") == "kubelet-real-node-1"
+    assert [real_node_host.node_index(n) for n in ("real-node-0", "real-node-12", "kwok-node-1")] == [0, 12, None]
 
 
 def _cluster(real_nodes: tuple[str, ...], driver_nodes: tuple[str, ...]) -> ClusterInfo:

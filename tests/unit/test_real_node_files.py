@@ -14,7 +14,7 @@ from dra_conformance import versions
 from dra_conformance.backends.local import images
 from dra_conformance.backends.local.build import RealNodeBinaries
 from dra_conformance.backends.local.layout import ClusterLayout
-from dra_conformance.backends.local.real_node import RealNode
+from dra_conformance.backends.local.real_node_host import RealNode
 from dra_conformance.kube.builders import PAUSE_IMAGE
 from dra_conformance.kube.pki import CertificateAuthority
 from dra_conformance.model.cluster import REAL_NODE_TAINT

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from dra_conformance.backends.local import real_node
-from dra_conformance.backends.local.real_node import (
+from dra_conformance.backends.local import real_node_host
+from dra_conformance.backends.local.real_node_host import (
     HostRecord,
     new_entries,
     other_kubelet_state,
@@ -92,5 +92,5 @@ def test_another_kubelets_state_in_the_root_is_found(
 
 
 def test_the_standard_directories_are_guarded_and_removed_when_they_were_absent() -> None:
-    assert real_node.GUARDED_DIRS == (Path("/var/lib/kubelet"), Path("/var/run/cdi"), Path("/etc/cdi"))
-    assert {"/var/lib/kubelet", "/var/run/cdi", "/etc/cdi"} <= set(real_node.FIXED_PATHS)
+    assert real_node_host.GUARDED_DIRS == (Path("/var/lib/kubelet"), Path("/var/run/cdi"), Path("/etc/cdi"))
+    assert {"/var/lib/kubelet", "/var/run/cdi", "/etc/cdi"} <= set(real_node_host.FIXED_PATHS)

@@ -28,19 +28,21 @@ from urllib3.exceptions import HTTPError
 from dra_conformance import paths
 from dra_conformance.backends.local import (
     bootstrap_rbac,
+    cluster_record,
     control_plane,
     daemonset_disruption,
     driver_swap,
     drivers,
     images,
     install_record,
-    real_node,
+    real_node_host,
     shipped,
 )
-from dra_conformance.backends.local.build import Binaries, Builder, RealNodeBinaries, echo_stderr, select
+from dra_conformance.backends.local.build import Binaries, BinaryBuilder, RealNodeBinaries, echo_stderr, select
+from dra_conformance.backends.local.cluster_record import ClusterRecord
 from dra_conformance.backends.local.components import driver as driver_component
 from dra_conformance.backends.local.components import fake_nodes, kwok, metrics_adapter, shipped_driver
-from dra_conformance.backends.local.components import real_node as real_node_component
+from dra_conformance.backends.local.components import real_nodes as real_nodes_component
 from dra_conformance.backends.local.components.kube_apiserver import KubeApiserver
 from dra_conformance.backends.local.components.kube_controller_manager import KubeControllerManager
 from dra_conformance.backends.local.layout import ClusterLayout
@@ -58,8 +60,6 @@ from dra_conformance.model.cluster import (
     BackendCapability,
     ClusterInfo,
     DriverExit,
-    endpoint_from_json,
-    endpoint_to_json,
 )
 from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.processes import process_state
@@ -167,6 +167,11 @@ class LocalBackend:
         self.echo = echo
         self.supervised = SupervisedCluster(self.layout, config.timeouts)
 
+    @functools.cached_property
+    def profile(self) -> DriverProfile:
+        """The driver profile of this config, read and validated once per command."""
+        return load_profile(self.config.profile)
+
     def node_names(self) -> tuple[str, ...]:
         """Names of the fake nodes, in index order (the set-aside nodes not included)."""
         return fake_nodes.node_names(self.config.nodes)
@@ -181,15 +186,14 @@ class LocalBackend:
         state = self._state()
         if state is None or state.get("phase") != "running" or not self.supervised.supervisor_alive(state):
             return None
-        try:
-            recorded = json.loads((self.layout.root / "cluster.json").read_text())
-        except (OSError, ValueError):
+        recorded = ClusterRecord.read(self.layout)
+        if recorded is None:
             return None  # still starting: nodes not registered yet
         return ClusterInfo(
             backend=self.name,
             kubeconfig=self.layout.kubeconfig,
             server=str(state["server"]),
-            nodes=tuple(recorded["nodes"]),
+            nodes=recorded.nodes,
             capabilities=frozenset(
                 {
                     BackendCapability.NODE_CLIENT_CERTS,
@@ -197,14 +201,14 @@ class LocalBackend:
                     BackendCapability.KWOK_NODES,
                     BackendCapability.LOCAL_PROCESSES,
                 }
-                | ({BackendCapability.REFERENCE_DRIVER} if recorded.get("drivers") else set())
-                | ({BackendCapability.REFERENCE_METRICS_ADAPTER} if recorded.get("metrics") == "fake" else set())
+                | ({BackendCapability.REFERENCE_DRIVER} if recorded.drivers else set())
+                | ({BackendCapability.REFERENCE_METRICS_ADAPTER} if recorded.metrics == "fake" else set())
                 | {BackendCapability.SET_ASIDE_NODES}
-                | ({BackendCapability.REAL_KUBELET} if recorded.get("real_nodes") else set())
+                | ({BackendCapability.REAL_KUBELET} if recorded.real_nodes else set())
             ),
-            drivers=tuple(endpoint_from_json(d) for d in recorded.get("drivers", [])),
+            drivers=recorded.drivers,
             set_aside_nodes=SET_ASIDE_NODES,
-            real_nodes=tuple(recorded.get("real_nodes", [])),
+            real_nodes=recorded.real_nodes,
             driver_daemonsets=install_record.driver_daemonsets(self.layout),
             install_transforms=shipped.recorded_transforms(self.layout),
             pki_dir=self.layout.pki,
@@ -213,14 +217,14 @@ class LocalBackend:
             details={
                 "supervisor_pid": str(state["supervisor_pid"]),
                 "metrics.control_socket": str(self.metrics_control_socket),
-                "metrics": str(recorded.get("metrics") or "none"),
-                "profile": str(recorded.get("profile", "")),
-                "profile.digest": str(recorded.get("profile_digest", "")),
+                "metrics": recorded.metrics or "none",
+                "profile": recorded.profile,
+                "profile.digest": recorded.profile_digest,
                 "state_dir": str(self.layout.root),
-                **({"workload_image": images.BUSYBOX_IMAGE} if recorded.get("real_nodes") else {}),
-                **({GO_BUILD_DETAIL: recorded["reference_driver_go"]} if recorded.get("reference_driver_go") else {}),
+                **({"workload_image": images.BUSYBOX_IMAGE} if recorded.real_nodes else {}),
+                **({GO_BUILD_DETAIL: recorded.reference_driver_go} if recorded.reference_driver_go else {}),
                 **{f"pid.{name}": str(pid) for name, pid in state.get("processes", {}).items()},
-                **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.get("startup", {}).items()},
+                **{f"startup.{phase}": f"{seconds:.3f}" for phase, seconds in recorded.startup.items()},
                 **{f"timeline.{event}": f"{at:.3f}" for event, at in state.get("timeline", {}).items()},
             },
         )
@@ -244,9 +248,9 @@ class LocalBackend:
                 self._check_same_driver(running)
                 self._join(running)
                 return running
-            profile = load_profile(self.config.profile)
+            profile = self.profile
             self._check_start(profile)
-            builder = Builder(
+            builder = BinaryBuilder(
                 self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
             )
             binaries = builder.ensure_selected(select(wanted_components(profile, self.config.metrics)))
@@ -339,7 +343,7 @@ class LocalBackend:
             adapter.launch(cluster)
         nodes = fake_nodes.FakeNodes(self.node_names())
         nodes.register(cluster)
-        profile = load_profile(self.config.profile)
+        profile = self.profile
         driver = None
         if profile.real_nodes_only:
             self.echo(
@@ -363,7 +367,7 @@ class LocalBackend:
         timings.lap("drivers_ready")
         if real_binaries is not None:
             images = profile.install.images if profile.install else ()
-            real_nodes = real_node_component.RealNodes(cluster, real_binaries, images, self.config.real_nodes)
+            real_nodes = real_nodes_component.RealNodes(cluster, real_binaries, images, self.config.real_nodes)
             real_nodes.start(cluster)
             timings.lap("real_node_ready")
             on_real_node = real_nodes.names
@@ -397,7 +401,7 @@ class LocalBackend:
                 "sockets under /run and make cgroups; run as root, or leave --real-node out"
             )
         if self.config.real_node:
-            real_node.refuse_other_kubelet()
+            real_node_host.refuse_other_kubelet()
         if profile.real_nodes_only and not self.config.real_node:
             raise UsageError(
                 f"{profile.source}: driver {profile.driver} runs on real nodes only (nodes: realOnly); add --real-node"
@@ -412,54 +416,48 @@ class LocalBackend:
 
     def _record(self, timings: Stopwatch, endpoints: list[DriverEndpoint], binaries: Binaries, real_nodes: int) -> None:
         """Write what `info` reports beyond the supervisor's state: nodes, drivers, start-up times."""
-        recorded = {
-            "nodes": list(self.node_names()),
-            "real_nodes": [real_node.node_name(index) for index in range(real_nodes)],
-            "startup": timings.laps,
-            "metrics": self.config.metrics if self.config.metrics != "none" else None,
-        }
-        self._write_record(recorded, endpoints, binaries)
-
-    def _write_record(self, recorded: dict[str, Any], endpoints: list[DriverEndpoint], binaries: Binaries) -> None:
-        """cluster.json: `recorded` with this config's profile, the driver's `endpoints` and the Go build's binary.
-
-        Private reference driver instances run that binary, whatever driver the profile runs.
-        """
-        recorded = {
-            **recorded,
-            "reference_driver_go": str(binaries.reference_driver_go),
-            "profile": str(self.config.profile),
-            "profile_digest": profile_hash(self.config.profile),
-            "drivers": [endpoint_to_json(e) for e in endpoints],
-        }
-        partial = self.layout.root / "cluster.json.partial"
-        partial.write_text(json.dumps(recorded))
-        partial.replace(self.layout.root / "cluster.json")
+        ClusterRecord(
+            nodes=self.node_names(),
+            real_nodes=tuple(real_node_host.node_name(index) for index in range(real_nodes)),
+            drivers=tuple(endpoints),
+            metrics=self.config.metrics if self.config.metrics != "none" else None,
+            profile=str(self.config.profile),
+            profile_digest=profile_hash(self.config.profile),
+            reference_driver_go=str(binaries.reference_driver_go),
+            startup=timings.laps,
+        ).write(self.layout)
 
     def _replace_driver(self) -> ClusterInfo:
         """Swap the running cluster's driver for this config's profile's (`driver_swap`); under the cluster's lock."""
         began = time.monotonic()
-        profile = load_profile(self.config.profile)
-        recorded = json.loads((self.layout.root / "cluster.json").read_text())
+        profile = self.profile
+        recorded = ClusterRecord.read(self.layout)
+        if recorded is None:
+            raise BackendError(f"replace driver: the cluster in {self.layout.root} recorded no start")
         refused = driver_swap.refusal(self.layout, recorded, profile, self.config.owner_pid)
         if refused is not None:
             raise UsageError(
                 f"cannot replace the driver of the local cluster in {self.layout.root}: {refused}; stop it first "
                 "(dra-conformance cluster down) or use another state directory"
             )
-        for entry in recorded.get("drivers", []):
-            self._stop_driver_process(entry["node"])
+        for endpoint in recorded.drivers:
+            self._stop_driver_process(endpoint.node)
         self._kill_log().unlink(missing_ok=True)  # the old driver's kills: no exit of the new one is the suite's
         with self.supervised.api() as api_client:
             old = driver_swap.remove_old_driver(api_client, self.layout, self.config.timeouts.delete)
         # The metrics adapter is kept: only what the new driver runs may be new to this cluster.
-        wanted = wanted_components(profile, recorded.get("metrics") or "none")
-        binaries = Builder(
+        wanted = wanted_components(profile, recorded.metrics or "none")
+        binaries = BinaryBuilder(
             self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
         ).ensure_selected(select(wanted))
-        nodes = fake_nodes.FakeNodes(tuple(recorded["nodes"])).all
+        nodes = fake_nodes.FakeNodes(recorded.nodes).all
         endpoints = driver_component.DriverUnderTest(profile, binaries.built(), nodes).start(self.supervised)
-        self._write_record(recorded, endpoints, binaries)
+        recorded.with_driver(
+            tuple(endpoints),
+            profile=str(self.config.profile),
+            profile_digest=profile_hash(self.config.profile),
+            reference_driver_go=str(binaries.reference_driver_go),
+        ).write(self.layout)
         self.echo(
             f"driver {old} replaced by {profile.driver} of {profile.source} in {time.monotonic() - began:.1f} s "
             "(control plane, nodes and metrics adapter kept)"
@@ -545,23 +543,26 @@ class LocalBackend:
 
     def import_images(self, archives: tuple[Path, ...]) -> None:
         """Import OCI image archives into every real node's containerd, for pods there (e.g. the suite's image)."""
-        recorded = json.loads((self.layout.root / "cluster.json").read_text()) if self.info() is not None else {}
-        if not recorded.get("real_nodes"):
+        recorded = ClusterRecord.read(self.layout) if self.info() is not None else None
+        if recorded is None or not recorded.real_nodes:
             raise BackendError(
                 f"the local cluster in {self.layout.root} has no real node to import images into (start it with "
                 "--real-node)"
             )
-        binaries = Builder(
+        binaries = BinaryBuilder(
             self.config.assets, self.config.cache_dir, timeout=self.config.timeouts.build, echo=self.echo
         ).ensure_real_node()
-        for node in recorded["real_nodes"]:
-            real_node.import_archives(
-                binaries.ctr, real_node.containerd_socket(self.layout, node), archives, real_node.VENDOR_IMPORT_TIMEOUT
+        for node in recorded.real_nodes:
+            real_node_host.import_archives(
+                binaries.ctr,
+                real_node_host.containerd_socket(self.layout, node),
+                archives,
+                real_node_host.VENDOR_IMPORT_TIMEOUT,
             )
 
     def restart_kubelet(self, node: str) -> None:
         """SIGTERM a real node's kubelet, wait for it to exit, and have the supervisor start it again."""
-        name = real_node.process_name(KUBELET, node)
+        name = real_node_host.process_name(KUBELET, node)
         pid = (self._state() or {}).get("processes", {}).get(name)
         specs = json.loads(self.layout.extra_processes.read_text()) if self.layout.extra_processes.exists() else []
         spec = next((item for item in specs if item["name"] == name), None)
@@ -582,7 +583,7 @@ class LocalBackend:
     def _installed_on(self, node: str) -> tuple[str, ...]:
         """The DaemonSets the install applied, where `node` is a real node they run the driver on (else none)."""
         info = self.info()
-        if info is None or node not in info.real_nodes or load_profile(self.config.profile).install is None:
+        if info is None or node not in info.real_nodes or self.profile.install is None:
             return ()
         return info.driver_daemonsets
 
@@ -591,7 +592,7 @@ class LocalBackend:
         endpoint = next((e for e in info.drivers if e.node == node), None) if info else None
         if info is None or endpoint is None:
             raise BackendError(f"start driver on {node}: the local cluster is not running or has no driver there")
-        profile = load_profile(self.config.profile)
+        profile = self.profile
         with self.supervised.api() as api_client:
             core = client.CoreV1Api(api_client)
             namespaces = tuple(sorted({entry.partition("/")[0] for entry in info.driver_daemonsets}))
@@ -634,7 +635,7 @@ class LocalBackend:
         endpoint = next((e for e in info.drivers if e.node == node), None) if info else None
         if endpoint is None:
             raise BackendError(f"start driver on {node}: the local cluster is not running or has no driver there")
-        profile = load_profile(self.config.profile)
+        profile = self.profile
         with self.supervised.api() as api_client:
             failed = driver_component.exit_of(self.supervised, profile, node)
             driver_component.await_driver(self.supervised, api_client, profile, endpoint, failed)
@@ -681,7 +682,7 @@ class LocalBackend:
             self.layout.plan,
             self.layout.extra_processes,
             self.layout.owners,
-            self.layout.root / "cluster.json",
+            cluster_record.record_path(self.layout),
         ):
             path.unlink(missing_ok=True)
         self.layout.logs.mkdir(parents=True)
@@ -728,7 +729,7 @@ class LocalBackend:
             self.supervised.stop_supervisor()
         finally:
             # The supervisor tears the real node down itself; after a killed supervisor, this does it.
-            problems = real_node.teardown(self.layout)
+            problems = real_node_host.teardown(self.layout)
         if problems:
             raise BackendError(f"stop local cluster: real node left behind: {'; '.join(problems)}")
 

@@ -229,7 +229,7 @@ class Binaries:
 
     @classmethod
     def of(cls, built: Mapping[str, Path]) -> Binaries:
-        """From component name -> path, as `Builder.ensure_many` returns it for a selection (`select`)."""
+        """From component name -> path, as `BinaryBuilder.ensure_many` returns it for a selection (`select`)."""
         return cls(
             etcd=built["etcd"],
             kwok=built["kwok"],
@@ -276,7 +276,7 @@ class Step:
         return f"component {self.number} of {self.of}, about {spell_seconds(remaining)} left{over} ({self.source})"
 
 
-class Builder:
+class BinaryBuilder:
     """Builds components into `<cache>/bin/<name>-<version>-<hash>/<name>` unless already there."""
 
     def __init__(

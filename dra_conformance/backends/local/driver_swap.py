@@ -25,6 +25,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from dra_conformance.backends.local import drivers
+from dra_conformance.backends.local.cluster_record import ClusterRecord
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.owners import Owners
 from dra_conformance.driver import confinement
@@ -32,13 +33,13 @@ from dra_conformance.driver.profile import DriverProfile
 from dra_conformance.kube import builders, kinds, waits
 
 
-def refusal(layout: ClusterLayout, recorded: dict[str, Any], profile: DriverProfile, owner: int | None) -> str | None:
-    """Why the driver of the cluster (`recorded`: its cluster.json) cannot be replaced by `profile`'s; None if it can.
+def refusal(layout: ClusterLayout, recorded: ClusterRecord, profile: DriverProfile, owner: int | None) -> str | None:
+    """Why the driver of the cluster (`recorded`: its record) cannot be replaced by `profile`'s; None if it can.
 
     `owner`: the process asking (it may hold the cluster already); any other live run holding it would lose its
     driver midway.
     """
-    if recorded.get("real_nodes"):
+    if recorded.real_nodes:
         return "the cluster has a real node, whose driver pods, images and host paths a swap would not reset"
     if profile.real_nodes_only or profile.install is not None:
         return f"{profile.source} runs its driver on real nodes (as shipped), which the swap does not start"

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from dra_conformance.backends.local import driver_daemonset, install_placement, install_record, real_node, shipped
+from dra_conformance.backends.local import driver_daemonset, install_placement, install_record, real_node_host, shipped
 from dra_conformance.backends.local.components.driver import await_driver
 from dra_conformance.backends.local.layout import ClusterLayout
 from dra_conformance.backends.local.supervised import SupervisedCluster
@@ -29,7 +29,7 @@ class ShippedDriver:
     @property
     def endpoints(self) -> list[DriverEndpoint]:
         """Where the driver registers on each node: the node's standard kubelet root and CDI directory."""
-        return [real_node.standard_endpoint(self.layout, self.profile.driver, n) for n in self.nodes]
+        return [real_node_host.standard_endpoint(self.layout, self.profile.driver, n) for n in self.nodes]
 
     def start(self, cluster: SupervisedCluster) -> list[DriverEndpoint]:
         """Apply the manifests and wait until the driver registered with a complete pool on every node."""

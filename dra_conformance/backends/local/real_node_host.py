@@ -341,7 +341,13 @@ class RealNode:
             )
         refuse_other_kubelet()
         HostRecord.take(self.binaries.containerd_shim_runc_v2).write(host_record_path(self.layout))
-        teardown = [sys.executable, "-m", "dra_conformance.backends.local.real_node", "teardown", str(self.layout.root)]
+        teardown = [
+            sys.executable,
+            "-m",
+            "dra_conformance.backends.local.real_node_host",
+            "teardown",
+            str(self.layout.root),
+        ]
         self.layout.teardown.write_text(json.dumps([teardown]))
 
     # --- files ------------------------------------------------------------------------------------------------
@@ -732,9 +738,9 @@ def leftovers(layout: ClusterLayout) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m dra_conformance.backends.local.real_node teardown <state-dir>` (the supervisor's hook)."""
+    """`python -m dra_conformance.backends.local.real_node_host teardown <state-dir>` (the supervisor's hook)."""
     if len(argv) != 3 or argv[1] != "teardown":
-        print("usage: python -m dra_conformance.backends.local.real_node teardown <state-dir>", file=sys.stderr)
+        print("usage: python -m dra_conformance.backends.local.real_node_host teardown <state-dir>", file=sys.stderr)
         return 2
     problems = teardown(ClusterLayout(Path(argv[2])))
     for problem in problems:

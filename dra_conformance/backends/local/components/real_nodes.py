@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from dra_conformance.backends.local import real_node
+from dra_conformance.backends.local import real_node_host
 from dra_conformance.backends.local.build import RealNodeBinaries
 from dra_conformance.backends.local.node_namespace import NodeNamespace
 from dra_conformance.backends.local.process_plan import ProcessSpec
@@ -32,10 +32,10 @@ RELAY_PROBE_TIMEOUT = 10.0
 class Containerd:
     """containerd of the real node; ready when it answers on its socket."""
 
-    def __init__(self, node: real_node.RealNode) -> None:
+    def __init__(self, node: real_node_host.RealNode) -> None:
         """The containerd of `node`."""
         self.node = node
-        self.name = real_node.process_name("containerd", node.name)
+        self.name = real_node_host.process_name("containerd", node.name)
 
     def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
         """Containerd with the node's config."""
@@ -47,7 +47,7 @@ class Containerd:
         waits.until(
             lambda: listening(socket),
             bool,
-            timeout=real_node.CONTAINERD_READY,
+            timeout=real_node_host.CONTAINERD_READY,
             what=f"containerd of {self.node.name} answering on {socket}",
             describe=lambda _up: f"not yet; last lines of its log: {cluster.log_tail(self.name)}",
             max_interval=STARTUP_POLL_CAP,
@@ -57,10 +57,10 @@ class Containerd:
 class Kubelet:
     """The kubelet of the real node; ready when its Node is Ready."""
 
-    def __init__(self, node: real_node.RealNode) -> None:
+    def __init__(self, node: real_node_host.RealNode) -> None:
         """The kubelet of `node`."""
         self.node = node
-        self.name = real_node.process_name("kubelet", node.name)
+        self.name = real_node_host.process_name("kubelet", node.name)
 
     def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
         """The kubelet with the node's config and credentials."""
@@ -95,11 +95,11 @@ class Kubelet:
 class ApiRelay:
     """For a further node: the API server on the node's loopback; ready when it answers there."""
 
-    def __init__(self, node: real_node.RealNode, port: int) -> None:
+    def __init__(self, node: real_node_host.RealNode, port: int) -> None:
         """The relay of `node` for the API server's `port`."""
         assert node.namespace is not None
         self.node, self.port, self.namespace = node, port, node.namespace
-        self.name = real_node.process_name("api-relay", node.name)
+        self.name = real_node_host.process_name("api-relay", node.name)
 
     def command(self, cluster: SupervisedCluster) -> list[ProcessSpec]:
         """The relay process."""
@@ -112,7 +112,7 @@ class ApiRelay:
         waits.until(
             lambda: _answers(probe) or cluster.exit_code(self.name),
             lambda seen: seen is True,
-            timeout=real_node.CONTAINERD_READY,
+            timeout=real_node_host.CONTAINERD_READY,
             what=f"the API server reachable on {self.node.name}'s loopback",
             describe=lambda code: f"the relay exited with {code}: {cluster.log_tail(self.name)}" if code else "not yet",
             max_interval=STARTUP_POLL_CAP,
@@ -128,7 +128,7 @@ class DevicePlugin:
 
     name = "device-plugin"
 
-    def __init__(self, node: real_node.RealNode) -> None:
+    def __init__(self, node: real_node_host.RealNode) -> None:
         """The device plugin of `node`."""
         self.node = node
 
@@ -138,12 +138,12 @@ class DevicePlugin:
 
     def ready(self, cluster: SupervisedCluster) -> None:
         """Wait until the kubelet reports the plugin's devices as allocatable; fail at once if the plugin exits."""
-        resource, wanted = real_node.DEVICE_PLUGIN_RESOURCE, str(real_node.DEVICE_PLUGIN_DEVICES)
+        resource, wanted = real_node_host.DEVICE_PLUGIN_RESOURCE, str(real_node_host.DEVICE_PLUGIN_DEVICES)
         with cluster.api() as api_client:
             core = client.CoreV1Api(api_client)
 
             def allocatable() -> str | None:
-                found = core.list_node(field_selector=f"metadata.name={real_node.REAL_NODE}", _request_timeout=5)
+                found = core.list_node(field_selector=f"metadata.name={real_node_host.REAL_NODE}", _request_timeout=5)
                 code = cluster.exit_code(self.name)
                 if code is not None:
                     raise BackendError(
@@ -156,8 +156,8 @@ class DevicePlugin:
                 waits.until(
                     allocatable,
                     lambda seen: seen == wanted,
-                    timeout=real_node.DEVICE_PLUGIN_READY,
-                    what=f"real node {real_node.REAL_NODE} allocatable {resource}={wanted} from the device plugin",
+                    timeout=real_node_host.DEVICE_PLUGIN_READY,
+                    what=f"real node {real_node_host.REAL_NODE} allocatable {resource}={wanted} from the device plugin",
                     describe=lambda seen: f"allocatable {resource}: {seen}",
                     retry_on=(ApiException, HTTPError),
                     max_interval=STARTUP_POLL_CAP,
@@ -178,12 +178,12 @@ class RealNodes:
         self, cluster: SupervisedCluster, binaries: RealNodeBinaries, images: tuple[Path, ...] = (), count: int = 1
     ) -> None:
         """`count` real nodes of `cluster`, run from `binaries`, with the driver's image archives `images` imported."""
-        address = real_node.primary_address()
-        further = [NodeNamespace.of(cluster.layout, real_node.node_name(i), i) for i in range(1, count)]
+        address = real_node_host.primary_address()
+        further = [NodeNamespace.of(cluster.layout, real_node_host.node_name(i), i) for i in range(1, count)]
         self.namespaces = further
         self.nodes = [
-            real_node.RealNode(cluster.layout, binaries, binaries.pause, address),
-            *(real_node.RealNode(cluster.layout, binaries, binaries.pause, address, ns) for ns in further),
+            real_node_host.RealNode(cluster.layout, binaries, binaries.pause, address),
+            *(real_node_host.RealNode(cluster.layout, binaries, binaries.pause, address, ns) for ns in further),
         ]
         self.images = images
         port = urlsplit(cluster.server).port or 443
