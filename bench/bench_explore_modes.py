@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import re
 import subprocess
 import sys
@@ -41,8 +42,10 @@ from bench_record import Figure, higher, lower
 
 from dra_conformance import paths
 from dra_conformance.cli import EXPLORE_SLACK
+from dra_conformance.driver.profile import Strictness
 from dra_conformance.explore import RECORD_KIND
 from dra_conformance.explore.runner import DEFAULT_SECONDS, DEFAULT_SHRINK_SECONDS
+from dra_conformance.model.obligations import Basis, Registry
 from dra_conformance.model.records import read_records
 
 # The harness lives with its tests in the checkout (tests/mutants), not in the installed engine.
@@ -124,15 +127,24 @@ def explored_mutants() -> tuple[list[Mutant], list[str]]:
     return chosen, skipped
 
 
+@functools.cache
+def _registry() -> Registry:
+    return Registry.load()
+
+
 def note_of(name: str) -> str:
     """How a mode runs here unlike in bench/mutants."""
     shipped = {each.name for each in MUTANTS if each.shipped}
-    return (
-        "run as the local build on kwok nodes, its profile declaring rollingUpdate (bench/mutants: as shipped, on the"
-        " real node)"
-        if name in shipped
-        else ""
-    )
+    defensive = {each.name for each in MUTANTS if _registry()[each.breaks].basis is Basis.DEFENSIVE}
+    said = []
+    if name in shipped:
+        said.append(
+            "run as the local build on kwok nodes, its profile declaring rollingUpdate (bench/mutants: as shipped, on"
+            " the real node)"
+        )
+    if name in defensive:
+        said.append("its obligation is defensive: explored under strictness strict")
+    return "; ".join(said)
 
 
 def explore(profile: Path, name: str, state_dir: Path, args: argparse.Namespace) -> ModeRun:
@@ -249,15 +261,22 @@ def figures(runs: list[ModeRun]) -> list[Figure]:
 
 
 def _as_explored(each: Mutant, profile: Path) -> Path:
-    """`profile`, declaring rollingUpdate for a mode shipped for the rolling update (as the shipped profile does).
+    """`profile` as the explorer runs the mode: rollingUpdate declared where shipped for it, strict where defensive.
 
-    The explorer draws a rolling update only where the profile declares one; the bundled profile, which the local
-    build's mutant profiles copy, declares none.
+    The explorer draws a rolling update only where the profile declares one (as the shipped profile does); the
+    bundled profile, which the local build's mutant profiles copy, declares none. A defensive finding is an advisory
+    under a profile's default strictness (contract) and the exploration goes on: a mode breaking a defensive
+    obligation is found under strict, as bench/mutants --all-checks refuses it.
     """
-    if not any(m.name == each.name and m.shipped for m in MUTANTS):
+    shipped = any(m.name == each.name and m.shipped for m in MUTANTS)
+    defensive = _registry()[each.breaks].basis is Basis.DEFENSIVE
+    if not shipped and not defensive:
         return profile
     document = yaml.safe_load(profile.read_text())
-    document.setdefault("capabilities", {})["rollingUpdate"] = True
+    if shipped:
+        document.setdefault("capabilities", {})["rollingUpdate"] = True
+    if defensive:
+        document["strictness"] = str(Strictness.STRICT)
     profile.write_text(yaml.safe_dump(document, sort_keys=False))
     return profile
 

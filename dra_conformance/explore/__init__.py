@@ -3,7 +3,8 @@
 Hypothesis's stateful testing drives the driver under test through random sequences of what a kubelet and a node do
 to it (claims of random shapes allocated by the real scheduler, some mixing in another driver's devices, prepares and
 unprepares alone, in batches and several in flight at once, repeated prepares, driver restarts by SIGKILL or SIGTERM,
-a wiped CDI dir, republished pools, claims deleted), keeps a model of what must hold, and checks the contract's
+a wiped CDI dir, republished pools, claims deleted, prepares of claims this node does not own, reads of the health
+stream), keeps a model of what must hold, and checks the contract's
 invariants after every step. A failure is shrunk to the shortest sequence that reproduces it and reported with its
 seed.
 

@@ -34,12 +34,15 @@ from dra_conformance.errors import ConformanceError, WaitTimeout
 from dra_conformance.explore.cdi import read_spec_files
 from dra_conformance.explore.model import ClaimShape, allocated_devices
 from dra_conformance.explore.world import (
+    OTHER_NODES_CLAIM,
     PREPARE,
     SIGKILL,
     SIGTERM,
     CreatedClaim,
     DriverDidNotComeBack,
     HarnessProblem,
+    HealthReading,
+    NodeLocalWork,
     Observation,
     PoolView,
     PrepareOutcome,
@@ -49,12 +52,13 @@ from dra_conformance.explore.world import (
     UnprepareOutcome,
 )
 from dra_conformance.kube import waits
+from dra_conformance.kube.audit_log import status_writes
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.claims import device_statuses
 from dra_conformance.kube.nodes import node_uids
 from dra_conformance.kube.pods import describe_pod
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.client import ClaimRef, DriverClient
+from dra_conformance.kubelet.client import HEALTH_SERVICES, ClaimRef, DriverClient
 from dra_conformance.kubelet.latency import LatencyLog
 from dra_conformance.kubelet.role import KubeletRole
 from dra_conformance.model.cluster import DriverTermination
@@ -88,6 +92,13 @@ ROLLOUT_POLL_SECONDS = 0.1
 INSTANCE_UID_CHARS = 8
 # The lines of the new instance's log quoted where it did not start.
 LOG_TAIL_LINES = 10
+# How long the explorer reads each health stream for its first report: a driver sends one as the stream opens (the
+# kubelet's health_check_timeout, 30 s, is how long it may wait for the next one; the named checks wait for that).
+# A stream that sent none within it is not judged, so a correct driver costs one round trip per advertised version.
+HEALTH_WINDOW_SECONDS = 5.0
+# The name of a claim the API server does not have: this prefix and the first characters of its (random) UID.
+UNKNOWN_CLAIM_PREFIX = "explore-unknown-"
+UNKNOWN_NAME_CHARS = 8
 
 # The command line of a second instance of the driver under test on the node, named by an instance UID (as a pod's).
 SecondInstance = Callable[[str, Path], list[str]]
@@ -216,6 +227,8 @@ class ClusterWorld:
         second_instance: SecondInstance | None = None,
         status_devices: bool = False,
         declared_attributes: Mapping[str, str] | None = None,
+        health_stream: bool = False,
+        audit: tuple[Path, str] | None = None,
     ) -> None:
         """Explore `driver` on the disruption node, its claims asking for `device_class`.
 
@@ -225,7 +238,9 @@ class ClusterWorld:
         rollingUpdate; `second_instance`: the command line of a new instance (for an instance UID and a state
         directory of its own), where this machine can start one beside the driver (None: it cannot).
         `status_devices`: the profile declares statusDevices. `declared_attributes`: the attributes (name -> type)
-        the profile declares the driver's devices carry.
+        the profile declares the driver's devices carry. `health_stream`: the profile declares healthStream.
+        `audit`: the API server's audit log and the driver's user name, where this machine reads the log (the
+        driver's refused status writes show nowhere else).
         """
         self.disruption = disruption
         self._driver = driver
@@ -247,6 +262,10 @@ class ClusterWorld:
         self._second_instance = second_instance
         self._status_devices = status_devices
         self._declared_attributes = dict(declared_attributes or {})
+        self._health_stream = health_stream
+        self._audit = audit
+        # The claim (and its pod) the scheduler allocated to another node in this example, once one was asked for.
+        self._elsewhere: tuple[dict[str, Any], dict[str, Any], CreatedClaim] | None = None
         # Nodes the driver's slices named that exist (read once each: the explorer never deletes a node).
         self._nodes: set[str] = set()
         self._other = other
@@ -275,6 +294,8 @@ class ClusterWorld:
             for name, spec in pool.device_specs.items()
             if spec.get("allowMultipleAllocations")
         )
+        # Nodes other than this one where the driver publishes devices: a claim the scheduler allocates there.
+        self._other_nodes = _other_nodes(api_client, driver, disruption.node)
         # Started last: nothing above may fail and leave it running.
         self._status_watch = StatusWatch(api_client, build.namespace, driver).start()
 
@@ -335,6 +356,14 @@ class ClusterWorld:
         """The attributes the profile declares the driver's devices carry, with their types."""
         return dict(self._declared_attributes)
 
+    def health_stream(self) -> bool:
+        """Whether the profile declares healthStream."""
+        return self._health_stream
+
+    def can_allocate_elsewhere(self) -> bool:
+        """Where the driver published devices on another node when the exploration started."""
+        return bool(self._other_nodes)
+
     def not_explored(self) -> dict[str, str]:
         """What this node, the profile or the backend rule out, and what the explorer does not do yet."""
         skipped = {
@@ -361,6 +390,16 @@ class ClusterWorld:
                 f"this machine starts no second instance of {self.driver} beside the one on {self.node} (the local "
                 "backend's private instances of the reference driver; a DaemonSet's rolling update on a real node is "
                 "suites/kubelet/test_rolling_update.py)"
+            )
+        if not self._health_stream:
+            skipped["read the health stream"] = "the profile declares no healthStream"
+        if not self._other_nodes:
+            skipped[f"prepare a claim not for this node ({OTHER_NODES_CLAIM})"] = (
+                f"{self.driver} publishes devices on no node but {self.node}"
+            )
+        elif self._audit is None:
+            skipped[f"refused status writes to a {OTHER_NODES_CLAIM}"] = (
+                "this machine does not read the API server's audit log: only the writes it accepted are seen"
             )
         if not self._republish:
             skipped["republish"] = "the profile declares no way to make the driver republish (referenceFaults)"
@@ -580,6 +619,92 @@ class ClusterWorld:
                 return now
             time.sleep(ROLLOUT_POLL_SECONDS)
 
+    def unknown_claim(self, uid: str) -> ClaimRef:
+        """A claim of the explorer's namespace, named after `uid`, that was never created."""
+        return ClaimRef(self.build.namespace, uid, f"{UNKNOWN_CLAIM_PREFIX}{uid[:UNKNOWN_NAME_CHARS]}")
+
+    def prepare_not_owned(self, claim: ClaimRef) -> PrepareOutcome:
+        """NodePrepareResources for `claim` alone; forgotten by the kubelet's role where the driver refused it.
+
+        A kubelet unprepares only what it prepared: a refused claim not of this node leaves nothing to undo, and
+        unpreparing it at the end of the example would judge the driver's unprepare of a claim it never had.
+        """
+        outcome = self.prepare([claim])
+        answer = outcome.claims.get(claim.uid)
+        if outcome.error is not None or answer is None or answer.error:
+            self.kubelet.prepared.pop((self.endpoint, claim.uid), None)
+        return outcome
+
+    def claim_on_another_node(self) -> CreatedClaim:
+        """One device of the driver on a node the scheduler picks: not this one, which its set-aside taint keeps out.
+
+        Allocated once per example (its pod bound there, held where the node has a real kubelet), deleted by `reset`.
+        """
+        if self._elsewhere is not None:
+            return self._elsewhere[2]
+        try:
+            claim = self.tracker.create(self.build.claim(self.device_class))
+            name = claim["metadata"]["name"]
+            pod = self.tracker.create(self.build.held(self.build.pod(claim=name)))
+            self._elsewhere = (claim, pod, CreatedClaim(ClaimRef.of(claim), ()))
+            core = client.CoreV1Api(self.api_client)
+            bound = waits.until(
+                lambda: core.read_namespaced_pod(pod["metadata"]["name"], self.build.namespace),
+                lambda p: bool(p.spec.node_name),
+                timeout=self.timeouts.pod_scheduled,
+                what=f"pod {pod['metadata']['name']} (claim {name}) bound to a node other than {self.node}",
+                describe=describe_pod,
+            )
+            allocated = self.tracker.get(RESOURCE_API, "ResourceClaim", name, self.build.namespace)
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"allocate a claim on a node other than {self.node}: {error}") from None
+        if bound.spec.node_name == self.node:
+            raise HarnessProblem(f"claim {name} was allocated on {self.node}, whose taint its pod does not tolerate")
+        results = allocated_devices(allocated["status"]["allocation"]["devices"]["results"], self.driver)
+        self._elsewhere = (claim, pod, CreatedClaim(ClaimRef.of(allocated), results))
+        return self._elsewhere[2]
+
+    def node_local_work(self, claim: ClaimRef) -> NodeLocalWork:
+        """CDI specs naming the claim's UID, its entries the driver wrote, and the driver's writes in the audit log."""
+        cdi = None
+        if self.endpoint.cdi_dir is not None:
+            files = read_spec_files(self.endpoint.cdi_dir)
+            cdi = tuple(name for name, text in sorted(files.items()) if claim.uid in name or claim.uid in text)
+        seen = self._status_watch.writes(claim.uid)
+        writes = [f"entries {list(w.entries)} (resourceVersion {w.version})" for w in seen]
+        audited = self._audit is not None and self._audit[0].is_file()
+        if self._audit is not None and audited:
+            path, user = self._audit
+            try:
+                attempts = status_writes(path, claim.namespace, claim.name, user)
+            except OSError as error:
+                raise HarnessProblem(f"read the audit log {path}: {error}") from None
+            writes += [f"{attempt} (audit log, {user})" for attempt in attempts]
+        return NodeLocalWork(cdi, tuple(writes), audited)
+
+    def read_health(self) -> HealthReading:
+        """GetInfo's DRAResourceHealth versions, each stream read until its first report or HEALTH_WINDOW_SECONDS."""
+        plugin = self._reach(self.endpoint)
+        try:
+            advertised = tuple(
+                service for service in plugin.get_info().supported_versions if service in HEALTH_SERVICES.values()
+            )
+        except grpc.RpcError:
+            advertised = ()  # the registration's own obligations judge a GetInfo that fails
+        reports: dict[str, frozenset[tuple[str, str]] | None] = {}
+        errors: dict[str, str] = {}
+        for service in advertised:
+            try:
+                first = plugin.health_reports(1, timeout=HEALTH_WINDOW_SECONDS, service=service)
+            except grpc.RpcError as error:
+                if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    reports[service] = None  # open, but no report yet: not judged
+                else:
+                    errors[service] = _rpc_error(error)
+                continue
+            reports[service] = frozenset(first[0][1]) if first else None
+        return HealthReading(advertised, reports, errors, HEALTH_WINDOW_SECONDS)
+
     def status_mark(self, claim: ClaimRef) -> int | None:
         """The claim's writes up to its resourceVersion now (read once the call returned), from the watch."""
         try:
@@ -667,7 +792,10 @@ class ClusterWorld:
             except DriverDidNotComeBack as error:
                 raise HarnessProblem(f"start the driver on {self.node} again between examples: {error}") from None
         pods, claims = list(self._pods.values()), list(self._claims.values())
-        self._pods, self._claims = {}, {}
+        if self._elsewhere is not None:
+            claims.append(self._elsewhere[0])
+            pods.append(self._elsewhere[1])
+        self._pods, self._claims, self._elsewhere = {}, {}, None
         try:
             for obj in [*pods, *claims]:
                 self.tracker.delete(obj, wait=False)
@@ -725,6 +853,23 @@ class ClusterWorld:
             )
         except WaitTimeout:
             return self._pools()
+
+
+def _other_nodes(api_client: client.ApiClient, driver: str, node: str) -> tuple[str, ...]:
+    """The nodes other than `node` to which slices of `driver` with devices are bound (one LIST of its slices)."""
+    group, version = RESOURCE_API.split("/")
+    listed = client.CustomObjectsApi(api_client).list_cluster_custom_object(
+        group, version, "resourceslices", field_selector=f"spec.driver={driver}"
+    )
+    return tuple(
+        sorted(
+            {
+                str(item["spec"]["nodeName"])
+                for item in listed["items"]
+                if item["spec"].get("nodeName") not in (None, node) and item["spec"].get("devices")
+            }
+        )
+    )
 
 
 def _sockets(directory: Path) -> dict[str, int]:

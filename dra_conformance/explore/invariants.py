@@ -17,6 +17,9 @@ from typing import Any
 from dra_conformance.explore.cdi import defined_ids, edit_words
 from dra_conformance.explore.model import AnsweredDevice, ClaimState, Model, PoolSeen, answered_devices, base_request
 from dra_conformance.explore.world import (
+    OTHER_NODES_CLAIM,
+    HealthReading,
+    NodeLocalWork,
     Observation,
     PoolView,
     PrepareOutcome,
@@ -57,6 +60,12 @@ POOL_CONTENT = "explore.pool-changes-only-with-a-new-generation"
 POOL_ATTRIBUTES = "explore.pool-keeps-attribute-types"
 POOL_DECLARED_TYPES = "explore.pool-attributes-have-declared-types"
 COMES_BACK = "explore.driver-comes-back-after-restart"
+UNKNOWN_NOT_PREPARED = "explore.unknown-claim-not-prepared"
+OTHER_NODE_NO_DEVICE = "explore.other-nodes-claim-reports-no-device"
+NOT_FOR_NODE_NO_CDI = "explore.claim-not-for-this-node-gets-no-cdi-spec"
+OTHER_NODE_NO_STATUS_WRITE = "explore.no-status-write-for-other-nodes-claim"
+HEALTH_VERSIONS_ANSWER = "explore.advertised-health-versions-answer"
+HEALTH_PUBLISHED = "explore.health-reports-name-published-devices"
 HARNESS = "explore.harness-explores-the-node"
 
 # A driver may remove its status.devices entries after the unprepare returns (one API round trip, retried on a
@@ -437,6 +446,70 @@ def status_watch_ends_at(model: Model) -> float | None:
         if claim.unprepared_at is not None and not claim.deleted
     ]
     return max(due) if due else None
+
+
+def check_not_for_this_node(
+    model: Model,
+    kind: str,
+    claim: str,
+    outcome: PrepareOutcome,
+    work: NodeLocalWork,
+    checks: Checks,
+    *,
+    specs_judged: bool = True,
+) -> None:
+    """A prepare of a claim this node does not own: `kind` (world.UNKNOWN_CLAIM, ...), `claim` its name for the report.
+
+    A claim the API server does not have is never reported prepared; one allocated to another node is reported with
+    no device (refused, or answered without devices); for neither does a CDI spec name its UID afterwards (unless
+    `specs_judged` is False: a deleted claim the driver prepared once, whose specs its unprepare's obligations
+    judge); the driver writes no status of the other node's claim.
+    """
+    where = f"prepare of {kind} {claim} on {model.node}"
+    answered = outcome.claims if outcome.error is None else {}
+    said = outcome.describe() if outcome.error is not None else f"answered {answered}"
+    if kind == OTHER_NODES_CLAIM:
+        devices = [device for answer in answered.values() if not answer.error for device in answer.devices]
+        checks.expect(OTHER_NODE_NO_DEVICE, not devices, f"{said}: reported devices {devices}", where)
+        writes = work.status_writes
+        audit = "" if work.audited else " (the audit log is not readable here: refused writes are not seen)"
+        observed = f"status writes of the driver: {list(writes)}{audit}"
+        checks.expect(OTHER_NODE_NO_STATUS_WRITE, not writes, observed, where)
+    else:
+        prepared = [uid for uid, answer in answered.items() if not answer.error]
+        checks.expect(UNKNOWN_NOT_PREPARED, not prepared, f"{said}: reported prepared", where)
+    if work.cdi_specs is not None and specs_judged:
+        specs = list(work.cdi_specs)
+        checks.expect(NOT_FOR_NODE_NO_CDI, not specs, f"{said}; CDI spec files naming its UID: {specs}", where)
+
+
+def check_health(model: Model, reading: HealthReading, checks: Checks) -> None:
+    """Every advertised DRAResourceHealth version answers; each reports only devices of the driver's pools here.
+
+    A stream that sent no report within the short window is not judged (the first report may come later); one that
+    failed is. The published devices are the model's pools of the node, as last seen.
+    """
+    where = f"health stream of {model.driver} on {model.node}"
+    for service in reading.advertised:
+        error = reading.errors.get(service)
+        checks.expect(
+            HEALTH_VERSIONS_ANSWER,
+            error is None,
+            f"GetInfo advertises {list(reading.advertised)}; NodeWatchResources of {service}: {error}",
+            where,
+        )
+    published = {(name, device) for name, pool in model.pools.items() for device in pool.devices}
+    for service, devices in sorted(reading.reports.items()):
+        if devices is None:
+            continue
+        stray = sorted(devices - published)
+        checks.expect(
+            HEALTH_PUBLISHED,
+            not stray,
+            f"{service} reports {[f'{p}/{d}' for p, d in stray]}, which no pool of {model.driver} on {model.node} "
+            f"publishes (its pools: {sorted(model.pools)})",
+            where,
+        )
 
 
 def check_registration(model: Model, name: str, checks: Checks) -> None:

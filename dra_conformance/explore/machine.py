@@ -30,6 +30,8 @@ from dra_conformance.explore.invariants import (
     STATUS_WRITTEN,
     Checks,
     Violation,
+    check_health,
+    check_not_for_this_node,
     check_prepare,
     check_registration,
     check_republish,
@@ -53,7 +55,10 @@ from dra_conformance.explore.model import (
     RequestShape,
 )
 from dra_conformance.explore.world import (
+    DELETED_CLAIM,
+    OTHER_NODES_CLAIM,
     PREPARE,
+    UNKNOWN_CLAIM,
     UNPREPARE,
     DriverDidNotComeBack,
     HarnessProblem,
@@ -77,6 +82,9 @@ MAX_LIVE_CLAIMS = 4
 # Calls in flight at once, and claims each of them names at most (every claim in one call only).
 MAX_CONCURRENT_CALLS = 3
 MAX_CONCURRENT_BATCH = 2
+# Prepares of a claim not for this node in one example at most: each kind answers the same whatever came before, so
+# more of them would only crowd out the sequences that need many steps (a restart after concurrent changes).
+MAX_NOT_OWNED_PREPARES = 2
 
 
 class StopExploring(BaseException):
@@ -253,6 +261,7 @@ class ExploreMachine(RuleBasedStateMachine):
             declared_attributes=world.declared_attributes(),
         )
         self.operations = 0
+        self.not_owned_prepares = 0
         # A step ended the example early (a finding, the budget, a harness problem): its teardown only resets.
         self.interrupted = False
 
@@ -588,6 +597,61 @@ class ExploreMachine(RuleBasedStateMachine):
         self._step("republish", f"make the driver republish ({republished.changed})")
         self._judge(checks)
 
+    def can_prepare_not_for_this_node(self) -> bool:
+        """Fewer than MAX_NOT_OWNED_PREPARES so far in the example (an unknown claim can always be named)."""
+        return self.not_owned_prepares < MAX_NOT_OWNED_PREPARES
+
+    def prepare_not_for_this_node(self, data: st.DataObject) -> None:
+        """NodePrepareResources for a claim this node does not own, alone in its call.
+
+        One the API server never had, one of the example's claims deleted since (and not prepared: a prepared one
+        the driver may still answer from what it recorded), or one the scheduler allocated to another node of the
+        driver. A kubelet sends none of them (its claims are those of the pods bound to its node, read from the API
+        server), but a misrouted or stale call does: the driver must not report the claim prepared, set up nothing
+        on the node for it, and write nothing into the other node's claim.
+        """
+        deleted = [c for c in self.model.claims.values() if c.deleted and not c.prepared]
+        kinds = [UNKNOWN_CLAIM, *([DELETED_CLAIM] if deleted else [])]
+        kinds += [OTHER_NODES_CLAIM] if self.world.can_allocate_elsewhere() else []
+        kind = data.draw(st.sampled_from(kinds), label="claim not for this node")
+        specs_judged = True
+        if kind == DELETED_CLAIM:
+            claim = deleted[data.draw(st.integers(0, len(deleted) - 1), label="claim")]
+            ref, named = claim.ref, claim.name
+            # Specs its last unprepare left are that unprepare's to judge, not this prepare's.
+            specs_judged = claim.unprepared_at is None
+        elif kind == OTHER_NODES_CLAIM:
+            ref = self._act(self.world.claim_on_another_node).ref
+            named = ref.name
+        else:
+            ref = self.world.unknown_claim(str(data.draw(st.uuids(), label="uid")))
+            named = ref.name
+        self.not_owned_prepares += 1
+        outcome = self._act(lambda: self.world.prepare_not_owned(ref))
+        work = self._act(lambda: self.world.node_local_work(ref))
+        checks = Checks()
+        check_not_for_this_node(self.model, kind, named, outcome, work, checks, specs_judged=specs_judged)
+        self._step(f"prepare a claim not for this node ({kind})", f"prepare {kind} {named} -> {outcome.describe()}")
+        self._judge(checks)
+
+    def can_read_health(self) -> bool:
+        """The profile declares healthStream, and the running process's stream was not read yet.
+
+        Once per process (a restart or a rolling update starts a new one): what its stream answers depends on the
+        process, not on the claims, so more reads would only crowd out the other operations.
+        """
+        return self.world.health_stream() and self.model.health_unread
+
+    def read_health(self, data: st.DataObject) -> None:
+        """Open each DRAResourceHealth stream GetInfo advertises and read its first report, for a short window."""
+        del data
+        reading = self._act(self.world.read_health)
+        self.model.health_unread = False
+        checks = Checks()
+        check_health(self.model, reading, checks)
+        self._step("read the health stream", f"read the health stream ({reading.describe()})")
+        self._judge(checks)
+
     @rule(data=st.data())
     def step(self, data: st.DataObject) -> None:
         """One operation of a fixed list; one that cannot run in this state makes the step do nothing.
@@ -733,6 +797,12 @@ OPERATIONS = (
         "restart while pods end", ExploreMachine.can_restart_while_pods_end, ExploreMachine.restart_while_pods_end
     ),
     Operation("rolling update", ExploreMachine.can_roll, ExploreMachine.roll),
+    Operation(
+        "prepare a claim not for this node",
+        ExploreMachine.can_prepare_not_for_this_node,
+        ExploreMachine.prepare_not_for_this_node,
+    ),
+    Operation("read the health stream", ExploreMachine.can_read_health, ExploreMachine.read_health),
 )
 
 

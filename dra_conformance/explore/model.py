@@ -233,6 +233,8 @@ class Model:
     # What the driver's process registers under and where its slices are bound is still to be read: at the start of
     # an example, and after each restart (a new process) or republish (the slices written again).
     publishing_unchecked: bool = True
+    # The health stream of the driver's running process is still to be read (the explorer reads it once per process).
+    health_unread: bool = True
 
     def add(self, ref: ClaimRef, shape: ClaimShape, allocated: tuple[AllocatedDevice, ...]) -> ClaimState:
         """A claim the scheduler allocated."""
@@ -301,7 +303,7 @@ class Model:
     def restarted(self) -> None:
         """The driver was restarted: what it prepared before is judged as prepared by another process."""
         self.restarts += 1
-        self.publishing_unchecked = True
+        self.publishing_unchecked = self.health_unread = True
         for claim in self.prepared():
             claim.restarted_since_prepare = True
             claim.restarted_since_loss = claim.specs_lost

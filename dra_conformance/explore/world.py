@@ -20,6 +20,11 @@ SIGTERM = "SIGTERM"
 # The kubelet's two calls, as one of several in flight at once names them (`World.concurrently`).
 PREPARE = "prepare"
 UNPREPARE = "unprepare"
+# The claims not for this node a prepare may name (`ExploreMachine.prepare_not_for_this_node`): one the API server
+# never had, one deleted since (and not prepared), one the scheduler allocated to another node.
+UNKNOWN_CLAIM = "unknown claim"
+DELETED_CLAIM = "deleted claim"
+OTHER_NODES_CLAIM = "claim of another node"
 
 
 class HarnessProblem(Exception):
@@ -111,6 +116,46 @@ class Republished:
 
 
 @dataclass(frozen=True)
+class NodeLocalWork:
+    """What the driver did for a claim not for its node, as far as this machine can see it."""
+
+    # CDI spec files of the node's CDI dir that name the claim's UID; None where this machine cannot read the dir.
+    cdi_specs: tuple[str, ...] | None
+    # The driver's writes of the claim's status: entries of its own the claim carries ('pool/device'), and each
+    # attempt the API server's audit log shows ('patch -> 403'), allowed or not.
+    status_writes: tuple[str, ...] = ()
+    # Whether the audit log was read (refused attempts leave no other trace).
+    audited: bool = False
+
+
+@dataclass(frozen=True)
+class HealthReading:
+    """The driver's health stream(s) for a short window: what each advertised DRAResourceHealth version answered."""
+
+    # The DRAResourceHealth services GetInfo advertises (v1.DRAResourceHealth, v1alpha1.DRAResourceHealth).
+    advertised: tuple[str, ...]
+    # Per advertised service: the (pool, device) pairs of its first report, or None where none came in the window.
+    reports: dict[str, frozenset[tuple[str, str]] | None] = field(default_factory=dict)
+    # Per advertised service whose stream failed: the gRPC status ('UNIMPLEMENTED: unknown service ...').
+    errors: dict[str, str] = field(default_factory=dict)
+    # The window each stream was read for, in seconds.
+    window: float = 0.0
+
+    def describe(self) -> str:
+        """'v1.DRAResourceHealth: 8 devices, v1alpha1.DRAResourceHealth: UNIMPLEMENTED: ...' for the steps."""
+        said = []
+        for service in self.advertised:
+            devices = self.reports.get(service)
+            if service in self.errors:
+                said.append(f"{service}: {self.errors[service]}")
+            elif devices is None:
+                said.append(f"{service}: no report within {self.window:g}s")
+            else:
+                said.append(f"{service}: {len(devices)} devices")
+        return ", ".join(said) or "GetInfo advertises no DRAResourceHealth version"
+
+
+@dataclass(frozen=True)
 class PoolView:
     """One pool of the node at its highest generation."""
 
@@ -198,6 +243,14 @@ class World(Protocol):
         """Whether the profile declares statusDevices: the driver writes status.devices entries of what it prepared."""
         ...
 
+    def health_stream(self) -> bool:
+        """Whether the profile declares healthStream: the driver serves DRAResourceHealth/NodeWatchResources."""
+        ...
+
+    def can_allocate_elsewhere(self) -> bool:
+        """Whether the scheduler can allocate a claim of the driver on another node (it publishes devices there)."""
+        ...
+
     def not_explored(self) -> dict[str, str]:
         """Operations and claim shapes this driver, its profile or the backend rule out, with the reason."""
         ...
@@ -235,6 +288,26 @@ class World(Protocol):
 
         Raises DriverDidNotComeBack where the instance left serving has no complete pool within the deadline.
         """
+        ...
+
+    def unknown_claim(self, uid: str) -> ClaimRef:
+        """A claim with UID `uid`, in the explorer's namespace, that the API server does not have."""
+        ...
+
+    def prepare_not_owned(self, claim: ClaimRef) -> PrepareOutcome:
+        """NodePrepareResources for `claim`, not this node's, alone; `reset` unprepares it only where it succeeded."""
+        ...
+
+    def claim_on_another_node(self) -> CreatedClaim:
+        """A claim of one device allocated by the scheduler to another node of the driver (kept for the example)."""
+        ...
+
+    def node_local_work(self, claim: ClaimRef) -> NodeLocalWork:
+        """What the driver did on this node and in the API for `claim`, which is not this node's to prepare."""
+        ...
+
+    def read_health(self) -> HealthReading:
+        """Each DRAResourceHealth version GetInfo advertises, its stream read for a short window."""
         ...
 
     def status_mark(self, claim: ClaimRef) -> int | None:

@@ -3,7 +3,9 @@
 Nobody wrote these sequences down. Hypothesis draws them (claims of random shapes allocated by the real scheduler,
 some mixing in another driver's devices, prepares and unprepares alone, batched and concurrent, repeated prepares,
 driver restarts by SIGKILL and SIGTERM, some while pods end (their claims unprepared once the driver is back), a
-wiped CDI dir, node reboots, republished pools, deleted claims, rolling updates where the profile declares them) on a
+wiped CDI dir, node reboots, republished pools, deleted claims, rolling updates where the profile declares them,
+prepares of claims this node does not own (unknown, deleted, allocated to another node), reads of the health stream
+where the profile declares it) on a
 set-aside node of the driver under test, where the suite plays the kubelet, and checks the invariants of
 `dra_conformance/model/registry/explore.yaml` after every step. A finding is shrunk to the shortest sequence that
 still breaks it and reported with its seed; `dra-conformance explore --profile P --replay SEED` runs it again.
@@ -98,6 +100,13 @@ def second_instance_of(profile: DriverProfile, cluster: ClusterInfo, disruption:
     return argv
 
 
+def audit_of(cluster: ClusterInfo, profile: DriverProfile) -> tuple[Path, str] | None:
+    """The API server's audit log and the user the driver writes as, where this machine reads the log."""
+    if cluster.audit_log is None:
+        return None
+    return cluster.audit_log, profile.identity.service_account.username
+
+
 def reproduce_command(profile: str, seed: int, budget: Budget) -> str:
     """The command that runs this exploration's seed again."""
     return (
@@ -144,6 +153,8 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
             second_instance=second_instance_of(profile, cluster, disruption),
             status_devices=profile.declares(Capability.STATUS_DEVICES),
             declared_attributes={name: str(kind) for name, kind in profile.devices.attributes.items()},
+            health_stream=profile.declares(Capability.HEALTH_STREAM),
+            audit=audit_of(cluster, profile),
         )
     except HarnessProblem as problem:
         obligations.fail(HARNESS, str(problem), where)

@@ -10,6 +10,11 @@ import pytest
 from dra_conformance.explore import invariants as inv
 from dra_conformance.explore.model import AllocatedDevice, ClaimShape, ClaimState, Model, RequestShape, answered_devices
 from dra_conformance.explore.world import (
+    DELETED_CLAIM,
+    OTHER_NODES_CLAIM,
+    UNKNOWN_CLAIM,
+    HealthReading,
+    NodeLocalWork,
     Observation,
     PoolView,
     PrepareOutcome,
@@ -382,3 +387,69 @@ def test_registration_slice_nodes_and_a_watched_republish_break_their_obligation
     )
     assert _broken(checks) == [inv.REGISTRATION_NAME, inv.SLICES_ON_NODES, inv.POOL_COMPLETE_DURING_REPUBLISH]
     assert "s-1 -> node-a.example.com" in checks.violations[1].observed, checks.violations
+
+
+# --- claims this node does not own, and the health stream -------------------------------------------------------------
+
+REFUSED = PrepareOutcome({"u9": ClaimAnswer(error="claim ns/x not found")})
+NO_WORK = NodeLocalWork(cdi_specs=(), status_writes=(), audited=True)
+
+
+def _not_owned(kind: str, outcome: PrepareOutcome, work: NodeLocalWork = NO_WORK, **options: bool) -> list[str]:
+    checks = inv.Checks()
+    inv.check_not_for_this_node(_model()[0], kind, "x", outcome, work, checks, **options)
+    return _broken(checks)
+
+
+@pytest.mark.parametrize("kind", [UNKNOWN_CLAIM, DELETED_CLAIM, OTHER_NODES_CLAIM])
+def test_a_claim_not_for_this_node_refused_without_work_holds_every_obligation(kind: str) -> None:
+    assert _not_owned(kind, REFUSED) == []
+    assert _not_owned(kind, PrepareOutcome(error="UNAVAILABLE: no")) == []
+    assert _not_owned(kind, PrepareOutcome({})) == []
+
+
+def test_an_unknown_claim_answered_prepared_even_without_devices_breaks_its_obligation() -> None:
+    assert _not_owned(UNKNOWN_CLAIM, PrepareOutcome({"u9": ClaimAnswer()})) == [inv.UNKNOWN_NOT_PREPARED]
+    assert _not_owned(DELETED_CLAIM, PrepareOutcome({"u9": ClaimAnswer()})) == [inv.UNKNOWN_NOT_PREPARED]
+
+
+def test_another_nodes_claim_may_be_answered_without_devices_but_not_with_them() -> None:
+    assert _not_owned(OTHER_NODES_CLAIM, PrepareOutcome({"u9": ClaimAnswer()})) == []
+    theirs = PrepareOutcome({"u9": ClaimAnswer(devices=[{"poolName": "node-b", "deviceName": "gpu-0"}])})
+    assert _not_owned(OTHER_NODES_CLAIM, theirs) == [inv.OTHER_NODE_NO_DEVICE]
+
+
+def test_a_spec_or_a_status_write_for_a_claim_not_for_this_node_breaks_its_obligation() -> None:
+    spec = NodeLocalWork(cdi_specs=("gpu.x-u9.json",), status_writes=(), audited=True)
+    assert _not_owned(UNKNOWN_CLAIM, REFUSED, spec) == [inv.NOT_FOR_NODE_NO_CDI]
+    # A deleted claim prepared once: what its unprepare left is that unprepare's to judge.
+    assert _not_owned(DELETED_CLAIM, REFUSED, spec, specs_judged=False) == []
+    refused_write = NodeLocalWork(cdi_specs=None, status_writes=("patch -> 403 (audit log, driver)",), audited=True)
+    assert _not_owned(OTHER_NODES_CLAIM, REFUSED, refused_write) == [inv.OTHER_NODE_NO_STATUS_WRITE]
+
+
+def _health(reading: HealthReading) -> list[str]:
+    model = _model()[0]
+    inv.remember_pools(model, Observation({}, {}, {NODE: POOL}))
+    checks = inv.Checks()
+    inv.check_health(model, reading, checks)
+    return _broken(checks)
+
+
+V1, V1ALPHA1 = "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"
+PUBLISHED = frozenset((NODE, device) for device in POOL.devices)
+
+
+def test_health_streams_of_every_advertised_version_naming_published_devices_hold() -> None:
+    assert _health(HealthReading((V1, V1ALPHA1), {V1: PUBLISHED, V1ALPHA1: PUBLISHED})) == []
+    # No report within the window is not judged; nothing advertised, nothing to answer.
+    assert _health(HealthReading((V1,), {V1: None})) == []
+    assert _health(HealthReading(())) == []
+
+
+def test_an_advertised_version_that_fails_or_a_report_under_another_pool_breaks_its_obligation() -> None:
+    unserved = HealthReading((V1, V1ALPHA1), {V1: PUBLISHED}, {V1ALPHA1: "UNIMPLEMENTED: unknown service"})
+    assert _health(unserved) == [inv.HEALTH_VERSIONS_ANSWER]
+    wrong_pool = frozenset((DRIVER, device) for device in POOL.devices)
+    assert _health(HealthReading((V1,), {V1: wrong_pool})) == [inv.HEALTH_PUBLISHED]
+    assert "v1alpha1.DRAResourceHealth: UNIMPLEMENTED" in unserved.describe()
