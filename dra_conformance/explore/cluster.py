@@ -28,8 +28,10 @@ from kubernetes.dynamic.exceptions import DynamicApiError
 from urllib3.exceptions import HTTPError
 
 from dra_conformance.driver.disruption import Disruption
+from dra_conformance.driver.plugin_sockets import served_sockets
 from dra_conformance.driver.pool import PoolState, node_pools
 from dra_conformance.driver.reference import FakeDriverControl
+from dra_conformance.driver.slice_hygiene import pool_content, pool_views, settled, writes_between
 from dra_conformance.errors import ConformanceError, WaitTimeout
 from dra_conformance.explore.cdi import read_spec_files
 from dra_conformance.explore.model import ClaimShape, allocated_devices
@@ -47,7 +49,9 @@ from dra_conformance.explore.world import (
     PoolView,
     PrepareOutcome,
     Republished,
+    Restarted,
     Rollout,
+    SocketsAfterStop,
     StatusWrite,
     UnprepareOutcome,
 )
@@ -99,6 +103,14 @@ HEALTH_WINDOW_SECONDS = 5.0
 # The name of a claim the API server does not have: this prefix and the first characters of its (random) UID.
 UNKNOWN_CLAIM_PREFIX = "explore-unknown-"
 UNKNOWN_NAME_CHARS = 8
+# How long the driver has run since the explorer last started it before a SIGTERM stop is judged on its sockets: a
+# driver installs its SIGTERM handler once it has started (the upstream test driver, SIGTERMed 0.1 s after it
+# registered, died of the signal before its handler was installed), and the kubelet does not stop a pod the moment
+# it registered. The same as the named check's (suites/slices/test_downtime.py STARTED_FOR).
+STARTED_FOR_SECONDS = 3.0
+# The kubelet's defaultWipingDelay (k8s.io/kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go:75): a restart that took
+# longer is not judged on its slices, which a real node's kubelet may have deleted itself.
+WIPING_DELAY_SECONDS = 30.0
 
 # The command line of a second instance of the driver under test on the node, named by an instance UID (as a pod's).
 SecondInstance = Callable[[str, Path], list[str]]
@@ -274,6 +286,8 @@ class ClusterWorld:
             if other
             else 0
         )
+        # When the explorer last started the driver (monotonic clock; None: before the exploration).
+        self._started_at: float | None = None
         # The device REPUBLISH_FAULT is set on, while it is.
         self._republished: str | None = None
         # The driver republished since its process started: what it publishes may no longer be what a fresh start
@@ -380,6 +394,12 @@ class ClusterWorld:
             skipped["admin access"] = "the profile declares no adminAccess"
         if self._terminate() is None:
             skipped[f"restart driver ({SIGTERM})"] = "the backend cannot send SIGTERM to the driver"
+            skipped[f"sockets after a {SIGTERM} stop"] = "the backend cannot send SIGTERM to the driver"
+        elif self.endpoint.node_kubelet_root is not None and not self.endpoint.bound:
+            skipped[f"sockets after a {SIGTERM} stop"] = (
+                f"the sockets on {self.node} reach this machine through a node agent's relay, whose sockets are not "
+                "the driver's"
+            )
         if not self.can_wipe():
             skipped["wipe CDI dir"] = "this machine does not read the driver's CDI dir"
             skipped["reboot"] = "this machine does not read the driver's CDI dir"
@@ -542,26 +562,66 @@ class ClusterWorld:
             stream.stop()
         return tuple(gaps), events
 
-    def restart(self, how: str) -> None:
-        """Stop the driver with `how`, start it again; DriverDidNotComeBack where it has no complete pool in time."""
+    def restart(self, how: str) -> Restarted:
+        """Stop the driver with `how`, start it again; DriverDidNotComeBack where it has no complete pool in time.
+
+        After SIGTERM, the sockets the driver served (`served_sockets`, listed before the signal) that are still
+        there once its process exited, where this machine reads them. The node's slices are listed before the stop
+        and once the pool settled after the start: where they say the same (`pool_content`), the writes between.
+        """
+        # The live sockets before a SIGTERM (None: not judged), and the process's exit status.
+        served: list[Path] | None = None
+        code: int | None = None
         try:
+            before = self._node_slices()["items"]
             if how == SIGTERM:
                 terminate = self._terminate()
                 if terminate is None:
                     raise HarnessProblem(f"the backend cannot SIGTERM the driver on {self.node}")
-                terminate(self.node)
+                self._running_a_while()
+                live, why = served_sockets(self.endpoint, self.driver)
+                served = None if why else live
+                began = time.monotonic()
+                code = terminate(self.node)
                 self.disruption.killed = True
             else:
+                began = time.monotonic()
                 self.disruption.kill()
         except HARNESS_ERRORS as error:
             raise HarnessProblem(f"stop the driver on {self.node} ({how}): {error}") from None
         self._forget_client()
         self._down, self._republished = True, None  # the fault switches die with the process
+        left = tuple(str(path) for path in served or () if path.exists())
         try:
             self.disruption.start()
         except HARNESS_ERRORS as error:
             raise DriverDidNotComeBack(str(error)) from None
+        finally:
+            self._started_at = time.monotonic()
+        took = self._started_at - began
         self._down = self._pool_changed = False
+        sockets = None if served is None else SocketsAfterStop(tuple(str(path) for path in served), left, _ended(code))
+        return Restarted(sockets, self._slice_writes(before, took), took)
+
+    def _slice_writes(self, before: list[dict[str, Any]], took: float) -> tuple[str, ...] | None:
+        """The writes of the node's slices since `before`, once settled, where they say what they said (else None)."""
+        if took >= WIPING_DELAY_SECONDS:
+            return None
+        try:
+            after = waits.until(
+                lambda: self._node_slices()["items"],
+                lambda items: settled(pool_views(items)),
+                timeout=POOL_SETTLE_SECONDS,
+                what=f"the slices of {self.driver} on {self.node} settled after the restart",
+                describe=lambda items: [view.describe() for view in pool_views(items).values()],
+            )
+        except WaitTimeout:
+            return None  # the pool's completeness is judged by the next observation
+        except HARNESS_ERRORS as error:
+            raise HarnessProblem(f"list the slices of {self.driver} on {self.node}: {error}") from None
+        if pool_content(after) != pool_content(before):
+            return None
+        return tuple(writes_between(before, after))
 
     def wipe_cdi(self) -> int:
         """Remove every file of the driver's CDI dir, the directory kept."""
@@ -823,7 +883,7 @@ class ClusterWorld:
             self._client.close()
             self._client = None
 
-    def _terminate(self) -> Callable[[str], object] | None:
+    def _terminate(self) -> Callable[[str], int] | None:
         """The backend's graceful stop of the driver (`DriverTermination.terminate_driver`), where it has one."""
         processes = self.disruption.processes
         return processes.terminate_driver if isinstance(processes, DriverTermination) else None
@@ -838,6 +898,12 @@ class ClusterWorld:
         except HARNESS_ERRORS as error:
             raise HarnessProblem(f"start the driver on {self.node} again after it did not come back: {error}") from None
         self._down = self._pool_changed = False
+        self._started_at = time.monotonic()
+
+    def _running_a_while(self) -> None:
+        """Return once the driver has run STARTED_FOR_SECONDS since the explorer last started it."""
+        if self._started_at is not None:
+            time.sleep(max(0.0, self._started_at + STARTED_FOR_SECONDS - time.monotonic()))
 
     def _pools(self) -> dict[str, PoolView]:
         return {name: _view(pool) for name, pool in node_pools(self.api_client, self.driver, self.node).items()}
@@ -870,6 +936,13 @@ def _other_nodes(api_client: client.ApiClient, driver: str, node: str) -> tuple[
             }
         )
     )
+
+
+def _ended(code: int | None) -> str:
+    """How a stopped process ended, from its exit status (negative: the signal that killed it)."""
+    if code is not None and code < 0:
+        return f"killed by signal {-code}: no handler of its own ran"
+    return f"exit status {code}"
 
 
 def _sockets(directory: Path) -> dict[str, int]:

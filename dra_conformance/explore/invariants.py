@@ -24,7 +24,9 @@ from dra_conformance.explore.world import (
     PoolView,
     PrepareOutcome,
     Republished,
+    Restarted,
     Rollout,
+    SocketsAfterStop,
     StatusWrite,
     UnprepareOutcome,
 )
@@ -66,6 +68,8 @@ NOT_FOR_NODE_NO_CDI = "explore.claim-not-for-this-node-gets-no-cdi-spec"
 OTHER_NODE_NO_STATUS_WRITE = "explore.no-status-write-for-other-nodes-claim"
 HEALTH_VERSIONS_ANSWER = "explore.advertised-health-versions-answer"
 HEALTH_PUBLISHED = "explore.health-reports-name-published-devices"
+SIGTERM_SOCKETS = "explore.sigterm-stop-removes-the-served-sockets"
+SLICES_UNTOUCHED = "explore.unchanged-restart-leaves-slices-untouched"
 HARNESS = "explore.harness-explores-the-node"
 
 # A driver may remove its status.devices entries after the unprepare returns (one API round trip, retried on a
@@ -510,6 +514,31 @@ def check_health(model: Model, reading: HealthReading, checks: Checks) -> None:
             f"publishes (its pools: {sorted(model.pools)})",
             where,
         )
+
+
+def check_restart(model: Model, how: str, restarted: Restarted, checks: Checks) -> None:
+    """What a restart left: the sockets a SIGTERM stop served, and the slices of a pool whose content is unchanged."""
+    if restarted.sockets is not None:
+        check_sockets_after_stop(model, restarted.sockets, checks)
+    if restarted.slice_writes is not None:
+        writes = list(restarted.slice_writes)
+        checks.expect(
+            SLICES_UNTOUCHED,
+            not writes,
+            f"restart by {how} of {restarted.took:.1f}s, the pool's content unchanged; {len(writes)} write(s) of "
+            f"its slices since the stop: {writes[:DIFF_ITEMS]}",
+            f"the slices of {model.driver} on {model.node}",
+        )
+
+
+def check_sockets_after_stop(model: Model, stopped: SocketsAfterStop, checks: Checks) -> None:
+    """A driver stopped by SIGTERM removed the sockets it served before its process exited."""
+    checks.expect(
+        SIGTERM_SOCKETS,
+        not stopped.left,
+        f"after the driver exited ({stopped.ended}), still there: {list(stopped.left)} (of {list(stopped.served)})",
+        f"SIGTERM stop of {model.driver} on {model.node}",
+    )
 
 
 def check_registration(model: Model, name: str, checks: Checks) -> None:

@@ -35,6 +35,7 @@ from dra_conformance.explore.invariants import (
     check_prepare,
     check_registration,
     check_republish,
+    check_restart,
     check_rollout,
     check_slice_nodes,
     check_state,
@@ -478,7 +479,7 @@ class ExploreMachine(RuleBasedStateMachine):
     def _restart(self, how: str, checks: Checks) -> str:
         """Restart the driver with `how`; returns why it did not come back ("": it did)."""
         try:
-            self._act(lambda: self.world.restart(how))
+            check_restart(self.model, how, self._act(lambda: self.world.restart(how)), checks)
             came_back = ""
         except DriverDidNotComeBack as error:
             came_back = str(error)

@@ -102,6 +102,34 @@ class Rollout:
 
 
 @dataclass(frozen=True)
+class SocketsAfterStop:
+    """A SIGTERM stop as this machine saw the driver's socket directories: what it served, what its exit left."""
+
+    # The driver's live sockets (registration and plugin), paths, before the signal.
+    served: tuple[str, ...]
+    # Those still there once its process exited.
+    left: tuple[str, ...]
+    # How the process ended ('exit status 0', 'killed by signal 15: no handler of its own ran').
+    ended: str
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """A restart of the driver as this machine saw it: the sockets a SIGTERM stop left, the slices it wrote."""
+
+    # After SIGTERM, the sockets as the exited process left them; None after SIGKILL, or where this machine cannot
+    # read their directories.
+    sockets: SocketsAfterStop | None = None
+    # The writes of the node's slices from before the stop until the driver was back ('s-1 rewritten
+    # (resourceVersion 5 -> 9)', 's-2 added'), where its pool says after the restart what it said before (the
+    # slices' specs but for the generation); None where not judged (the pool says something else, or the restart
+    # took longer than a real node's kubelet leaves the slices alone).
+    slice_writes: tuple[str, ...] | None = None
+    # How long the driver was down and coming back, in seconds.
+    took: float = 0.0
+
+
+@dataclass(frozen=True)
 class Republished:
     """A republish as a consumer watching the node's slices saw it: what changed, and the pool on the way there."""
 
@@ -275,8 +303,12 @@ class World(Protocol):
         """Make the driver publish its pool again, a change in it (as after a rescan), its slices watched meanwhile."""
         ...
 
-    def restart(self, how: str) -> None:
-        """Stop the driver with signal `how`, start it again and wait for its complete pool (DriverDidNotComeBack)."""
+    def restart(self, how: str) -> Restarted:
+        """Stop the driver with signal `how`, start it again and wait for its complete pool (DriverDidNotComeBack).
+
+        Returns what the restart left: the driver's sockets after a SIGTERM stop (read once its process exited and
+        before it started again), and the writes of its slices where its pool's content did not change.
+        """
         ...
 
     def wipe_cdi(self) -> int:

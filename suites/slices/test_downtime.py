@@ -28,13 +28,13 @@ the local backend's driver swap deletes them itself; on a real node it is the ku
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import allure
 import pytest
 from kubernetes import client
 
 from dra_conformance.driver.disruption import Disruption
+from dra_conformance.driver.plugin_sockets import served_sockets
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.slice_history import SliceHistory, replay
 from dra_conformance.driver.slice_hygiene import (
@@ -51,9 +51,7 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.model.cluster import ClusterInfo, DriverTermination
-from dra_conformance.model.driver import DriverEndpoint
 from dra_conformance.model.findings import Obligations
-from dra_conformance.processes import listening
 from dra_conformance.timeouts import Timeouts
 
 # The kubelet's defaultWipingDelay (k8s.io/kubernetes v1.37.2 pkg/kubelet/cm/dra/manager.go:75): how long after the
@@ -84,28 +82,6 @@ def _started_a_while_ago(disruption: Disruption) -> None:
         )
 
 
-def _driver_sockets(endpoint: DriverEndpoint, driver: str) -> tuple[list[Path], str]:
-    """The driver's sockets under the kubelet's plugins_registry/ and plugins/<driver>/, or why they cannot be read."""
-    if endpoint.node_kubelet_root is not None and not endpoint.bound:
-        return [], (
-            f"the sockets on {endpoint.node} reach this machine through a node agent's relay, whose sockets are not "
-            "the driver's"
-        )
-    root = endpoint.kubelet_root
-    found = sorted(
-        path
-        for path in [*(root / "plugins_registry").glob(f"{driver}*.sock"), *(root / "plugins" / driver).glob("*.sock")]
-        if path.is_socket()
-    )
-    # Only the sockets someone listens on: files left by instances killed earlier (SIGKILL cleans up nothing) are
-    # not the stopped instance's to remove.
-    live = [path for path in found if listening(path)]
-    if not live:
-        stale = f" ({len(found)} left by earlier instances, nobody listening)" if found else ""
-        return [], f"no live socket of {driver} under {root}/plugins_registry or {root}/plugins/{driver}{stale}"
-    return live, ""
-
-
 def _versions(items: list[Slice]) -> dict[str, str]:
     """Slice name -> resourceVersion."""
     return {item["metadata"]["name"]: item["metadata"]["resourceVersion"] for item in items}
@@ -130,7 +106,7 @@ def test_a_restart_after_sigterm_keeps_the_pool_complete_and_its_generation_and_
     node = disruption.node
     driver = driver_under_test.name
     where = f"pool of {driver} on {node}, restarted after SIGTERM"
-    sockets, no_sockets = _driver_sockets(disruption.endpoint, driver)
+    sockets, no_sockets = served_sockets(disruption.endpoint, driver)
     history = SliceHistory(api_client, driver, node).start()
     try:
         listed = history.current()

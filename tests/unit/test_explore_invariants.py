@@ -19,7 +19,9 @@ from dra_conformance.explore.world import (
     PoolView,
     PrepareOutcome,
     Republished,
+    Restarted,
     Rollout,
+    SocketsAfterStop,
     StatusWrite,
     UnprepareOutcome,
 )
@@ -453,3 +455,31 @@ def test_an_advertised_version_that_fails_or_a_report_under_another_pool_breaks_
     wrong_pool = frozenset((DRIVER, device) for device in POOL.devices)
     assert _health(HealthReading((V1,), {V1: wrong_pool})) == [inv.HEALTH_PUBLISHED]
     assert "v1alpha1.DRAResourceHealth: UNIMPLEMENTED" in unserved.describe()
+
+
+def test_a_sigterm_stop_that_leaves_a_socket_it_served_breaks_the_obligation() -> None:
+    model, _ = _model()
+    served = ("/k/plugins_registry/gpu.x-reg.sock", "/k/plugins/gpu.x/dra.sock")
+    checks = inv.Checks()
+    inv.check_sockets_after_stop(model, SocketsAfterStop(served, (), "exit status 0"), checks)
+    assert checks.violations == [] and inv.SIGTERM_SOCKETS in checks.exercised
+    checks = inv.Checks()
+    left = SocketsAfterStop(served, served[:1], "exit status 0")
+    inv.check_sockets_after_stop(model, left, checks)
+    assert _broken(checks) == [inv.SIGTERM_SOCKETS], checks.violations
+    assert f"still there: {[served[0]]}" in checks.violations[0].observed, checks.violations
+
+
+def test_a_restart_is_judged_on_its_sockets_after_sigterm_and_on_its_slices_where_the_pool_is_unchanged() -> None:
+    model, _ = _model()
+    served = ("/k/plugins_registry/gpu.x-reg.sock",)
+    checks = inv.Checks()
+    inv.check_restart(model, "SIGKILL", Restarted(), checks)
+    assert checks.exercised == set(), "nothing read: nothing judged"
+    inv.check_restart(model, "SIGTERM", Restarted(SocketsAfterStop(served, (), "exit status 0"), ()), checks)
+    assert checks.violations == [] and checks.exercised == {inv.SIGTERM_SOCKETS, inv.SLICES_UNTOUCHED}
+    rewritten = Restarted(None, ("s-1 rewritten (resourceVersion 5 -> 9)",), 2.0)
+    inv.check_restart(model, "SIGKILL", rewritten, checks)
+    assert _broken(checks) == [inv.SLICES_UNTOUCHED], checks.violations
+    assert "restart by SIGKILL of 2.0s" in checks.violations[0].observed
+    assert "s-1 rewritten (resourceVersion 5 -> 9)" in checks.violations[0].observed

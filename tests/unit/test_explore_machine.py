@@ -30,7 +30,9 @@ from dra_conformance.explore.world import (
     PoolView,
     PrepareOutcome,
     Republished,
+    Restarted,
     Rollout,
+    SocketsAfterStop,
     StatusWrite,
     UnprepareOutcome,
 )
@@ -346,7 +348,7 @@ class FakeNode:
                     self.statuses.pop(ref.uid, None)
         return UnprepareOutcome({ref.uid: "" for ref in claims})
 
-    def restart(self, how: str) -> None:
+    def restart(self, how: str) -> Restarted:
         if "never-back" in self.bugs:
             raise DriverDidNotComeBack(f"no complete pool within 60 s after {how}")
         if "loses-state" in self.bugs:
@@ -358,6 +360,13 @@ class FakeNode:
             self.retyped = True
         # The bug: on restart the driver republishes from generation 1 (here: every second restart).
         self.generation = 1 if "generation-reset" in self.bugs and self.generation > 1 else self.generation + 1
+        # After SIGTERM, its sockets as the stopped process left them (`leaves-sockets`: quits without closing them);
+        # its slices, unchanged, written again at each start where it `rewrites-slices`.
+        served = (f"/k/plugins_registry/{REGISTRATION}", f"/k/plugins/{DRIVER}/dra.sock")
+        left = served if "leaves-sockets" in self.bugs else ()
+        sockets = SocketsAfterStop(served, left, "exit status 0") if how == SIGTERM else None
+        rewritten = ("node-a-slice rewritten (resourceVersion 5 -> 9)",) if "rewrites-slices" in self.bugs else ()
+        return Restarted(sockets, rewritten, 1.0)
 
     def wipe_cdi(self) -> int:
         count = len(self.files)
@@ -497,6 +506,10 @@ LONG_SHRINK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_second
         ("foreign-status", invariants.OTHER_NODE_NO_STATUS_WRITE),
         ("health-wrong-pool", invariants.HEALTH_PUBLISHED),
         ("health-alpha-unserved", invariants.HEALTH_VERSIONS_ANSWER),
+        # A SIGTERM stop that leaves the sockets the driver served.
+        ("leaves-sockets", invariants.SIGTERM_SOCKETS),
+        # A restart that writes its unchanged slices again.
+        ("rewrites-slices", invariants.SLICES_UNTOUCHED),
     ],
 )
 def test_a_planted_bug_is_found_and_shrunk_to_a_short_sequence(bug: str, obligation: str | set[str]) -> None:
