@@ -169,6 +169,57 @@ def problems(raw: Mapping[str, Any], directory: Path) -> Iterator[tuple[KeyPath,
             yield steps, problem
 
 
+# The run directories a `health` hook's file may lie in (this machine's view of the node's), and the placeholders
+# that stand for one path component within it.
+HOOK_FILE_DIRECTORIES = ("plugins_dir", "kubelet_root")
+HOOK_COMPONENTS = ("node", "driver", "device", "pool")
+
+
+def _hook_file_problem(template: str, hosts: Sequence[Path]) -> str | None:
+    """Why a hook's file `template` may leave the node's plugins dir or kubelet root and hostPaths; None if not."""
+    if "\0" in template:
+        return "a path holds no NUL character"
+    leading = _PLACEHOLDER.match(template)
+    rest = template[leading.end() :] if leading is not None else template
+    unsafe = [m.group(0) for m in _PLACEHOLDER.finditer(rest) if m.group(0)[1:-1] not in HOOK_COMPONENTS]
+    if unsafe:
+        return (
+            f"{template!r}: {unsafe[0]} may not stand inside a hook's file path; only "
+            f"{', '.join(f'{{{name}}}' for name in HOOK_COMPONENTS)} may be used within"
+        )
+    shape = _PLACEHOLDER.sub(_COMPONENT_STAND_IN, rest)
+    if leading is not None and leading.group(0)[1:-1] in HOOK_FILE_DIRECTORIES:
+        if rest and not rest.startswith("/"):
+            return f"{template!r}: a directory placeholder ends its path or is followed by `/`"
+        if inside(_normalized(_RUN_ROOT + shape), Path(_RUN_ROOT)):
+            return None
+        return f"{template!r} leaves {leading.group(0)} through `..`; name a host file by its absolute path"
+    if leading is not None and leading.start() == 0:
+        return (
+            f"{template!r}: a hook's file starts with {' or '.join(f'{{{n}}}' for n in HOOK_FILE_DIRECTORIES)}, or "
+            f"is an absolute path under {HOST_PATHS_KEY}"
+        )
+    if not shape.startswith("/"):
+        return f"{template!r}: a hook's file is absolute, or starts with a directory placeholder"
+    path = _normalized(shape)
+    return None if _allowed(path, hosts) else _escape(path, "the node's plugins dir and kubelet root")
+
+
+def hook_problems(
+    hook: Mapping[str, Any], steps: KeyPath, raw: Mapping[str, Any], directory: Path
+) -> Iterator[tuple[KeyPath, str]]:
+    """Where a `health` hook of profile `raw` may leave its places: its program, the file it writes or removes."""
+    hosts = host_paths(raw, directory)
+    if "command" in hook:
+        problem = _program_problem(hook["command"][0], hosts)
+        if problem is not None:
+            yield [*steps, "command", 0], problem
+    for key, path in (("writeFile", hook.get("writeFile", {}).get("path")), ("removeFile", hook.get("removeFile"))):
+        problem = _hook_file_problem(path, hosts) if path is not None else None
+        if problem is not None:
+            yield [*steps, key], problem
+
+
 def host_paths_of_copy(raw: Mapping[str, Any], source_directory: Path) -> list[str]:
     """The `hostPaths` of a copy of profile `raw` (from `source_directory`) whose file names were made absolute.
 

@@ -2,10 +2,11 @@
 
 A profile says how the local backend runs the driver (`run`; absent when it is installed in the cluster), who the
 driver is (`identity`), what it publishes (`deviceClasses`, `devices`), what it claims to do (`capabilities`), how
-much more time it needs (`timeouts`) and whether defensive findings fail (`strictness`). The JSON Schema ships
-next to this module and documents every field for vendors; what a schema cannot say (RBAC files exist, selectors
-only on classes the suite creates, unique class names, no duplicate YAML keys, an install's kustomize overlay
-exists, its patches' shapes fit their types) is checked here.
+the suite makes one of its devices unhealthy and healthy again (`health`, hooks with placeholders of their own: see
+HOOK_PLACEHOLDERS), how much more time it needs (`timeouts`) and whether defensive findings fail (`strictness`).
+The JSON Schema ships next to this module and documents every field for vendors; what a schema cannot say (RBAC
+files exist, selectors only on classes the suite creates, unique class names, no duplicate YAML keys, an install's
+kustomize overlay exists, its patches' shapes fit their types, where hooks reach) is checked here.
 
 Every problem is a ProfileError of one line, `<file>:<line>: <key path>: <problem>`, the line taken from the YAML
 node marks of the offending key or value. Strings marked as templates in the schema may hold placeholders
@@ -54,6 +55,12 @@ PLACEHOLDERS = frozenset(
 )
 # `{bin:<component>}`: the path of a pinned binary the engine builds, by its builder's component name.
 BINARY_PLACEHOLDER = "bin"
+# The format of the strings of `health` hooks, which run where the suite runs, for one device of one node.
+HOOK_TEMPLATE_FORMAT = "hook-template"
+# The placeholders a hook may use; the schema's `hookTemplate` definition says what each one stands for.
+HOOK_PLACEHOLDERS = frozenset({"driver", "node", "device", "pool", "plugins_dir", "kubelet_root", "python"})
+# The binaries a hook may name (`{bin:<component>}`): those every local cluster builds and records.
+HOOK_BINARIES = frozenset({"reference_driver_go"})
 # `{name}` or `{name:argument}`; other braces (CEL map literals, JSON) are not placeholders.
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?::([A-Za-z0-9_.-]*))?\}")
 _COMPONENT = re.compile(r"[a-z][a-z0-9_]*")
@@ -143,6 +150,35 @@ def _check_template(instance: object) -> bool:
     if unknown:
         raise _UnknownPlaceholder(_unknown(unknown[0]))
     return True
+
+
+def _is_hook_placeholder(placeholder: re.Match[str]) -> bool:
+    name, argument = placeholder.group(1), placeholder.group(2)
+    if argument is None:
+        return name in HOOK_PLACEHOLDERS
+    return name == BINARY_PLACEHOLDER and argument in HOOK_BINARIES
+
+
+def _check_hook_template(instance: object) -> bool:
+    text = instance if isinstance(instance, str) else ""
+    unknown = [match.group(0) for match in _PLACEHOLDER.finditer(text) if not _is_hook_placeholder(match)]
+    if unknown:
+        known = [*(f"{{{name}}}" for name in sorted(HOOK_PLACEHOLDERS))]
+        known += [f"{{{BINARY_PLACEHOLDER}:{name}}}" for name in sorted(HOOK_BINARIES)]
+        raise _UnknownPlaceholder(f"unknown placeholder {unknown[0]} in a hook; known: {', '.join(known)}")
+    return True
+
+
+def render_hook(template: str, values: Mapping[str, str]) -> str:
+    """Fill in the placeholders of hook template `template`; `values` maps names (`device`, `bin:...`) to text."""
+
+    def value(placeholder: re.Match[str]) -> str:
+        name = placeholder.group(0)[1:-1]
+        if not _is_hook_placeholder(placeholder) or name not in values:
+            raise UsageError(f"{template!r}: no value for placeholder {placeholder.group(0)} in a hook")
+        return values[name]
+
+    return _PLACEHOLDER.sub(value, template)
 
 
 # --- the model ----------------------------------------------------------------------------------------------------
@@ -379,6 +415,32 @@ class OpaqueConfigAPI:
 
 
 @dataclass(frozen=True)
+class Hook:
+    """One action of a `health` hook: a command to run, a file to write, or a file to remove (templates)."""
+
+    command: tuple[str, ...] = ()
+    # (path, content) of `writeFile`.
+    write_file: tuple[str, str] | None = None
+    remove_file: str | None = None
+
+    def describe(self) -> str:
+        """The action as the profile gives it, for messages."""
+        if self.command:
+            return f"command {list(self.command)}"
+        if self.write_file is not None:
+            return f"write {self.write_file[1]!r} to {self.write_file[0]}"
+        return f"remove {self.remove_file}"
+
+
+@dataclass(frozen=True)
+class HealthHooks:
+    """How the suite makes one device unhealthy and healthy again (`health`)."""
+
+    make_unhealthy: Hook
+    make_healthy: Hook
+
+
+@dataclass(frozen=True)
 class TimeoutScaling:
     """Factors for the named deadlines: `per_name` for one deadline, else `multiplier`."""
 
@@ -419,6 +481,8 @@ class DriverProfile:
     host_paths: tuple[Path, ...] = ()
     # Its opaque configuration API (`opaqueConfig`); None: the opaque-config checks are not applicable.
     opaque_config: OpaqueConfigAPI | None = None
+    # How to make a device unhealthy and healthy again (`health`); None: the unhealthy-device check is not applicable.
+    health: HealthHooks | None = None
 
     @property
     def real_nodes_only(self) -> bool:
@@ -455,6 +519,7 @@ def schema() -> dict[str, Any]:
 def _validator() -> jsonschema.Draft202012Validator:
     formats = jsonschema.FormatChecker(formats=())
     formats.checks(TEMPLATE_FORMAT, raises=_UnknownPlaceholder)(_check_template)
+    formats.checks(HOOK_TEMPLATE_FORMAT, raises=_UnknownPlaceholder)(_check_hook_template)
     return jsonschema.Draft202012Validator(schema(), format_checker=formats)
 
 
@@ -631,6 +696,7 @@ def _validate(document: _Document) -> None:
     problem = problem or document.first(confinement.problems(document.data, document.path.parent.absolute()))
     problem = problem or document.first(_reference_problems(document.data, document.path.parent))
     problem = problem or document.first(_opaque_config_problems(document.data))
+    problem = problem or document.first(_health_problems(document.data, document.path.parent.absolute()))
     if problem is not None:
         raise problem
 
@@ -670,6 +736,17 @@ def _opaque_config_problems(data: Mapping[str, Any]) -> Iterator[tuple[KeyPath, 
             f"{other['statusData']} against the first sample's {one['statusData']}: the same keys, each with another "
             "value, so that the one that applied is told apart",
         )
+
+
+def _health_problems(data: Mapping[str, Any], directory: Path) -> Iterator[tuple[KeyPath, str]]:
+    """What the schema cannot say of `health`: the stream its hooks are judged on is declared; where hooks reach."""
+    section = data.get("health")
+    if section is None:
+        return
+    if not data["capabilities"].get(Capability.HEALTH_STREAM, False):
+        yield ["health"], f"its hooks are judged on the health stream: declare capabilities.{Capability.HEALTH_STREAM}"
+    for name in ("makeUnhealthy", "makeHealthy"):
+        yield from confinement.hook_problems(section[name], ["health", name], data, directory)
 
 
 # --- building the model -------------------------------------------------------------------------------------------
@@ -787,6 +864,21 @@ def _opaque_config(raw: Mapping[str, Any] | None) -> OpaqueConfigAPI | None:
     )
 
 
+def _hook(raw: Mapping[str, Any]) -> Hook:
+    written = raw.get("writeFile")
+    return Hook(
+        command=tuple(raw.get("command", ())),
+        write_file=None if written is None else (written["path"], written["content"]),
+        remove_file=raw.get("removeFile"),
+    )
+
+
+def _health(raw: Mapping[str, Any] | None) -> HealthHooks | None:
+    if raw is None:
+        return None
+    return HealthHooks(make_unhealthy=_hook(raw["makeUnhealthy"]), make_healthy=_hook(raw["makeHealthy"]))
+
+
 def _timeouts(raw: Mapping[str, Any]) -> TimeoutScaling:
     return TimeoutScaling(
         multiplier=float(raw.get("multiplier", 1.0)),
@@ -828,4 +920,5 @@ def load_profile(path: Path) -> DriverProfile:
         strictness=Strictness(raw.get("strictness", Strictness.CONTRACT)),
         host_paths=confinement.host_paths(raw, directory.absolute()),
         opaque_config=_opaque_config(raw.get("opaqueConfig")),
+        health=_health(raw.get("health")),
     )

@@ -44,6 +44,14 @@ class CdiSpecFiles:
                         files[str(path)] = path.read_text(errors="replace")
         return files
 
+    def naming(self, claim_uid: str) -> dict[str, str]:
+        """Text of the spec files that name the claim (in their file name or their content), by path."""
+        return {
+            path: text
+            for path, text in self.read().items()
+            if claim_uid in PurePosixPath(path).name or claim_uid in text
+        }
+
 
 @dataclass(frozen=True)
 class RealNodeTarget:

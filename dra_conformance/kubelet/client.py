@@ -273,6 +273,48 @@ class DriverClient:
             stream.cancel()
         return reports
 
+    def watch_health(
+        self,
+        settled: Callable[[dict[tuple[str, str], tuple[str, str]]], bool],
+        *,
+        timeout: float,
+        service: str | None = None,
+    ) -> list[tuple[float, dict[tuple[str, str], tuple[str, str]]]]:
+        """NodeWatchResources messages until one that `settled` accepts, or until `timeout` seconds have passed.
+
+        Each maps (pool, device) -> (HEALTHY/UNHEALTHY/UNKNOWN, message), with the seconds since the stream opened;
+        the last one is the accepted one, where one was. A stream ending at the deadline is no error: the messages
+        seen so far are the answer. `service` defaults to the one the kubelet would pick.
+        """
+        chosen = service or self.health_service() or HEALTH_SERVICES["v1"]
+        messages, services = (
+            (self.api.health_v1alpha1, self.api.health_v1alpha1_grpc)
+            if chosen == HEALTH_SERVICES["v1alpha1"]
+            else (self.api.health_v1, self.api.health_v1_grpc)
+        )
+        started = time.monotonic()
+        stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
+            messages.NodeWatchResourcesRequest(), timeout=timeout
+        )
+        reports: list[tuple[float, dict[tuple[str, str], tuple[str, str]]]] = []
+        try:
+            for report in stream:
+                devices = {
+                    (d.device.pool_name, d.device.device_name): (messages.HealthStatus.Name(d.health), d.message)
+                    for d in report.devices
+                }
+                reports.append((time.monotonic() - started, devices))
+                if settled(devices):
+                    break
+        except grpc.RpcError as error:
+            ended = ended_by_deadline(error, time.monotonic() - started, timeout)
+            code = getattr(ended, "code", None)
+            if not (callable(code) and code() == grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise ended from None
+        finally:
+            stream.cancel()
+        return reports
+
 
 def _has(message: Any, field_name: str) -> bool:
     """Whether `message` has the optional field `field_name` set (False where its version lacks the field)."""

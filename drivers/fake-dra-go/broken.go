@@ -56,6 +56,8 @@ const (
 	publishesVersionAsString       = "publishes-version-as-string"
 	healthV1alpha1Unserved         = "health-v1alpha1-unserved"
 	healthLostForRestoredClaims    = "health-lost-for-restored-claims"
+	countsPreparesPerClaim         = "counts-prepares-per-claim"
+	unhealthyWithoutMessage        = "unhealthy-without-message"
 )
 
 var brokenModes = []string{
@@ -79,6 +81,11 @@ var brokenModes = []string{
 	// Health over time (issue 44, item 6): a restarted process leaves the devices of the claims it found prepared
 	// out of its health reports.
 	healthLostForRestoredClaims,
+	// Two drivers in one pod, one failing (issue 44, item 7): every prepare of a claim counted as one more user; an
+	// unprepare undoes the claim only once it balanced them all (prepare_count.go).
+	countsPreparesPerClaim,
+	// Health over time (issue 44, item 6): an unhealthy device is reported UNHEALTHY with an empty message.
+	unhealthyWithoutMessage,
 }
 
 const (

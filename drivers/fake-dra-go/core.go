@@ -72,6 +72,8 @@ type DriverCore struct {
 	// (--refuse-devices-held-by-other-claims, held.go).
 	holdMu    sync.Mutex
 	preparing map[string]preparing
+	// prepares: successful prepares per claim (only counts-prepares-per-claim looks at them, prepare_count.go).
+	prepares prepareCounts
 
 	registrations int
 	keeperStop    chan struct{}
@@ -266,7 +268,11 @@ func (d *DriverCore) Health() []deviceHealth {
 	var health []deviceHealth
 	for _, name := range names {
 		if unavailable[name] {
-			health = append(health, deviceHealth{device: name, healthy: false, message: "unavailable (injected)"})
+			message := "unavailable (injected)"
+			if d.config.IsBroken(unhealthyWithoutMessage) {
+				message = "" // the bug: the monitor sets the status and drops the reason it found
+			}
+			health = append(health, deviceHealth{device: name, healthy: false, message: message})
 		} else {
 			health = append(health, deviceHealth{device: name, healthy: true, message: "ok"})
 		}
@@ -357,6 +363,9 @@ func (d *DriverCore) Prepare(claims []ClaimRef) (map[string]PrepareResult, error
 		if result.Error != "" {
 			errs[uid] = result.Error
 		}
+	}
+	if d.config.IsBroken(countsPreparesPerClaim) {
+		d.prepares.add(results)
 	}
 	d.calls.Record("NodePrepareResources", started, claimUIDs(claims), outcome(errs, len(claims)), errs)
 	return results, nil
@@ -722,6 +731,9 @@ func (d *DriverCore) unprepareOne(ref ClaimRef) string {
 			return fmt.Sprintf("claim %s is not prepared here", ref.UID)
 		}
 		return "" // never prepared here, or already unprepared: idempotent
+	}
+	if d.config.IsBroken(countsPreparesPerClaim) && d.prepares.release(ref.UID) {
+		return "" // the bug: a prepare is left over, so the claim is still in use; nothing is undone
 	}
 	if !d.config.KeepStatusAfterUnprepare {
 		if problem := d.removeStatus(ref); problem != "" {

@@ -1,7 +1,8 @@
 // Command fake-dra-go is the reference DRA driver's Go build: one node's driver, until SIGTERM or SIGINT.
 //
-// Two commands besides: `fake-dra slices [options]` prints the pool the driver would publish, and
-// `fake-dra registered --socket=PATH` is its image's readiness probe.
+// Three commands besides: `fake-dra slices [options]` prints the pool the driver would publish, and
+// `fake-dra registered --socket=PATH` is its image's readiness probe; `fake-dra health` is its profile's hook that
+// makes a device unhealthy (healthhook.go).
 package main
 
 import (
@@ -29,6 +30,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == slicesCommand {
 		os.Exit(printSlices(os.Args[2:], os.Getenv, os.Stdout))
+	}
+	if len(os.Args) > 1 && os.Args[1] == healthCommand {
+		os.Exit(healthHook(os.Args[2:]))
 	}
 	os.Exit(run(mustParse()))
 }

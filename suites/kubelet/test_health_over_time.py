@@ -21,9 +21,6 @@ many checks catch first): the kubelet keeps the gauge itself. Obligations:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import allure
 import pytest
 from kubernetes import client
@@ -35,7 +32,7 @@ from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.tracker import ResourceTracker, TrackedObject
-from dra_conformance.kubelet import dra_metrics, pod_sync
+from dra_conformance.kubelet import claims_in_use, dra_metrics, pod_sync
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
@@ -43,67 +40,8 @@ from dra_conformance.timeouts import Timeouts
 # turns without a lease wait that grows with the checks before it.
 pytestmark = pytest.mark.xdist_group("real-node")
 
-# The gauge is computed from the kubelet's claim cache on each scrape, and the cache holds a claim from its prepare
-# (before the container starts) to its unprepare (before the pod is removed): a reading follows at once. 30 s covers
-# a scrape through the API server's node proxy on a busy machine, and the unprepare of a pod whose deletion the API
-# server finished a moment before the kubelet's cache caught up.
-CLAIMS_IN_USE_DEADLINE = 30.0
 # The kubelet's entry name for a container's claim without a request (ResourceStatus.name in core/v1).
 CLAIM_ENTRY = "claim:{claim}"
-
-
-@dataclass(frozen=True)
-class InUse:
-    """One poll: the kubelet's gauge for the driver and the driver's claims reserved for pods on the node."""
-
-    gauge: float | None
-    reserved: tuple[str, ...]
-    why: str = ""
-
-    def __str__(self) -> str:
-        gauge = f"{self.gauge:g}" if self.gauge is not None else f"unread ({self.why})"
-        return f"dra_resource_claims_in_use {gauge}; claims reserved for pods on the node {list(self.reserved)}"
-
-
-def _reserved_on_node(api_client: client.ApiClient, driver: str, node: str) -> tuple[str, ...]:
-    """The driver's claims (namespace/name) reserved for a pod that exists on `node`."""
-    pods = client.CoreV1Api(api_client).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
-    uids = {pod.metadata.uid for pod in pods}
-    group, version = RESOURCE_API.split("/")
-    claims = client.CustomObjectsApi(api_client).list_cluster_custom_object(group, version, "resourceclaims")["items"]
-    reserved = []
-    for claim in claims:
-        status = claim.get("status") or {}
-        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        if not any(result.get("driver") == driver for result in results):
-            continue
-        if any(ref.get("resource") == "pods" and ref.get("uid") in uids for ref in status.get("reservedFor") or []):
-            reserved.append(f"{claim['metadata']['namespace']}/{claim['metadata']['name']}")
-    return tuple(sorted(reserved))
-
-
-def _in_use(api_client: client.ApiClient, driver: str, node: str) -> InUse:
-    reading, why = dra_metrics.read(api_client, node)
-    reserved = _reserved_on_node(api_client, driver, node)
-    # The kubelet exports a driver's gauge only while it holds a claim of the driver: none reads as 0.
-    return InUse(None if reading is None else reading.claims_in_use.get(driver, 0.0), reserved, why)
-
-
-def _await_in_use(
-    api_client: client.ApiClient, driver: str, node: str, settled: Callable[[InUse], bool], what: str
-) -> InUse:
-    """The first poll that `settled` accepts within CLAIMS_IN_USE_DEADLINE, else the last one."""
-    try:
-        found: InUse = waits.until(
-            lambda: _in_use(api_client, driver, node),
-            settled,
-            timeout=CLAIMS_IN_USE_DEADLINE,
-            what=what,
-            describe=str,
-        )
-        return found
-    except WaitTimeout:
-        return _in_use(api_client, driver, node)
 
 
 def test_claims_in_use_counts_a_running_pods_claim_and_falls_back_once_the_pod_is_gone(
@@ -123,7 +61,7 @@ def test_claims_in_use_counts_a_running_pods_claim_and_falls_back_once_the_pod_i
     name = pod.metadata.name
     claim = f"{namespace}/{pod.spec.resource_claims[0].resource_claim_name}"
     where = f"pod {name} on {node}, claim {claim}, driver {driver}"
-    running = _await_in_use(
+    running = claims_in_use.await_settled(
         api_client,
         driver,
         node,
@@ -137,19 +75,19 @@ def test_claims_in_use_counts_a_running_pods_claim_and_falls_back_once_the_pod_i
         where,
     )
     tracker.delete(TrackedObject("v1", "Pod", name, namespace))  # gracefully: gone once the kubelet finished it
-    after = _await_in_use(
+    after = claims_in_use.await_settled(
         api_client,
         driver,
         node,
-        lambda seen: seen.gauge is not None and seen.gauge <= len(seen.reserved) and claim not in seen.reserved,
+        lambda seen: seen.no_more_than_reserved() and claim not in seen.reserved,
         f"claim {claim} no longer reserved and dra_resource_claims_in_use of {driver} on {node} no higher than its "
         "claims still reserved there",
     )
     allure.attach(f"running: {running}\nafter: {after}", "dra_resource_claims_in_use", allure.attachment_type.TEXT)
     obligations.check(
         "kubelet.claims-in-use-drops-after-unprepare",
-        after.gauge is not None and after.gauge <= len(after.reserved),
-        f"pod {name} gone, then within {CLAIMS_IN_USE_DEADLINE:g}s: {after} (while it ran: {running})",
+        after.no_more_than_reserved(),
+        f"pod {name} gone, then within {claims_in_use.CLAIMS_IN_USE_DEADLINE:g}s: {after} (while it ran: {running})",
         where,
     )
 

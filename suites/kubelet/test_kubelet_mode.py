@@ -8,7 +8,6 @@ The obligations are in `dra_conformance/model/registry/kubelet.yaml`.
 from __future__ import annotations
 
 import json
-from pathlib import PurePosixPath
 from typing import Any
 
 import allure
@@ -42,8 +41,7 @@ def _cdi_specs_naming(cdi: CdiSpecFiles, claim_uid: str) -> list[dict[str, Any]]
     """The node's CDI specs that name the claim (in their file name or content)."""
     return [
         json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-        for path, text in cdi.read().items()
-        if claim_uid in PurePosixPath(path).name or claim_uid in text
+        for path, text in cdi.naming(claim_uid).items()
     ]
 
 

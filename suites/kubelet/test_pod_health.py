@@ -5,24 +5,28 @@ each device a container was allocated into `status.containerStatuses[].allocated
 claim of the container (`claim:<name>` or `claim:<name>/<request>`), one resource per device, Healthy, Unhealthy,
 or Unknown where the stream never named the device. That answers "is the device this pod got healthy?" without
 reading the driver. The checks only read pods, so they run on any cluster with a real kubelet; the health change
-needs the reference driver's fault switch. Obligations: `dra_conformance/model/registry/kubelet.yaml`.
+needs a way to fail a device on request: the profile's `health` hook, else the reference driver's fault switch.
+Obligations: `dra_conformance/model/registry/kubelet.yaml`.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import allure
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver import health_hook
 from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.real_node import RealNodeTarget, running_pod
 from dra_conformance.driver.reference import FakeDriverControl
-from dra_conformance.errors import WaitTimeout
+from dra_conformance.errors import UsageError, WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import RESOURCE_API, Builder
 from dra_conformance.kube.tracker import ResourceTracker
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
 
@@ -43,6 +47,18 @@ def health_entries(pod: client.V1Pod) -> dict[str, list[str]]:
     return entries
 
 
+def unhealthy_messages(pod: client.V1Pod, entry: str) -> list[str]:
+    """The message of each Unhealthy resource of the pod's allocatedResourcesStatus entry `entry` ("" for none)."""
+    return [
+        str(resource.message or "")
+        for status in pod.status.container_statuses or []
+        for found in status.allocated_resources_status or []
+        if found.name == entry
+        for resource in found.resources or []
+        if resource.health == "Unhealthy"
+    ]
+
+
 def _allocated(tracker: ResourceTracker, namespace: str, claim: str, driver: str) -> list[dict[str, Any]]:
     allocation = (tracker.get(RESOURCE_API, "ResourceClaim", claim, namespace).get("status") or {}).get("allocation")
     results = ((allocation or {}).get("devices") or {}).get("results") or []
@@ -58,6 +74,7 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
     timeouts: Timeouts,
     obligations: Obligations,
     driver_profile: DriverProfile,
+    cluster: ClusterInfo,
 ) -> None:
     if not driver_profile.declares(Capability.HEALTH_STREAM):
         pytest.skip(f"not applicable: {Capability.HEALTH_STREAM} not declared")
@@ -97,9 +114,9 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
         f"allocatedResourcesStatus after {timeouts.pod_health:g}s: {seen} (expected {entry}: Healthy x{len(devices)})",
         where,
     )
-    if not driver_profile.fault_switches or real_node.endpoint is None:
-        return  # a health change on request needs the reference driver's fault switch on a node this machine reaches
-    control = FakeDriverControl(real_node.endpoint)
+    hooks, endpoint = driver_profile.health, real_node.endpoint
+    if (hooks is None and not driver_profile.fault_switches) or endpoint is None:
+        return  # a health change on request needs the hook or the fault switch, on a node this machine reaches
 
     def health_becomes(wanted: str) -> dict[str, list[str]]:
         try:
@@ -113,11 +130,30 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
         except WaitTimeout:
             return health_entries(read())
 
-    undo = control.set_faults([*control.faults(), *({"mode": "unavailable", "device": d["device"]} for d in devices)])
-    try:
+    with contextlib.ExitStack() as failed:
+        if hooks is None:  # the reference driver's fault switch
+            control = FakeDriverControl(endpoint)
+            failed.callback(
+                control.set_faults(
+                    [*control.faults(), *({"mode": "unavailable", "device": d["device"]} for d in devices)]
+                )
+            )
+        else:
+            for device in devices:
+                values = health_hook.hook_values(
+                    driver_profile, endpoint, device["device"], device["pool"], cluster.details
+                )
+                try:
+                    problem = health_hook.run(hooks.make_unhealthy, values)
+                except UsageError as error:
+                    pytest.skip(f"not applicable: the profile's health hook cannot run here: {error}")
+                failed.callback(health_hook.run, hooks.make_healthy, values)
+                if problem is not None:
+                    obligations.fail(
+                        "kubelet.pod-status-follows-health-change", f"health.makeUnhealthy: {problem}", where
+                    )
         during = health_becomes("Unhealthy")
-    finally:
-        undo()
+        messages = unhealthy_messages(read(), entry)
     after = health_becomes("Healthy")
     seen_text = f"during: {during}\nafter: {after}"
     allure.attach(seen_text, "allocatedResourcesStatus, fault and back", allure.attachment_type.TEXT)
@@ -125,6 +161,13 @@ def test_pod_status_reports_the_health_the_driver_streams_for_its_devices(
     obligations.check(
         "kubelet.pod-status-follows-health-change",
         during.get(entry) == ["Unhealthy"] * len(devices) and after.get(entry) == ["Healthy"] * len(devices),
-        f"during the unavailable fault: {during}; after clearing it: {after}",
+        f"while its devices were failed ({'health.makeUnhealthy' if hooks else 'the unavailable fault'}): {during}; "
+        f"after restoring them: {after}",
+        where,
+    )
+    obligations.check(
+        "kubelet.pod-status-unhealthy-carries-message",
+        len(messages) == len(devices) and all(message.strip() for message in messages),
+        f"messages of the Unhealthy resources of {entry}: {messages}",
         where,
     )

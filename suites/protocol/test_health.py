@@ -9,16 +9,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 
+import allure
 import grpc
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver import health_hook
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.driver.profile import Capability
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.under_test import DriverUnderTest
+from dra_conformance.errors import UsageError
 from dra_conformance.kubelet.client import HEALTH_SERVICES, DriverClient
+from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 
 pytestmark = pytest.mark.usefixtures("driver_sockets")
@@ -161,3 +165,91 @@ def test_every_advertised_health_version_streams_the_same_devices(
         f"first report per advertised version (pool, device): {shown}",
         where,
     )
+
+
+# After a hook, the driver reports the device's new health within the kubelet's window (it re-sends at least that
+# often), and a little more for the stream's start.
+HOOKED_HEALTH_DEADLINE = HEALTH_CHECK_TIMEOUT + 5.0
+
+
+def _device_health(report: dict[tuple[str, str], tuple[str, str]], device: tuple[str, str]) -> tuple[str, str]:
+    return report.get(device, ("absent", ""))
+
+
+@pytest.mark.capability("healthStream")
+def test_a_device_made_unhealthy_through_the_profile_hook_is_reported_unhealthy_with_a_message(
+    disruption: Disruption,
+    driver_under_test: DriverUnderTest,
+    driver_client: Callable[..., DriverClient],
+    api_client: client.ApiClient,
+    cluster: ClusterInfo,
+    obligations: Obligations,
+) -> None:
+    """The profile's `health` hook fails one device on a node only this check uses; the stream must say so, and why.
+
+    Issue 44, item 6: a driver that can make a device unhealthy (a command, or a file to write) reports it UNHEALTHY
+    on its health stream within the kubelet's window, with a message (the kubelet copies it into the pod's
+    allocatedResourcesStatus), and HEALTHY again once the hook is undone.
+    """
+    profile = driver_under_test.profile
+    if not profile.declares(Capability.HEALTH_STREAM):
+        pytest.skip(f"not applicable: {profile.source} does not declare healthStream")
+    if profile.health is None:
+        pytest.skip(
+            f"not applicable: {profile.source} declares no way to make a device unhealthy (health.makeUnhealthy)"
+        )
+    hooks, node = profile.health, disruption.node
+    published = sorted(
+        (name, device) for name, pool in node_pools(api_client, profile.driver, node).items() for device in pool.devices
+    )
+    if not published:
+        pytest.skip(f"not applicable: {profile.driver} publishes no device on {node} (the slice checks judge that)")
+    target = published[-1]
+    pool, device = target
+    values = health_hook.hook_values(profile, disruption.endpoint, device, pool, cluster.details)
+    where = f"node {node}, device {device} of pool {pool}"
+    plugin = driver_client(disruption.endpoint)
+
+    def unhealthy(report: dict[tuple[str, str], tuple[str, str]]) -> bool:
+        return _device_health(report, target)[0] == "UNHEALTHY"
+
+    def healthy(report: dict[tuple[str, str], tuple[str, str]]) -> bool:
+        return _device_health(report, target)[0] == "HEALTHY"
+
+    with allure.step(f"make {device} on {node} unhealthy: {hooks.make_unhealthy.describe()}"):
+        try:
+            problem = health_hook.run(hooks.make_unhealthy, values)
+        except UsageError as error:
+            pytest.skip(f"not applicable: the hook cannot run here: {error}")
+    undone = False
+    try:
+        if problem is not None:
+            obligations.fail(
+                "protocol.hooked-device-reported-unhealthy", f"health.makeUnhealthy failed: {problem}", where
+            )
+        reports = plugin.watch_health(unhealthy, timeout=HOOKED_HEALTH_DEADLINE)
+        health, message = _device_health(reports[-1][1], target) if reports else ("no report", "")
+        seen = f"after health.makeUnhealthy, {len(reports)} report(s) within {HOOKED_HEALTH_DEADLINE:g}s: {health}"
+        obligations.check("protocol.hooked-device-reported-unhealthy", health == "UNHEALTHY", seen, where)
+        obligations.check(
+            "protocol.unhealthy-report-carries-message",
+            bool(message.strip()),
+            f"UNHEALTHY with message {message!r}",
+            where,
+        )
+        with allure.step(f"make {device} on {node} healthy again: {hooks.make_healthy.describe()}"):
+            undone = True
+            problem = health_hook.run(hooks.make_healthy, values)
+        reports = plugin.watch_health(healthy, timeout=HOOKED_HEALTH_DEADLINE)
+        health, message = _device_health(reports[-1][1], target) if reports else ("no report", "")
+        obligations.check(
+            "protocol.hooked-device-healthy-again",
+            problem is None and health == "HEALTHY",
+            f"health.makeHealthy {'failed: ' + problem if problem else 'ran'}; then {len(reports)} report(s) within "
+            f"{HOOKED_HEALTH_DEADLINE:g}s: {health} ({message!r})",
+            where,
+        )
+    finally:
+        if not undone:
+            with contextlib.suppress(UsageError):
+                health_hook.run(hooks.make_healthy, values)  # the node goes back to the next check as it was

@@ -142,3 +142,12 @@ class BrokenMode(StrEnum):
     # monitor; the devices of the claims it found prepared in its record at start are left out of every health
     # report, so a running pod's devices read Unknown in its status from the driver's restart on.
     HEALTH_LOST_FOR_RESTORED_CLAIMS = "health-lost-for-restored-claims"
+    # Health over time (issue 44, item 6): its health monitor sets a failed device UNHEALTHY and drops the reason it
+    # found: the report's message is empty, so the pod's allocatedResourcesStatus reads Unhealthy with no message.
+    UNHEALTHY_WITHOUT_MESSAGE = "unhealthy-without-message"
+    # Two drivers in one pod, one failing (issue 44, item 7): each successful prepare of a claim counts as one more
+    # user of it, and an unprepare undoes the claim only once as many unprepares balanced them. The kubelet prepares a
+    # claim again on every retry of a pod whose other driver's claim failed (it marks the claim prepared only once
+    # every driver succeeded) and unprepares it once when the pod ends: the claim's CDI spec, its status.devices
+    # entries and its record stay (k/k#137819).
+    COUNTS_PREPARES_PER_CLAIM = "counts-prepares-per-claim"

@@ -369,6 +369,31 @@ MUTANTS: tuple[Mutant, ...] = (
         shipped=True,
         real_nodes=2,
     ),
+    # Downtime (issue 44, item 5), the driver as shipped on a real node of its own: a build that forgets what it
+    # prepared when its process goes answers the kubelet's retried unprepare of a pod force-deleted while it was down
+    # as done, and leaves the claim's CDI spec behind.
+    Mutant(
+        f"{BrokenMode.LOSES_STATE_ON_RESTART}-as-shipped",
+        "test_a_pod_force_deleted_while_the_driver_is_down_has_its_claim_unprepared_once_the_driver_is_back",
+        "kubelet.force-deleted-pod-claim-unprepared-after-driver-returns",
+        modes=(BrokenMode.LOSES_STATE_ON_RESTART,),
+        shipped=True,
+        real_nodes=2,
+    ),
+    # Health over time (issue 44, item 6): a device failed through the profile's health hook reported UNHEALTHY with
+    # an empty message.
+    _driver_mutant(
+        BrokenMode.UNHEALTHY_WITHOUT_MESSAGE,
+        "test_a_device_made_unhealthy_through_the_profile_hook_is_reported_unhealthy_with_a_message",
+        "protocol.unhealthy-report-carries-message",
+    ),
+    # Two drivers in one pod, one failing (issue 44, item 7): the claim prepared on each of the kubelet's tries is
+    # unprepared once when the pod ends, and the driver keeps it for the prepares it counted.
+    _driver_mutant(
+        BrokenMode.COUNTS_PREPARES_PER_CLAIM,
+        "test_a_claim_whose_pod_failed_on_another_drivers_prepare_is_left_with_nothing_once_the_pod_ends",
+        "protocol.partial-prepare-leaves-no-state",
+    ),
 )
 
 
