@@ -239,6 +239,22 @@ class DriverClient:
         """The first DRAResourceHealth/NodeWatchResources message: device name -> HEALTHY/UNHEALTHY/UNKNOWN."""
         return {device: health for (_pool, device), health in self.health_reports(1, timeout=timeout)[0][1].items()}
 
+    def _health_stream(self, service: str | None, timeout: float) -> tuple[Any, Any]:
+        """`service`'s messages module and an open NodeWatchResources stream of it, its deadline `timeout` seconds.
+
+        `service` defaults to the one the kubelet would pick.
+        """
+        chosen = service or self.health_service() or HEALTH_SERVICES["v1"]
+        messages, services = (
+            (self.api.health_v1alpha1, self.api.health_v1alpha1_grpc)
+            if chosen == HEALTH_SERVICES["v1alpha1"]
+            else (self.api.health_v1, self.api.health_v1_grpc)
+        )
+        stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
+            messages.NodeWatchResourcesRequest(), timeout=timeout
+        )
+        return messages, stream
+
     def health_reports(
         self, count: int, *, timeout: float, service: str | None = None
     ) -> list[tuple[float, dict[tuple[str, str], str]]]:
@@ -247,16 +263,8 @@ class DriverClient:
         Each maps (pool, device) -> HEALTHY/UNHEALTHY/UNKNOWN: the kubelet matches health to allocated devices by
         pool and device name, so both are kept. `service` defaults to the one the kubelet would pick.
         """
-        chosen = service or self.health_service() or HEALTH_SERVICES["v1"]
-        messages, services = (
-            (self.api.health_v1alpha1, self.api.health_v1alpha1_grpc)
-            if chosen == HEALTH_SERVICES["v1alpha1"]
-            else (self.api.health_v1, self.api.health_v1_grpc)
-        )
+        messages, stream = self._health_stream(service, timeout)
         started = time.monotonic()
-        stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
-            messages.NodeWatchResourcesRequest(), timeout=timeout
-        )
         reports = []
         try:
             for report in stream:
@@ -286,16 +294,8 @@ class DriverClient:
         the last one is the accepted one, where one was. A stream ending at the deadline is no error: the messages
         seen so far are the answer. `service` defaults to the one the kubelet would pick.
         """
-        chosen = service or self.health_service() or HEALTH_SERVICES["v1"]
-        messages, services = (
-            (self.api.health_v1alpha1, self.api.health_v1alpha1_grpc)
-            if chosen == HEALTH_SERVICES["v1alpha1"]
-            else (self.api.health_v1, self.api.health_v1_grpc)
-        )
+        messages, stream = self._health_stream(service, timeout)
         started = time.monotonic()
-        stream = services.DRAResourceHealthStub(self.endpoint()).NodeWatchResources(
-            messages.NodeWatchResourcesRequest(), timeout=timeout
-        )
         reports: list[tuple[float, dict[tuple[str, str], tuple[str, str]]]] = []
         try:
             for report in stream:
