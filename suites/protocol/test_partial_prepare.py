@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any
 
 import allure
@@ -21,6 +22,7 @@ import pytest
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from dra_conformance.driver.real_node import CdiSpecFiles
 from dra_conformance.driver.reference import PrivateDrivers, reference_program
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import DriverError, WaitTimeout
@@ -143,14 +145,9 @@ def _pod_with_two_drivers_claims(
 
 def _cdi_specs_naming(endpoint: DriverEndpoint, uid: str) -> list[str]:
     """The CDI spec files in the endpoint's CDI dir (where this machine reads it) that name the claim UID."""
-    cdi_dir = endpoint.cdi_dir
-    if cdi_dir is None or not cdi_dir.is_dir():
+    if endpoint.cdi_dir is None:
         return []
-    return [
-        path.name
-        for path in sorted(cdi_dir.iterdir())
-        if path.is_file() and (uid in path.name or uid in path.read_text(errors="replace"))
-    ]
+    return sorted(PurePosixPath(path).name for path in CdiSpecFiles((PurePosixPath(endpoint.cdi_dir),)).naming(uid))
 
 
 def test_a_claim_whose_pod_failed_on_another_drivers_prepare_is_left_with_nothing_once_the_pod_ends(
