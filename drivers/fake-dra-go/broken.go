@@ -86,6 +86,8 @@ var brokenModes = []string{
 	countsPreparesPerClaim,
 	// Health over time (issue 44, item 6): an unhealthy device is reported UNHEALTHY with an empty message.
 	unhealthyWithoutMessage,
+	// Upgrades (issue 44, item 4; upgrade.go): a start that fails deletes the node's pool on its way out.
+	failedStartDeletesPool,
 }
 
 const (

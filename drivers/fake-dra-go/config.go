@@ -65,6 +65,8 @@ type Config struct {
 	// RollingUpdateUID is its pod's UID: every socket's name carries it, so an old and a new instance can both be
 	// registered with the kubelet, and the prepared claims are shared between them through a file lock.
 	RollingUpdateUID string
+	// StartFailure is "" or after-publish: a release that publishes its pool and cannot serve (upgrade.go).
+	StartFailure string
 	// Broken is the set of broken modes (bugs) it runs with: empty for the correct driver.
 	Broken map[string]bool
 }
@@ -147,6 +149,7 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 	flags.Float64Var(&c.APIQPS, "api-qps", 0, "client-side API rate limit (0: none)")
 	flags.IntVar(&c.APIBurst, "api-burst", 10, "requests allowed at once under --api-qps")
 	flags.StringVar(&c.ControllerKubeconfig, "controller-kubeconfig", "", "gpu-fabric: the attach controller's identity")
+	flags.StringVar(&c.StartFailure, "start-failure", "", "after-publish: a release that publishes its pool, then cannot serve")
 	attachDelay := flags.Float64("attach-delay", 1.0, "gpu-fabric: seconds one attach takes")
 	if err := flags.Parse(args); errors.Is(err, flag.ErrHelp) {
 		flags.SetOutput(os.Stderr)
@@ -176,6 +179,8 @@ func parseArgs(args []string, getenv func(string) string) (Config, error) {
 		return c, usageError("--status-conditions must be ready or none, got %s", *conditions)
 	case *unknown != "per-claim" && *unknown != "whole-call":
 		return c, usageError("--unknown-claim-answer must be per-claim or whole-call, got %s", *unknown)
+	case !slices.Contains(startFailures, c.StartFailure):
+		return c, usageError("--start-failure must be %s or empty, got %s", startFailureAfterPublish, c.StartFailure)
 	}
 	if !slices.Contains(profiles, c.Profile) {
 		return c, usageError("--profile must be one of %s; got %s", strings.Join(profiles, ", "), c.Profile)

@@ -75,6 +75,9 @@ func run(c Config) int {
 	if err != nil {
 		return fail("publish slices for %s: %s", c.NodeName, denial(err))
 	}
+	if c.StartFailure != "" {
+		return fail("%v", failStart(c, api))
+	}
 	if c.IsBroken(removesOtherInstancesSockets) {
 		removeOtherInstancesSockets(c)
 	}

@@ -151,3 +151,7 @@ class BrokenMode(StrEnum):
     # every driver succeeded) and unprepares it once when the pod ends: the claim's CDI spec, its status.devices
     # entries and its record stay (k/k#137819).
     COUNTS_PREPARES_PER_CLAIM = "counts-prepares-per-claim"
+    # Upgrades (issue 44, item 4): a start that fails (a release that publishes its pool and cannot serve) deletes the
+    # node's pool on its way out. In a rolling update the old instance keeps serving the claims it prepared, but the
+    # pool the scheduler allocates from is gone until something republishes it: new pods with claims stay pending.
+    FAILED_START_DELETES_POOL = "failed-start-deletes-pool"
