@@ -54,8 +54,16 @@ def _environment(checkout: Path) -> dict[str, str]:
     # dra-wire too: what the reference programs share (sockets, client helpers) changes with them.
     drivers = checkout / "drivers"
     paths = [checkout, drivers / "fake-metrics", drivers / "dra-wire"]
+    # A checkout from before the Python reference driver was deleted (issue 47) still loads it.
+    paths += [drivers / "fake-dra"] if (drivers / "fake-dra").is_dir() else []
     inherited = os.environ.get("PYTHONPATH")
     return {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, paths), *([inherited] if inherited else [])])}
+
+
+def _state_dir_option(checkout: Path) -> str:
+    """The checkout's spelling of the cluster state directory option (one spelling per option came after 5d60f30)."""
+    options = (checkout / "dra_conformance" / "plugin" / "options.py").read_text()
+    return "--dra-cluster-state-dir" if '"--dra-cluster-state-dir"' in options else "--dra-state-dir"
 
 
 def timed_run(
@@ -68,7 +76,7 @@ def timed_run(
         "-c",
         RUN_CLI,
         "run",
-        f"--dra-state-dir={scratch / 'cluster'}",
+        f"{_state_dir_option(checkout)}={scratch / 'cluster'}",
         f"--dra-reports-dir={reports}",
         *([f"--workers={workers}"] if workers is not None else []),
         *extra,

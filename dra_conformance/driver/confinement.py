@@ -146,6 +146,8 @@ def problems(raw: Mapping[str, Any], directory: Path) -> Iterator[tuple[KeyPath,
     install = raw.get("install", {})
     for key in ("images", "manifests"):
         files += [(["install", key, i], name) for i, name in enumerate(install.get(key, []))]
+        previous = install.get("previous", {})
+        files += [(["install", "previous", key, i], name) for i, name in enumerate(previous.get(key, []))]
     if "kustomize" in install.get("transform", {}):
         files.append((["install", "transform", "kustomize"], install["transform"]["kustomize"]))
     for steps, name in files:
@@ -233,6 +235,8 @@ def host_paths_of_copy(raw: Mapping[str, Any], source_directory: Path) -> list[s
         *identity.get("controller", {}).get("rbac", []),
         *install.get("images", []),
         *install.get("manifests", []),
+        *install.get("previous", {}).get("images", []),
+        *install.get("previous", {}).get("manifests", []),
         *([install["transform"]["kustomize"]] if "kustomize" in install.get("transform", {}) else []),
     ]
     directories = {str(_normalized(str(source_directory / entry))) for entry in raw.get(HOST_PATHS_KEY, [])}

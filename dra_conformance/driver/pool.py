@@ -43,8 +43,8 @@ class PoolState:
         )
 
 
-def node_pools(api: client.ApiClient, driver: str, node: str) -> dict[str, PoolState]:
-    """The pools `driver` publishes in slices bound to `node` (spec.nodeName), by pool name."""
+def node_slices(api: client.ApiClient, driver: str, node: str) -> list[dict[str, Any]]:
+    """The ResourceSlices `driver` publishes bound to `node` (spec.nodeName), as the API serves them."""
     group, version = RESOURCE_API.split("/")
     listed: dict[str, Any] = client.CustomObjectsApi(api).list_cluster_custom_object(
         group,
@@ -53,8 +53,14 @@ def node_pools(api: client.ApiClient, driver: str, node: str) -> dict[str, PoolS
         field_selector=f"spec.driver={driver},spec.nodeName={node}",
         _request_timeout=LIST_TIMEOUT,
     )
+    items: list[dict[str, Any]] = listed["items"]
+    return items
+
+
+def node_pools(api: client.ApiClient, driver: str, node: str) -> dict[str, PoolState]:
+    """The pools `driver` publishes in slices bound to `node` (spec.nodeName), by pool name."""
     by_pool: dict[str, list[dict[str, Any]]] = {}
-    for item in listed["items"]:
+    for item in node_slices(api, driver, node):
         by_pool.setdefault(item["spec"]["pool"]["name"], []).append(item["spec"])
     pools = {}
     for name, specs in by_pool.items():

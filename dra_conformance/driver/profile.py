@@ -316,6 +316,27 @@ class Transforms:
 
 
 @dataclass(frozen=True)
+class PreviousRelease:
+    """The driver's release before the one installed, as shipped (`install.previous`): what an upgrade starts from."""
+
+    images: tuple[Path, ...]
+    manifests: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class CannotStart:
+    """How to make a release of the driver that cannot start (`install.cannotStart`), for the failed-rollout check.
+
+    `args` are appended to the driver container's arguments; with none, the container's command is replaced by one
+    that does not exist (a release whose program is missing).
+    """
+
+    args: tuple[str, ...] = ()
+    # The container of the DaemonSet's pod template that runs the driver; None: the first.
+    container: str | None = None
+
+
+@dataclass(frozen=True)
 class InstallSpec:
     """The driver as a vendor ships it: image archives loaded onto the nodes and manifests applied as they are."""
 
@@ -324,6 +345,9 @@ class InstallSpec:
     # Manifest files (a rendered chart), resolved against the profile's directory; any kind the API server serves.
     manifests: tuple[Path, ...]
     transforms: Transforms = field(default_factory=Transforms)
+    # The release before this one (transformed as this one is), for the upgrade check; None: not applicable.
+    previous: PreviousRelease | None = None
+    cannot_start: CannotStart = field(default_factory=CannotStart)
     # The profile file, which messages about the install name.
     source: Path | None = None
 
@@ -793,7 +817,21 @@ def _install(raw: Mapping[str, Any] | None, directory: Path, source: Path) -> In
             patches=tuple(_patch(item) for item in transform.get("patches", ())),
             kustomize=(directory / transform["kustomize"]).resolve() if "kustomize" in transform else None,
         ),
+        previous=_previous_release(raw.get("previous"), directory),
+        cannot_start=CannotStart(
+            args=tuple(raw.get("cannotStart", {}).get("args", ())),
+            container=raw.get("cannotStart", {}).get("container"),
+        ),
         source=source,
+    )
+
+
+def _previous_release(raw: Mapping[str, Any] | None, directory: Path) -> PreviousRelease | None:
+    if raw is None:
+        return None
+    return PreviousRelease(
+        images=tuple((directory / relative).resolve() for relative in raw.get("images", ())),
+        manifests=tuple((directory / relative).resolve() for relative in raw["manifests"]),
     )
 
 

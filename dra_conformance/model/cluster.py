@@ -69,6 +69,9 @@ class ClusterInfo:
     # The changes the backend made to the driver's manifests (a profile's `install.transform`), one line each as
     # printed at start; the run's summary lists them. Empty where nothing was installed or changed.
     install_transforms: tuple[str, ...] = ()
+    # The DaemonSets of the driver's previous release (a profile's `install.previous`), transformed as the install's
+    # manifests were and not applied: what the upgrade check rolls to and back from. Empty where none was named.
+    previous_release: tuple[dict[str, Any], ...] = ()
     details: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -87,6 +90,7 @@ class ClusterInfo:
             "real_nodes": list(self.real_nodes),
             "driver_daemonsets": list(self.driver_daemonsets),
             "install_transforms": list(self.install_transforms),
+            "previous_release": list(self.previous_release),
             "details": dict(self.details),
         }
 
@@ -119,6 +123,7 @@ class ClusterInfo:
             real_nodes=tuple(data.get("real_nodes", ())),
             driver_daemonsets=tuple(data.get("driver_daemonsets", ())),
             install_transforms=tuple(data.get("install_transforms", ())),
+            previous_release=tuple(data.get("previous_release", ())),
             details=dict(data["details"]),
         )
 

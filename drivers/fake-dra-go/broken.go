@@ -58,6 +58,10 @@ const (
 	healthLostForRestoredClaims    = "health-lost-for-restored-claims"
 	countsPreparesPerClaim         = "counts-prepares-per-claim"
 	unhealthyWithoutMessage        = "unhealthy-without-message"
+	// failedStartDeletesPool: a start that fails (upgrade.go) deletes the node's pool on its way out ("clean up what
+	// we published"). The pool is the node's, not the process's: the old instance a rolling update left serving
+	// keeps its claims, but the scheduler sees no devices on the node until something republishes.
+	failedStartDeletesPool = "failed-start-deletes-pool"
 )
 
 var brokenModes = []string{

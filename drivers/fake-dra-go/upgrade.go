@@ -4,13 +4,10 @@ import "fmt"
 
 // A release that cannot start (issue 44, item 4): `--start-failure=after-publish` makes the process publish its
 // pool and then give up before it serves, as a release missing something it needs only to serve would. The
-// upgrade check rolls a DaemonSet to such a release and expects the old instance to keep serving meanwhile.
+// upgrade check rolls a DaemonSet to such a release and expects the old instance to keep serving meanwhile. Its bug,
+// failed-start-deletes-pool, is among the broken modes (broken.go).
 const (
 	startFailureAfterPublish = "after-publish"
-	// failedStartDeletesPool: a start that fails deletes the node's pool on its way out ("clean up what we
-	// published"). The pool is the node's, not the process's: the old instance a rolling update left serving keeps
-	// its claims, but the scheduler sees no devices on the node until something republishes.
-	failedStartDeletesPool = "failed-start-deletes-pool"
 )
 
 var startFailures = []string{"", startFailureAfterPublish}

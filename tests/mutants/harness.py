@@ -96,6 +96,10 @@ FOREIGN_NODE_CHECK = "test_claim_of_another_node_is_refused_without_node_local_w
 IDEMPOTENCE_CHECK = "test_prepare_and_unprepare_are_idempotent[v1]"
 BATCH_CHECK = "test_claims_prepared_and_unprepared_in_one_call_are_each_handled"
 CDI_RESOLVE_CHECK = "test_cdi_device_ids_resolve_in_the_cdi_dir_until_their_claim_is_unprepared"
+FAILED_RELEASE_CHECK = "test_a_release_that_cannot_start_leaves_the_old_instance_serving_until_its_template_is_put_back"
+UPGRADE_CHECK = (
+    "test_an_upgrade_from_the_previous_release_and_its_rollback_keep_claims_prepared_and_unchanged_slices_untouched"
+)
 DOWNTIME_CHECK = "test_a_restart_after_sigterm_keeps_the_pool_complete_and_its_generation_and_removes_the_sockets"
 
 # Grouped by the class of obligation they break (the field coverage table's groups, docs/obligations.md).
@@ -380,6 +384,33 @@ MUTANTS: tuple[Mutant, ...] = (
         shipped=True,
         real_nodes=2,
     ),
+    # Upgrades (issue 44, item 4), the driver as shipped: a release that cannot start deletes the node's pool on its
+    # way out, while the old instance still serves; once the rollout is undone, a new pod's claim finds no device.
+    Mutant(
+        f"{BrokenMode.FAILED_START_DELETES_POOL}-as-shipped",
+        FAILED_RELEASE_CHECK,
+        "kubelet.failed-release-rolled-back-serves",
+        modes=(BrokenMode.FAILED_START_DELETES_POOL,),
+        shipped=True,
+    ),
+    # Upgrades (issue 44, item 4), the driver as shipped: its previous release, started on the state the installed
+    # one wrote (the upgrade check's first switch), gives up its pool; the pods started across the switch stay pending.
+    Mutant(
+        f"{BrokenMode.DROPS_POOL_AFTER_DOWNGRADE}-as-shipped",
+        UPGRADE_CHECK,
+        "kubelet.upgrade-and-rollback-keep-claims-prepared",
+        modes=(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE,),
+        shipped=True,
+    ),
+    # Upgrades (issue 44, item 4), the driver as shipped: every start rewrites its unchanged slices at a new
+    # generation, so each rollout of the same release churns them.
+    Mutant(
+        "rewrites-slices-on-restart-as-shipped",
+        "test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to_the_new_instance",
+        "kubelet.rollout-leaves-unchanged-slices-untouched",
+        args=("--broken-mode=rewrites-slices-on-restart",),
+        shipped=True,
+    ),
     # Health over time (issue 44, item 6): a device failed through the profile's health hook reported UNHEALTHY with
     # an empty message.
     _driver_mutant(
@@ -407,17 +438,21 @@ def shipped_mutant_profile(chosen: Mutant, directory: Path) -> Path:
     source = paths.fixtures_dir() / "profiles" / SHIPPED_PROFILE
     profile: dict[str, Any] = yaml.safe_load(source.read_text())
     install = profile["install"]
-    manifests = []
-    for relative in install["manifests"]:
+
+    def broken(relative: str, release: str) -> str:
         manifest = (source.parent / relative).resolve()
-        if manifest.name == "daemonset.yaml":
-            daemonset = yaml.safe_load(manifest.read_text())
-            container = daemonset["spec"]["template"]["spec"]["containers"][0]
-            container["args"] += [*(f"--broken-mode={mode}" for mode in chosen.modes), *chosen.args]
-            manifest = directory / f"{chosen.name}-daemonset.yaml"
-            manifest.write_text(yaml.safe_dump(daemonset, sort_keys=False))
-        manifests.append(str(manifest))
-    install["manifests"] = manifests
+        if manifest.name != "daemonset.yaml":
+            return str(manifest)
+        daemonset = yaml.safe_load(manifest.read_text())
+        container = daemonset["spec"]["template"]["spec"]["containers"][0]
+        container["args"] += [*(f"--broken-mode={mode}" for mode in chosen.modes), *chosen.args]
+        written = directory / f"{chosen.name}-{release}daemonset.yaml"
+        written.write_text(yaml.safe_dump(daemonset, sort_keys=False))
+        return str(written)
+
+    install["manifests"] = [broken(relative, "") for relative in install["manifests"]]
+    if "previous" in install:  # the release before runs with the same bugs (a downgrade's are the older release's)
+        install["previous"]["manifests"] = [broken(r, "previous-") for r in install["previous"]["manifests"]]
     image = directory / "reference-driver.tar"
     failed = build_reference_image(image)
     if failed is not None:

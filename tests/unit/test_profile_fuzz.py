@@ -33,7 +33,14 @@ SHIPPED = sorted(
     path for path in [*PROFILES.glob("*.yaml"), *PROFILES.glob("*/*.yaml")] if not path.name.endswith("-rbac.yaml")
 )
 # Keys whose values name files relative to the profile's directory.
-FILE_LISTS = (("identity", "rbac"), ("identity", "controller", "rbac"), ("install", "images"), ("install", "manifests"))
+FILE_LISTS = (
+    ("identity", "rbac"),
+    ("identity", "controller", "rbac"),
+    ("install", "images"),
+    ("install", "manifests"),
+    ("install", "previous", "images"),
+    ("install", "previous", "manifests"),
+)
 
 FUZZ_SETTINGS = settings(
     max_examples=EXAMPLES,

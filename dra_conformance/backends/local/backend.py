@@ -211,6 +211,7 @@ class LocalBackend:
             real_nodes=recorded.real_nodes,
             driver_daemonsets=install_record.driver_daemonsets(self.layout),
             install_transforms=shipped.recorded_transforms(self.layout),
+            previous_release=shipped.recorded_previous_release(self.layout),
             pki_dir=self.layout.pki,
             audit_log=self.layout.audit_log,
             log_dir=self.layout.logs,
@@ -366,7 +367,7 @@ class LocalBackend:
             endpoints = driver.endpoints
         timings.lap("drivers_ready")
         if real_binaries is not None:
-            images = profile.install.images if profile.install else ()
+            images = shipped.archives(profile.install) if profile.install else ()
             real_nodes = real_nodes_component.RealNodes(cluster, real_binaries, images, self.config.real_nodes)
             real_nodes.start(cluster)
             timings.lap("real_node_ready")

@@ -137,12 +137,13 @@ def host_paths_of(documents: Iterable[dict[str, Any]]) -> list[str]:
 
 
 def daemonsets_of(documents: Iterable[dict[str, Any]]) -> list[str]:
-    """`namespace/name` of each DaemonSet among the documents (no namespace: `default`, where apply puts it)."""
-    return [
+    """`namespace/name` of each DaemonSet among the documents (no namespace: `default`, where apply puts it), once."""
+    names = [
         f"{d['metadata'].get('namespace') or 'default'}/{d['metadata']['name']}"
         for d in documents
         if d.get("kind") == "DaemonSet"
     ]
+    return list(dict.fromkeys(names))
 
 
 # --- refusals -----------------------------------------------------------------------------------------------------

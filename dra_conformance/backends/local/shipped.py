@@ -26,7 +26,7 @@ import sys
 import sysconfig
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +69,7 @@ RENDERED = "dra-conformance-manifests.yaml"
 SHOWN_CHANGES = 4
 # Where the transform lines of the cluster's install are recorded (wiped with the real node's files at each start).
 TRANSFORMS_FILE = "install-transforms.json"
+PREVIOUS_RELEASE_FILE = "previous-release.json"
 
 
 # --- the manifests ------------------------------------------------------------------------------------------------
@@ -118,8 +119,8 @@ def pod_specs(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _containers(pod: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for field in CONTAINER_FIELDS:
-        yield from (container for container in pod.get(field) or [] if isinstance(container, dict))
+    for key in CONTAINER_FIELDS:
+        yield from (container for container in pod.get(key) or [] if isinstance(container, dict))
 
 
 def _refusal(source: Path | None, key: str, problem: str) -> UsageError:
@@ -397,15 +398,20 @@ def images_to_run(spec: InstallSpec) -> list[str]:
     return sorted({str(image) for image in found if image})
 
 
+def archives(spec: InstallSpec) -> tuple[Path, ...]:
+    """Every image archive the install imports: its own and the previous release's (`install.previous.images`)."""
+    return spec.images + (spec.previous.images if spec.previous is not None else ())
+
+
 def missing_images(spec: InstallSpec) -> list[Path]:
     """The archives of `spec.images` that do not exist; one that names no image is a UsageError of one line.
 
     The line names the images the manifests run, which that archive was meant to provide. Checked before the
     cluster starts: `ctr images import` takes such an archive with exit code 0 and imports nothing.
     """
-    missing = [path for path in spec.images if not path.is_file()]
+    missing = [path for path in archives(spec) if not path.is_file()]
     if not missing:
-        for archive in spec.images:
+        for archive in archives(spec):
             try:
                 install_images.archive_images(archive)
             except UsageError as error:
@@ -466,12 +472,24 @@ def apply(api_client: client.ApiClient, documents: list[dict[str, Any]]) -> None
         )
 
 
+def previous_daemonsets(spec: InstallSpec, real_nodes: tuple[str, ...], api_server: str) -> list[dict[str, Any]]:
+    """The previous release's DaemonSets (`install.previous`), transformed as the install's manifests are."""
+    if spec.previous is None:
+        return []
+    documents, _ = transform(
+        load_manifests(spec.previous.manifests), spec.transforms, real_nodes, api_server, spec.source
+    )
+    return [document for document in documents if document["kind"] == "DaemonSet"]
+
+
 @dataclass(frozen=True)
 class Installed:
     """What was applied: the objects (after transformation) and the lines describing the transformations."""
 
     documents: list[dict[str, Any]]
     transformations: list[str]
+    # The previous release's DaemonSets, transformed alike and not applied (`install.previous`); none without one.
+    previous: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def pod_namespaces(self) -> tuple[str, ...]:
@@ -496,28 +514,63 @@ def install(
 
     Nothing is applied when a transformation cannot be made, an object's Namespace would be missing, or an image
     would not be found on the node (`check_namespaces`, `check_images`): each is one line. `before_apply` gets the
-    transformed documents once they passed those checks (the host-path record: a patch may add a hostPath).
+    transformed documents once they passed those checks (the host-path record: a patch may add a hostPath), with the
+    previous release's DaemonSets (`install.previous`, transformed alike), which are not applied.
     """
-    documents, lines = transform(
-        load_manifests(spec.manifests), spec.transforms, real_nodes, str(api_client.configuration.host), spec.source
-    )
+    api_server = str(api_client.configuration.host)
+    documents, lines = transform(load_manifests(spec.manifests), spec.transforms, real_nodes, api_server, spec.source)
+    previous = previous_daemonsets(spec, real_nodes, api_server)
     for line in lines:
         echo(f"install: transform {line}")
     core = client.CoreV1Api(api_client)
     check_namespaces(core, documents, spec.source)
     install_images.check_images(
-        [(_object_name(d), container) for d in documents for pod in pod_specs(d) for container in _containers(pod)],
-        spec.images,
+        [
+            (_object_name(d), container)
+            for d in documents + previous
+            for pod in pod_specs(d)
+            for container in _containers(pod)
+        ],
+        archives(spec),
         lambda: install_images.node_images(core, real_nodes),
         f"{spec.source}: install" if spec.source else "install",
     )
-    before_apply(documents)
+    before_apply(documents + previous)  # the previous release's host paths too: the upgrade check rolls to it
     apply(api_client, documents)
     echo(f"install: applied {len(documents)} objects from {len(spec.manifests)} manifest files (server-side apply)")
-    return Installed(documents, lines)
+    if previous:
+        kept = install_record.daemonsets_of(previous)
+        echo(f"install: the previous release's DaemonSets kept for the upgrade check: {', '.join(kept)}")
+    return Installed(documents, lines, previous)
 
 
 # --- the record for the run's summary -----------------------------------------------------------------------------
+
+
+def _write_record(path: Path, value: object) -> None:
+    """Write `value` as JSON to `path` whole (through a partial file), its directory made first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(value, indent=2))
+    partial.replace(path)
+
+
+def previous_release_path(layout: ClusterLayout) -> Path:
+    """Where the previous release's transformed DaemonSets are kept, for `ClusterInfo.previous_release`."""
+    return layout.root / "nodes" / REAL_NODE / PREVIOUS_RELEASE_FILE
+
+
+def record_previous_release(layout: ClusterLayout, daemonsets: list[dict[str, Any]]) -> None:
+    """Keep the previous release's DaemonSets (transformed) in the cluster's state directory."""
+    _write_record(previous_release_path(layout), daemonsets)
+
+
+def recorded_previous_release(layout: ClusterLayout) -> tuple[dict[str, Any], ...]:
+    """The previous release's DaemonSets as the install transformed them; none where the profile names none."""
+    try:
+        return tuple(json.loads(previous_release_path(layout).read_text()))
+    except FileNotFoundError:
+        return ()
 
 
 def transforms_path(layout: ClusterLayout) -> Path:
@@ -527,11 +580,7 @@ def transforms_path(layout: ClusterLayout) -> Path:
 
 def record_transforms(layout: ClusterLayout, lines: list[str]) -> None:
     """Keep the install's transform lines in the cluster's state directory, for `ClusterInfo.install_transforms`."""
-    path = transforms_path(layout)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(lines, indent=2))
-    partial.replace(path)
+    _write_record(transforms_path(layout), lines)
 
 
 def recorded_transforms(layout: ClusterLayout) -> tuple[str, ...]:

@@ -43,6 +43,8 @@ class ShippedDriver:
             )
             # For the run's summary (`ClusterInfo.install_transforms`): what was changed in the vendor's manifests.
             shipped.record_transforms(cluster.layout, installed.transformations)
+            # For the upgrade check (`ClusterInfo.previous_release`): the release to roll to and back from.
+            shipped.record_previous_release(cluster.layout, installed.previous)
             core = client.CoreV1Api(api_client)
             for endpoint in self.endpoints:
 
