@@ -68,6 +68,8 @@ type DriverCore struct {
 	claimLocks map[string]*sync.Mutex
 	// unprepared are the claims this process unprepared (only prepare-after-unprepare-fails looks at them).
 	unprepared map[string]bool
+	// announced are the claims ready-before-prepared announced on receipt, before a fault acted (claimReceived).
+	announced map[string]bool
 	// holdMu guards preparing: the claims being prepared and the devices they hold meanwhile
 	// (--refuse-devices-held-by-other-claims, held.go).
 	holdMu    sync.Mutex
@@ -83,7 +85,7 @@ type DriverCore struct {
 func newDriverCore(c Config, api *DriverAPI, calls *CallLog, prepared *PreparedClaims) (*DriverCore, error) {
 	core := &DriverCore{
 		config: c, api: api, calls: calls, prepared: prepared, faults: newFaultSet(), attachments: newAttachLog(),
-		claimLocks: map[string]*sync.Mutex{}, unprepared: map[string]bool{}, preparing: map[string]preparing{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
+		claimLocks: map[string]*sync.Mutex{}, unprepared: map[string]bool{}, announced: map[string]bool{}, preparing: map[string]preparing{}, keeperStop: make(chan struct{}), healthChanged: make(chan struct{}),
 	}
 	if c.IsBroken(healthLostForRestoredClaims) {
 		core.restored = restoredDevices(prepared)
@@ -283,20 +285,6 @@ func (d *DriverCore) Health() []deviceHealth {
 	return health
 }
 
-// faultDelay applies the slow and hang faults of `phase` (prepare, unprepare) to one claim; the error text when a
-// hang reached its limit.
-func (d *DriverCore) faultDelay(phase, uid string) string {
-	if slow, ok := d.faults.Find("slow-"+phase, uid, nil); ok {
-		time.Sleep(time.Duration(slow.Delay * float64(time.Second))) // the injected slowness itself
-	}
-	if _, ok := d.faults.Find("hang-"+phase, uid, nil); ok {
-		if !d.faults.WaitCleared("hang-"+phase, uid, hangLimit) {
-			return fmt.Sprintf("%s hung (injected) for %gs", phase, hangLimit.Seconds())
-		}
-	}
-	return ""
-}
-
 // HealthPool is the pool health reports name: the one the driver publishes (health-wrong-pool names another).
 func (d *DriverCore) HealthPool() string {
 	if d.config.IsBroken(healthWrongPool) {
@@ -328,65 +316,91 @@ func claimUIDs(claims []ClaimRef) []string {
 	return uids
 }
 
+// refusedCall is a whole-call refusal (--unknown-claim-answer=whole-call): why each claim (by UID) this node cannot
+// prepare cannot be. A plain error, which gRPC answers with code Unknown and its text, as the upstream helper's; the
+// call log (interceptors.go) records the claims it refused.
+type refusedCall struct {
+	claims  map[string]string
+	reasons []string
+}
+
+func (e *refusedCall) Error() string {
+	return fmt.Sprintf("%v: %s", errClaimRefused, strings.Join(e.reasons, "; "))
+}
+
+func (e *refusedCall) Unwrap() error { return errClaimRefused }
+
+// wholeCallLookups looks every claim up before any is prepared (the upstream helper reads all claims before
+// preparing any): a claim this node cannot prepare refuses the whole call.
+func (d *DriverCore) wholeCallLookups(claims []ClaimRef) (map[string]*lookup, error) {
+	lookups := map[string]*lookup{}
+	refused := &refusedCall{claims: map[string]string{}}
+	for _, claim := range claims {
+		found := d.lookup(claim)
+		lookups[claim.UID] = &found
+		if found.problem != "" {
+			refused.claims[claim.UID] = found.problem
+			refused.reasons = append(refused.reasons, found.problem)
+		}
+	}
+	if len(refused.claims) > 0 {
+		return nil, refused
+	}
+	return lookups, nil
+}
+
+// heldLocks are claim locks, by claim UID, that the caller of PrepareHolding or UnprepareHolding holds already: the
+// fault interceptor's (interceptors.go), for a claim it delayed. The claim's prepare or unprepare takes its lock over
+// and releases it when done, as its own; the caller releases those of claims the call did not reach.
+type heldLocks map[string]*sync.Mutex
+
+// lockClaim returns the claim's lock, locked: the held one (no longer held then), else the claim's own, once free.
+func (d *DriverCore) lockClaim(uid string, held heldLocks) *sync.Mutex {
+	if lock, ok := held[uid]; ok {
+		delete(held, uid)
+		return lock
+	}
+	lock := d.lock(uid)
+	lock.Lock()
+	return lock
+}
+
 // Prepare is NodePrepareResources: each claim prepared, failures reported per claim. With whole-call refusals,
-// every claim is looked up first, and one this node cannot prepare fails the call before any claim is prepared
-// (the upstream helper reads all claims before preparing any).
+// every claim is looked up first, and one this node cannot prepare fails the call before any claim is prepared.
 func (d *DriverCore) Prepare(claims []ClaimRef) (map[string]PrepareResult, error) {
-	started := time.Now()
+	return d.PrepareHolding(claims, nil)
+}
+
+// PrepareHolding is Prepare of claims some of whose locks the caller holds already.
+func (d *DriverCore) PrepareHolding(claims []ClaimRef, held heldLocks) (map[string]PrepareResult, error) {
 	lookups := map[string]*lookup{}
 	if d.config.WholeCallRefusal {
-		refused := map[string]string{}
-		var reasons []string
-		for _, claim := range claims {
-			found := d.lookup(claim)
-			lookups[claim.UID] = &found
-			if found.problem != "" {
-				refused[claim.UID] = found.problem
-				reasons = append(reasons, found.problem)
-			}
-		}
-		if len(refused) > 0 {
-			outcome := fmt.Sprintf("refused whole call (%d of %d claims)", len(refused), len(claims))
-			d.calls.Record("NodePrepareResources", started, claimUIDs(claims), outcome, refused)
-			return nil, fmt.Errorf("%w: %s", errClaimRefused, strings.Join(reasons, "; "))
+		var err error
+		if lookups, err = d.wholeCallLookups(claims); err != nil {
+			return nil, err
 		}
 	}
 	results := map[string]PrepareResult{}
 	for _, claim := range claims {
-		results[claim.UID] = d.prepareOne(claim, lookups[claim.UID])
+		results[claim.UID] = d.prepareOne(claim, lookups[claim.UID], held)
 	}
 	if d.config.IsBroken(batchAnswersSwapped) {
 		results = rotated(claimUIDs(claims), results) // the bug: answers paired with the claim UIDs in another order
 	}
-	errs := map[string]string{}
-	for uid, result := range results {
-		if result.Error != "" {
-			errs[uid] = result.Error
-		}
-	}
 	if d.config.IsBroken(countsPreparesPerClaim) {
 		d.prepares.add(results)
 	}
-	d.calls.Record("NodePrepareResources", started, claimUIDs(claims), outcome(errs, len(claims)), errs)
 	return results, nil
 }
 
-func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup) PrepareResult {
-	lock := d.lock(ref.UID)
-	lock.Lock()
-	defer lock.Unlock()
+func (d *DriverCore) prepareOne(ref ClaimRef, found *lookup, held heldLocks) PrepareResult {
+	defer d.lockClaim(ref.UID, held).Unlock()
 	known, ok, err := d.prepared.Get(ref.UID)
 	if err != nil {
 		return PrepareResult{Error: "read prepared claims: " + err.Error()}
 	}
-	if d.config.IsBroken(readyBeforePrepared) && !ok {
+	if d.config.IsBroken(readyBeforePrepared) && !ok && !d.announcedOnReceipt(ref.UID) {
 		d.announceReady(ref) // the bug: Ready=True before any of the node-local work
-	}
-	if delayed := d.faultDelay("prepare", ref.UID); delayed != "" {
-		return PrepareResult{Error: delayed}
-	}
-	if injected, ok := d.faults.Find("prepare-error", ref.UID, nil); ok {
-		return PrepareResult{Error: "prepare failed (injected): " + injected.Message}
 	}
 	if ok {
 		if d.config.IsBroken(nonIdempotentPrepare) {
@@ -569,6 +583,32 @@ func (d *DriverCore) removeSpecs(uid string, prepared []PreparedDevice) error {
 	return removeCDISpec(d.config, uid)
 }
 
+// claimReceived is what the driver does with a claim of NodePrepareResources before the protocol-level faults
+// (interceptors.go) act on it, its lock held: nothing, but ready-before-prepared announces Ready=True for a claim not
+// prepared yet, before the fault delays or fails its prepare, as it does before any work of its own.
+func (d *DriverCore) claimReceived(ref ClaimRef) {
+	if !d.config.IsBroken(readyBeforePrepared) {
+		return
+	}
+	if _, ok, err := d.prepared.Get(ref.UID); err != nil || ok {
+		return
+	}
+	d.announceReady(ref) // the bug: Ready=True before any of the node-local work
+	d.locksGuard.Lock()
+	d.announced[ref.UID] = true
+	d.locksGuard.Unlock()
+}
+
+// announcedOnReceipt says whether claimReceived announced the claim since its last prepare, and forgets it: the
+// prepare that follows does not announce again.
+func (d *DriverCore) announcedOnReceipt(uid string) bool {
+	d.locksGuard.Lock()
+	defer d.locksGuard.Unlock()
+	announced := d.announced[uid]
+	delete(d.announced, uid)
+	return announced
+}
+
 // announceReady is ready-before-prepared: Ready=True for the claim's devices before preparing anything.
 func (d *DriverCore) announceReady(ref ClaimRef) {
 	found := d.lookup(ref)
@@ -695,33 +735,24 @@ func readyCondition(status, reason, message string) map[string]string {
 
 // Unprepare is NodeUnprepareResources: the error text per claim ("" for success); unknown claims succeed.
 func (d *DriverCore) Unprepare(claims []ClaimRef) map[string]string {
-	started := time.Now()
+	return d.UnprepareHolding(claims, nil)
+}
+
+// UnprepareHolding is Unprepare of claims some of whose locks the caller holds already.
+func (d *DriverCore) UnprepareHolding(claims []ClaimRef, held heldLocks) map[string]string {
 	results := map[string]string{}
-	errs := map[string]string{}
 	for position, claim := range claims {
 		if position > 0 && d.config.IsBroken(unprepareHandlesOnlyFirst) {
 			results[claim.UID] = "" // the bug: reported unprepared, never undone
 			continue
 		}
-		results[claim.UID] = d.unprepareOne(claim)
-		if results[claim.UID] != "" {
-			errs[claim.UID] = results[claim.UID]
-		}
+		results[claim.UID] = d.unprepareOne(claim, held)
 	}
-	d.calls.Record("NodeUnprepareResources", started, claimUIDs(claims), outcome(errs, len(claims)), errs)
 	return results
 }
 
-func (d *DriverCore) unprepareOne(ref ClaimRef) string {
-	lock := d.lock(ref.UID)
-	lock.Lock()
-	defer lock.Unlock()
-	if delayed := d.faultDelay("unprepare", ref.UID); delayed != "" {
-		return delayed
-	}
-	if injected, ok := d.faults.Find("unprepare-error", ref.UID, nil); ok {
-		return "unprepare failed (injected): " + injected.Message
-	}
+func (d *DriverCore) unprepareOne(ref ClaimRef, held heldLocks) string {
+	defer d.lockClaim(ref.UID, held).Unlock()
 	record, ok, err := d.prepared.Get(ref.UID)
 	if err != nil {
 		return "read prepared claims: " + err.Error()
@@ -774,11 +805,4 @@ func (d *DriverCore) removeStatus(ref ClaimRef) string {
 		return "remove status.devices: " + denial(err)
 	}
 	return ""
-}
-
-func outcome(errs map[string]string, total int) string {
-	if len(errs) == 0 {
-		return "ok"
-	}
-	return fmt.Sprintf("error (%d of %d claims)", len(errs), total)
 }

@@ -11,7 +11,9 @@ import (
 )
 
 // faultModes is the fault vocabulary; the engine's FAULT_SCHEMA (dra_conformance/driver/faults.py, which documents
-// each mode) checks scenario faults against it. attach-failure acts in the gpu-fabric profile's attach controller.
+// each mode) checks scenario faults against it. The protocol-level faults (slow-, hang-, prepare-error,
+// unprepare-error, registration-failure) act in the gRPC servers' interceptors (interceptors.go), attach-failure in
+// the gpu-fabric profile's attach controller, crash on the control socket, the others in the driver's core.
 var faultModes = map[string]bool{
 	"unavailable": true, "informational-taint": true, "reduced-capacity": true,
 	"slow-prepare": true, "slow-unprepare": true, "prepare-error": true, "unprepare-error": true,
@@ -23,10 +25,7 @@ var faultModes = map[string]bool{
 var sliceModes = map[string]bool{"unavailable": true, "informational-taint": true, "reduced-capacity": true}
 
 const (
-	crashExitCode = 3
-	// hangLimit is the longest a hang fault blocks a call. A hang ignores the caller's deadline on purpose: the
-	// caller must notice.
-	hangLimit           = 300 * time.Second
+	crashExitCode       = 3
 	defaultFaultMessage = "injected fault"
 )
 

@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	healthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 	healthv1alpha1 "k8s.io/kubelet/pkg/apis/dra-health/v1alpha1"
 	drav1 "k8s.io/kubelet/pkg/apis/dra/v1"
@@ -33,14 +30,6 @@ func supportedVersions(c Config) []string {
 	return versions
 }
 
-// A whole-call refusal is a plain error, which gRPC answers with code Unknown, as the upstream helper's does.
-func refusal(err error) error {
-	if errors.Is(err, errClaimRefused) {
-		return status.Error(codes.Unknown, err.Error())
-	}
-	return err
-}
-
 type draV1 struct {
 	drav1.UnimplementedDRAPluginServer
 	core *DriverCore
@@ -54,10 +43,10 @@ func claimsV1(claims []*drav1.Claim) []ClaimRef {
 	return refs
 }
 
-func (s *draV1) NodePrepareResources(_ context.Context, request *drav1.NodePrepareResourcesRequest) (*drav1.NodePrepareResourcesResponse, error) {
-	results, err := s.core.Prepare(claimsV1(request.Claims))
+func (s *draV1) NodePrepareResources(ctx context.Context, request *drav1.NodePrepareResourcesRequest) (*drav1.NodePrepareResourcesResponse, error) {
+	results, err := s.core.PrepareHolding(claimsV1(request.Claims), heldLocksOf(ctx))
 	if err != nil {
-		return nil, refusal(err)
+		return nil, err // a whole-call refusal: a plain error, which gRPC answers with code Unknown, as upstream's helper
 	}
 	response := &drav1.NodePrepareResourcesResponse{Claims: map[string]*drav1.NodePrepareResourceResponse{}}
 	for uid, result := range results {
@@ -77,9 +66,9 @@ func (s *draV1) NodePrepareResources(_ context.Context, request *drav1.NodePrepa
 	return response, nil
 }
 
-func (s *draV1) NodeUnprepareResources(_ context.Context, request *drav1.NodeUnprepareResourcesRequest) (*drav1.NodeUnprepareResourcesResponse, error) {
+func (s *draV1) NodeUnprepareResources(ctx context.Context, request *drav1.NodeUnprepareResourcesRequest) (*drav1.NodeUnprepareResourcesResponse, error) {
 	response := &drav1.NodeUnprepareResourcesResponse{Claims: map[string]*drav1.NodeUnprepareResourceResponse{}}
-	for uid, problem := range s.core.Unprepare(claimsV1(request.Claims)) {
+	for uid, problem := range s.core.UnprepareHolding(claimsV1(request.Claims), heldLocksOf(ctx)) {
 		response.Claims[uid] = &drav1.NodeUnprepareResourceResponse{Error: problem}
 	}
 	return response, nil
@@ -98,10 +87,10 @@ func claimsV1beta1(claims []*drav1beta1.Claim) []ClaimRef {
 	return refs
 }
 
-func (s *draV1beta1) NodePrepareResources(_ context.Context, request *drav1beta1.NodePrepareResourcesRequest) (*drav1beta1.NodePrepareResourcesResponse, error) {
-	results, err := s.core.Prepare(claimsV1beta1(request.Claims))
+func (s *draV1beta1) NodePrepareResources(ctx context.Context, request *drav1beta1.NodePrepareResourcesRequest) (*drav1beta1.NodePrepareResourcesResponse, error) {
+	results, err := s.core.PrepareHolding(claimsV1beta1(request.Claims), heldLocksOf(ctx))
 	if err != nil {
-		return nil, refusal(err)
+		return nil, err
 	}
 	response := &drav1beta1.NodePrepareResourcesResponse{Claims: map[string]*drav1beta1.NodePrepareResourceResponse{}}
 	for uid, result := range results {
@@ -117,9 +106,9 @@ func (s *draV1beta1) NodePrepareResources(_ context.Context, request *drav1beta1
 	return response, nil
 }
 
-func (s *draV1beta1) NodeUnprepareResources(_ context.Context, request *drav1beta1.NodeUnprepareResourcesRequest) (*drav1beta1.NodeUnprepareResourcesResponse, error) {
+func (s *draV1beta1) NodeUnprepareResources(ctx context.Context, request *drav1beta1.NodeUnprepareResourcesRequest) (*drav1beta1.NodeUnprepareResourcesResponse, error) {
 	response := &drav1beta1.NodeUnprepareResourcesResponse{Claims: map[string]*drav1beta1.NodeUnprepareResourceResponse{}}
-	for uid, problem := range s.core.Unprepare(claimsV1beta1(request.Claims)) {
+	for uid, problem := range s.core.UnprepareHolding(claimsV1beta1(request.Claims), heldLocksOf(ctx)) {
 		response.Claims[uid] = &drav1beta1.NodeUnprepareResourceResponse{Error: problem}
 	}
 	return response, nil
@@ -196,10 +185,6 @@ type registrationServer struct {
 }
 
 func (s *registrationServer) GetInfo(context.Context, *registration.InfoRequest) (*registration.PluginInfo, error) {
-	if fault, ok := s.core.faults.Find("registration-failure", "", nil); ok {
-		s.core.calls.Record("GetInfo", time.Now(), nil, "error: "+fault.Message, nil)
-		return nil, status.Error(codes.Unavailable, "registration failed (injected): "+fault.Message)
-	}
 	s.core.calls.Record("GetInfo", time.Now(), nil, "ok", nil)
 	c := s.core.config
 	name := c.DriverName
@@ -233,10 +218,11 @@ func listenUnix(path string) (net.Listener, error) {
 }
 
 // startGRPC serves the DRA socket first, then the registration socket (its appearance tells the kubelet to
-// connect).
+// connect). The protocol-level faults, and the call log of NodePrepareResources and NodeUnprepareResources, are
+// their servers' unary interceptors (interceptors.go).
 func startGRPC(core *DriverCore) ([]*grpc.Server, error) {
 	c := core.config
-	dra := grpc.NewServer()
+	dra := grpc.NewServer(grpc.ChainUnaryInterceptor(logClaimCalls(core), claimFaults(core)))
 	drav1.RegisterDRAPluginServer(dra, &draV1{core: core})
 	drav1beta1.RegisterDRAPluginServer(dra, &draV1beta1{core: core})
 	for _, version := range servedHealthVersions(c) { // the versions GetInfo lists (but for a broken mode)
@@ -252,7 +238,7 @@ func startGRPC(core *DriverCore) ([]*grpc.Server, error) {
 		return nil, err
 	}
 	go func() { _ = dra.Serve(draListener) }()
-	registrar := grpc.NewServer()
+	registrar := grpc.NewServer(grpc.UnaryInterceptor(registrationFaults(core)))
 	registration.RegisterRegistrationServer(registrar, &registrationServer{core: core})
 	registrationListener, err := listenUnix(c.RegistrationSocket())
 	if err != nil {
