@@ -8,9 +8,12 @@ start, an upgrade and its rollback) set that strategy for the rollout and sample
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,7 @@ from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.driver.pool import node_pools
 from dra_conformance.errors import UsageError
+from dra_conformance.kube import waits
 from dra_conformance.kubelet.client import DriverClient
 from dra_wire.kubelet_api import KubeletAPI
 
@@ -262,3 +266,69 @@ def new_pod_on(core: client.CoreV1Api, old_pod: client.V1Pod, node: str) -> NewP
     ).items
     others = [p for p in pods if p.metadata.uid != old_pod.metadata.uid and p.metadata.deletion_timestamp is None]
     return NewPod.of(others[0]) if others else None
+
+
+# The annotation on the driver's DaemonSet that says which check rolls it: the checks that roll it may run at once in
+# the node parts of an in-cluster run (one per node), and one must not save the template another one changed.
+ROLLING_ANNOTATION = "dra-conformance.io/rolled-by"
+# A mark older than this is a run that died while it rolled (its check's own deadlines are far shorter).
+ROLLING_MARK_EXPIRES = 1800.0
+# The longest a check waits for another one's hold: the upgrade check's four rollouts with the pods it starts in them.
+HOLD_DEADLINE = 900.0
+
+
+def _mark(daemonset: client.V1DaemonSet) -> tuple[str, float] | None:
+    value = (daemonset.metadata.annotations or {}).get(ROLLING_ANNOTATION)
+    if not value or " " not in value:
+        return None
+    holder, _, since = value.rpartition(" ")
+    try:
+        return holder, float(since)
+    except ValueError:
+        return None
+
+
+@contextmanager
+def rolling(apps: client.AppsV1Api, namespace: str, name: str, holder: str, timeout: float) -> Iterator[None]:
+    """Hold the DaemonSet for one check's rollout: wait (up to `timeout`) while another check holds it.
+
+    The mark is an annotation of the DaemonSet (not of its pod template, so it rolls nothing), set only on the
+    resourceVersion read without one (a JSON patch `test`), and removed on the way out.
+    """
+
+    def take() -> bool:
+        daemonset = apps.read_namespaced_daemon_set(name, namespace)
+        mark = _mark(daemonset)
+        if mark is not None and mark[0] != holder and time.time() - mark[1] < ROLLING_MARK_EXPIRES:
+            return False
+        path = "/metadata/annotations"
+        patch: list[dict[str, Any]] = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": daemonset.metadata.resource_version}
+        ]
+        if daemonset.metadata.annotations is None:
+            patch.append({"op": "add", "path": path, "value": {}})
+        patch.append(
+            {"op": "add", "path": f"{path}/{_escaped(ROLLING_ANNOTATION)}", "value": f"{holder} {time.time()}"}
+        )
+        try:
+            apps.patch_namespaced_daemon_set(name, namespace, patch)
+        except ApiException as error:
+            if error.status in (409, 422):  # another check took it first, or the DaemonSet changed: read again
+                return False
+            raise
+        return True
+
+    waits.until(
+        take, bool, timeout=timeout, what=f"DaemonSet {namespace}/{name} free to roll (annotation {ROLLING_ANNOTATION})"
+    )
+    try:
+        yield
+    finally:
+        remove = [{"op": "remove", "path": f"/metadata/annotations/{_escaped(ROLLING_ANNOTATION)}"}]
+        with contextlib.suppress(ApiException):  # gone already (the DaemonSet deleted): nothing to release
+            apps.patch_namespaced_daemon_set(name, namespace, remove)
+
+
+def _escaped(key: str) -> str:
+    """`key` as one JSON pointer segment (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")

@@ -152,70 +152,73 @@ def test_a_release_that_cannot_start_leaves_the_old_instance_serving_until_its_t
         f"no socket in {target.registry} answers GetInfo for {driver_under_test.name}: {sorted(first.sockets)}",
         target.where,
     )
-    saved = apps.read_namespaced_daemon_set(target.daemonset, target.namespace)
-    put_back = rollout.put_back_patch(api_client, saved)
-    failing, change = rollout.cannot_start(rollout.template_of(api_client, saved), spec.args, spec.container)
-    problems: list[str] = []
-    new_pod: rollout.NewPod | None = None
-    during: str | None = None
-    with allure.step(f"roll {target.daemonset} to a release that cannot start ({change}), then put it back"):
-        sampler.start()
-        try:
-            apps.patch_namespaced_daemon_set(
-                target.daemonset, target.namespace, rollout.switch_patch(failing, rollout.SURGE_EVERYWHERE_STRATEGY)
-            )
-            new_pod = waits.until(
-                lambda: rollout.new_pod_on(core, target.old_pod, real_node.name),
-                lambda pod: pod is not None and (pod.ready or pod.failed_starts >= 1),
-                timeout=FAILED_START_DEADLINE,
-                what=f"the new release's pod on {real_node.name} failed to start once ({change})",
-                describe=repr,
-            )
-            if new_pod is not None and not new_pod.ready:
-                _, _, during = _pod_with_claim_runs(tracker, build, real_node, api_client, timeouts.pod_running)
+    with rollout.rolling(
+        apps, target.namespace, target.daemonset, f"release that cannot start@{real_node.name}", rollout.HOLD_DEADLINE
+    ):
+        saved = apps.read_namespaced_daemon_set(target.daemonset, target.namespace)
+        put_back = rollout.put_back_patch(api_client, saved)
+        failing, change = rollout.cannot_start(rollout.template_of(api_client, saved), spec.args, spec.container)
+        problems: list[str] = []
+        new_pod: rollout.NewPod | None = None
+        during: str | None = None
+        with allure.step(f"roll {target.daemonset} to a release that cannot start ({change}), then put it back"):
+            sampler.start()
+            try:
+                apps.patch_namespaced_daemon_set(
+                    target.daemonset, target.namespace, rollout.switch_patch(failing, rollout.SURGE_EVERYWHERE_STRATEGY)
+                )
                 new_pod = waits.until(
                     lambda: rollout.new_pod_on(core, target.old_pod, real_node.name),
-                    lambda pod: pod is None or pod.ready or pod.failed_starts >= FAILED_STARTS_WATCHED,
+                    lambda pod: pod is not None and (pod.ready or pod.failed_starts >= 1),
                     timeout=FAILED_START_DEADLINE,
-                    what=f"failed start {FAILED_STARTS_WATCHED} of the new release's pod on {real_node.name}",
+                    what=f"the new release's pod on {real_node.name} failed to start once ({change})",
                     describe=repr,
                 )
-        finally:
-            samples = sampler.stop()
-            apps.patch_namespaced_daemon_set(target.daemonset, target.namespace, put_back)
-    timeline = rollout.timeline(samples, samples[0].at if samples else 0.0)
-    print("\n".join([f"release that cannot start: {change}; its pod: {new_pod}", *timeline]))  # shown with -rP
-    allure.attach("\n".join(timeline), "rollout timeline", allure.attachment_type.TEXT)
+                if new_pod is not None and not new_pod.ready:
+                    _, _, during = _pod_with_claim_runs(tracker, build, real_node, api_client, timeouts.pod_running)
+                    new_pod = waits.until(
+                        lambda: rollout.new_pod_on(core, target.old_pod, real_node.name),
+                        lambda pod: pod is None or pod.ready or pod.failed_starts >= FAILED_STARTS_WATCHED,
+                        timeout=FAILED_START_DEADLINE,
+                        what=f"failed start {FAILED_STARTS_WATCHED} of the new release's pod on {real_node.name}",
+                        describe=repr,
+                    )
+            finally:
+                samples = sampler.stop()
+                apps.patch_namespaced_daemon_set(target.daemonset, target.namespace, put_back)
+        timeline = rollout.timeline(samples, samples[0].at if samples else 0.0)
+        print("\n".join([f"release that cannot start: {change}; its pod: {new_pod}", *timeline]))  # shown with -rP
+        allure.attach("\n".join(timeline), "rollout timeline", allure.attachment_type.TEXT)
 
-    if new_pod is not None and new_pod.ready:
-        problems.append(f"the release that cannot start ({change}) became Ready: {new_pod}")
-    if during is not None:
-        problems.append(f"a pod with a claim started while the new release failed did not run: {during}")
-    gone = [s for s in samples if s.old_pod != "running"]
-    if gone:
-        problems.append(f"the old pod was {gone[0].old_pod} +{gone[0].at - samples[0].at:.1f}s into the rollout")
-    unregistered = [s for s in samples if not old_sockets <= s.sockets]
-    if unregistered:
-        problems.append(
-            f"the old instance's sockets {sorted(old_sockets)} were gone +{unregistered[0].at - samples[0].at:.1f}s "
-            "into the rollout"
+        if new_pod is not None and new_pod.ready:
+            problems.append(f"the release that cannot start ({change}) became Ready: {new_pod}")
+        if during is not None:
+            problems.append(f"a pod with a claim started while the new release failed did not run: {during}")
+        gone = [s for s in samples if s.old_pod != "running"]
+        if gone:
+            problems.append(f"the old pod was {gone[0].old_pod} +{gone[0].at - samples[0].at:.1f}s into the rollout")
+        unregistered = [s for s in samples if not old_sockets <= s.sockets]
+        if unregistered:
+            problems.append(
+                f"the old instance's sockets {sorted(old_sockets)} were gone "
+                f"+{unregistered[0].at - samples[0].at:.1f}s into the rollout"
+            )
+        obligations.check(
+            "kubelet.failed-release-leaves-old-instance-serving",
+            not problems,
+            f"{'; '.join(problems)}; {timeline}",
+            target.where,
         )
-    obligations.check(
-        "kubelet.failed-release-leaves-old-instance-serving",
-        not problems,
-        f"{'; '.join(problems)}; {timeline}",
-        target.where,
-    )
-    try:
-        waits.until(
-            lambda: rollout.rollout_done(apps, target.namespace, target.daemonset),
-            lambda outcome: outcome[0],
-            timeout=rollout.ROLLOUT_DEADLINE,
-            what=f"DaemonSet {target.namespace}/{target.daemonset} settled with its template put back",
-            describe=lambda outcome: outcome[1],
-        )
-    except WaitTimeout as error:
-        obligations.fail("kubelet.failed-release-rolled-back-serves", str(error), target.where)
+        try:
+            waits.until(
+                lambda: rollout.rollout_done(apps, target.namespace, target.daemonset),
+                lambda outcome: outcome[0],
+                timeout=rollout.ROLLOUT_DEADLINE,
+                what=f"DaemonSet {target.namespace}/{target.daemonset} settled with its template put back",
+                describe=lambda outcome: outcome[1],
+            )
+        except WaitTimeout as error:
+            obligations.fail("kubelet.failed-release-rolled-back-serves", str(error), target.where)
     _, _, after = _pod_with_claim_runs(tracker, build, real_node, api_client, timeouts.pod_running)
     obligations.check(
         "kubelet.failed-release-rolled-back-serves",
@@ -323,65 +326,72 @@ def test_an_upgrade_from_the_previous_release_and_its_rollback_keep_claims_prepa
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     target = _target(real_node, driver_under_test, core, cluster)
     previous = _previous_template(cluster, target)
-    saved = apps.read_namespaced_daemon_set(target.daemonset, target.namespace)
-    installed = rollout.template_of(api_client, saved)
-    put_back = rollout.put_back_patch(api_client, saved)
+    with rollout.rolling(
+        apps, target.namespace, target.daemonset, f"upgrade and rollback@{real_node.name}", rollout.HOLD_DEADLINE
+    ):
+        saved = apps.read_namespaced_daemon_set(target.daemonset, target.namespace)
+        installed = rollout.template_of(api_client, saved)
+        put_back = rollout.put_back_patch(api_client, saved)
 
-    def start_pod() -> str | None:
-        pod, claim, failed = _pod_with_claim_runs(tracker, build, real_node, api_client, timeouts.pod_running)
-        if failed is None:
-            tracker.delete(pod, grace_seconds=GRACEFUL_DELETE)
-            tracker.delete(claim)
-        return failed
+        def start_pod() -> str | None:
+            pod, claim, failed = _pod_with_claim_runs(tracker, build, real_node, api_client, timeouts.pod_running)
+            if failed is None:
+                tracker.delete(pod, grace_seconds=GRACEFUL_DELETE)
+                tracker.delete(claim)
+            return failed
 
-    switches: list[Switch] = []
-    try:
-        plan = [
-            ("switch to the previous release", previous),
-            ("upgrade to the installed release", installed),
-            ("rollback to the previous release", previous),
-            ("upgrade to the installed release again", installed),
-        ]
-        for name, template in plan:
-            with allure.step(name):
-                pod, claim, failed = _pod_with_claim_runs(tracker, build, real_node, api_client, timeouts.pod_running)
-                switch = _switch(name, template, target, api_client, start_pod, driver_under_test.name, real_node.name)
-                switches.append(switch)
-                left = _left_behind(real_node, tracker, pod, claim) if failed is None else None
-                target = _target(real_node, driver_under_test, core, cluster)  # the new release's pod
-                timeline = rollout.timeline(switch.samples, switch.samples[0].at if switch.samples else 0.0)
-                print("\n".join([f"{name}: {switch.pods} pods started, {switch.failures}", *timeline]))
-                allure.attach("\n".join(timeline), f"{name}: timeline", allure.attachment_type.TEXT)
-                problems = [*switch.failures, *([f"before the switch: {failed}"] if failed else [])]
-                problems += [f"prepared by the release before the switch: {left}"] if left else []
-                obligations.check(
-                    "kubelet.upgrade-and-rollback-keep-claims-prepared",
-                    not problems,
-                    f"{name}: {'; '.join(problems)}; {timeline}",
-                    target.where,
-                )
-                incomplete = [s for s in switch.samples if not s.pool_complete]
-                obligations.check(
-                    "kubelet.rolling-update-pool-stays-complete",
-                    not incomplete,
-                    f"{name}: {len(incomplete)} of {len(switch.samples)} samples saw the pool incomplete, first: "
-                    f"{incomplete[0].pool if incomplete else ''}; {timeline}",
-                    target.where,
-                )
-                if switch.content_kept:
+        switches: list[Switch] = []
+        try:
+            plan = [
+                ("switch to the previous release", previous),
+                ("upgrade to the installed release", installed),
+                ("rollback to the previous release", previous),
+                ("upgrade to the installed release again", installed),
+            ]
+            for name, template in plan:
+                with allure.step(name):
+                    pod, claim, failed = _pod_with_claim_runs(
+                        tracker, build, real_node, api_client, timeouts.pod_running
+                    )
+                    switch = _switch(
+                        name, template, target, api_client, start_pod, driver_under_test.name, real_node.name
+                    )
+                    switches.append(switch)
+                    left = _left_behind(real_node, tracker, pod, claim) if failed is None else None
+                    target = _target(real_node, driver_under_test, core, cluster)  # the new release's pod
+                    timeline = rollout.timeline(switch.samples, switch.samples[0].at if switch.samples else 0.0)
+                    print("\n".join([f"{name}: {switch.pods} pods started, {switch.failures}", *timeline]))
+                    allure.attach("\n".join(timeline), f"{name}: timeline", allure.attachment_type.TEXT)
+                    problems = [*switch.failures, *([f"before the switch: {failed}"] if failed else [])]
+                    problems += [f"prepared by the release before the switch: {left}"] if left else []
                     obligations.check(
-                        "kubelet.rollout-leaves-unchanged-slices-untouched",
-                        not switch.writes,
-                        f"{name}: the pool's content unchanged, {len(switch.writes)} slice write(s): "
-                        f"{switch.writes[:SHOWN]}",
+                        "kubelet.upgrade-and-rollback-keep-claims-prepared",
+                        not problems,
+                        f"{name}: {'; '.join(problems)}; {timeline}",
                         target.where,
                     )
-    finally:
-        apps.patch_namespaced_daemon_set(target.daemonset, target.namespace, put_back)
-        waits.until(
-            lambda: rollout.rollout_done(apps, target.namespace, target.daemonset),
-            lambda outcome: outcome[0],
-            timeout=rollout.ROLLOUT_DEADLINE,
-            what=f"DaemonSet {target.namespace}/{target.daemonset} settled with its installed template put back",
-            describe=lambda outcome: outcome[1],
-        )
+                    incomplete = [s for s in switch.samples if not s.pool_complete]
+                    obligations.check(
+                        "kubelet.rolling-update-pool-stays-complete",
+                        not incomplete,
+                        f"{name}: {len(incomplete)} of {len(switch.samples)} samples saw the pool incomplete, first: "
+                        f"{incomplete[0].pool if incomplete else ''}; {timeline}",
+                        target.where,
+                    )
+                    if switch.content_kept:
+                        obligations.check(
+                            "kubelet.rollout-leaves-unchanged-slices-untouched",
+                            not switch.writes,
+                            f"{name}: the pool's content unchanged, {len(switch.writes)} slice write(s): "
+                            f"{switch.writes[:SHOWN]}",
+                            target.where,
+                        )
+        finally:
+            apps.patch_namespaced_daemon_set(target.daemonset, target.namespace, put_back)
+            waits.until(
+                lambda: rollout.rollout_done(apps, target.namespace, target.daemonset),
+                lambda outcome: outcome[0],
+                timeout=rollout.ROLLOUT_DEADLINE,
+                what=f"DaemonSet {target.namespace}/{target.daemonset} settled with its installed template put back",
+                describe=lambda outcome: outcome[1],
+            )
