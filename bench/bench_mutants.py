@@ -47,11 +47,16 @@ WHY_WIDTH = 200
 
 
 def verdict(run: MutantRun) -> str:
-    """killed, SURVIVED (the run failed other checks or none), or why the run gave no verdict."""
+    """killed, SURVIVED (the run failed other checks or none), or why the run gave no verdict.
+
+    A named check that failed on something else than the bug's obligation (its setup broke) gave no verdict.
+    """
     if run.killed:
         return "killed"
     if run.returncode not in (0, 1):
         return f"no verdict (exit {run.returncode})"
+    if run.mutant.killed_by in run.failed:
+        return "no verdict (the named check failed on another obligation or its setup)"
     return "SURVIVED"
 
 

@@ -23,9 +23,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from dra_conformance.driver.pool import node_pools
-from dra_conformance.errors import UsageError
+from dra_conformance.driver.profile import Capability
+from dra_conformance.driver.real_node import RealNodeTarget
+from dra_conformance.driver.under_test import DriverUnderTest
+from dra_conformance.errors import UsageError, WaitTimeout
 from dra_conformance.kube import waits
+from dra_conformance.kube.builders import TEST_POD_GRACE_SECONDS, Manifest
+from dra_conformance.kube.tracker import ResourceTracker
 from dra_conformance.kubelet.client import DriverClient
+from dra_conformance.kubelet.driver_pod import daemonset_of, find_driver_pod
+from dra_conformance.model.cluster import ClusterInfo
 from dra_wire.kubelet_api import KubeletAPI
 
 # The old and the new instance overlap for about a second on a fast node: samples must come faster than that.
@@ -332,3 +339,56 @@ def rolling(apps: client.AppsV1Api, namespace: str, name: str, holder: str, time
 def _escaped(key: str) -> str:
     """`key` as one JSON pointer segment (RFC 6901)."""
     return key.replace("~", "~0").replace("/", "~1")
+
+
+@dataclass(frozen=True)
+class RolloutTarget:
+    """The driver's DaemonSet pod on the real node, and where its registration sockets are."""
+
+    old_pod: client.V1Pod
+    daemonset: str
+    namespace: str
+    registry: Path
+    where: str
+
+
+def rollout_target(
+    real_node: RealNodeTarget, driver: DriverUnderTest, core: client.CoreV1Api, cluster: ClusterInfo
+) -> RolloutTarget | str:
+    """The driver's DaemonSet pod to roll on the real node, or why there is none to roll (not applicable)."""
+    if not driver.profile.declares(Capability.ROLLING_UPDATE):
+        return f"{Capability.ROLLING_UPDATE} not declared"
+    if real_node.endpoint is None:
+        return (
+            f"the registration sockets on {real_node.name} are not reachable from this machine "
+            "(run the suite on the node)"
+        )
+    old_pod, found = find_driver_pod(
+        core, real_node.name, real_node.endpoint.root_on_node, driver.name, cluster.driver_daemonsets
+    )
+    daemonset = daemonset_of(old_pod) if old_pod is not None else None
+    if old_pod is None or daemonset is None:
+        return f"the driver on {real_node.name} is not a DaemonSet pod to roll ({found})"
+    namespace = old_pod.metadata.namespace
+    return RolloutTarget(
+        old_pod,
+        daemonset,
+        namespace,
+        Path(real_node.endpoint.registrar_dir),
+        f"node {real_node.name}, DaemonSet {namespace}/{daemonset}, old pod {old_pod.metadata.name}",
+    )
+
+
+def claim_left_behind(
+    real_node: RealNodeTarget, tracker: ResourceTracker, pod: Manifest, claim: Manifest
+) -> str | None:
+    """Delete `pod` gracefully; what its claim left on the node (the pod stuck, or its CDI specs), else None."""
+    uid = str(claim["metadata"]["uid"])
+    specs_before = real_node.cdi_specs.read() if real_node.cdi_specs is not None else {}
+    named = {path for path, text in specs_before.items() if uid in path or uid in text}
+    try:
+        tracker.delete(pod, grace_seconds=TEST_POD_GRACE_SECONDS)
+    except WaitTimeout as error:
+        return f"pod {pod['metadata']['name']} of claim {uid} not gone: {error}"
+    left = named & set(real_node.cdi_specs.read()) if real_node.cdi_specs is not None else set()
+    return f"claim {uid}: its pod is gone, its CDI specs {sorted(left)} are not" if left else None

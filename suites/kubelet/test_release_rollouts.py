@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import allure
@@ -37,9 +36,8 @@ from dra_conformance.driver.slice_hygiene import pool_content, writes_between
 from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
-from dra_conformance.kube.builders import Builder, Manifest
+from dra_conformance.kube.builders import TEST_POD_GRACE_SECONDS, Builder, Manifest
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.driver_pod import daemonset_of, find_driver_pod
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
 from dra_conformance.timeouts import Timeouts
@@ -53,59 +51,17 @@ FAILED_START_DEADLINE = 120.0
 # Failed starts of the new release watched before its template is put back: the kubelet restarts the container
 # after a 10 s back-off, so the second shows what a retry of the failing release does to the old instance.
 FAILED_STARTS_WATCHED = 2
-# Pod deletions with a grace period: the API server keeps the pod until its kubelet finished it, claims unprepared.
-GRACEFUL_DELETE = 1
 # Shown of a list in a failure message.
 SHOWN = 3
 
 
-@dataclass(frozen=True)
-class Target:
-    """The driver's DaemonSet pod on the real node, and where its registration sockets are."""
-
-    old_pod: client.V1Pod
-    daemonset: str
-    namespace: str
-    registry: Path
-    where: str
-
-
-def _target(real_node: RealNodeTarget, driver: DriverUnderTest, core: client.CoreV1Api, cluster: ClusterInfo) -> Target:
-    """The DaemonSet pod to roll on the real node; skips (not applicable) where there is none or no socket to read."""
-    if not driver.profile.declares(Capability.ROLLING_UPDATE):
-        pytest.skip(f"not applicable: {Capability.ROLLING_UPDATE} not declared")
-    if real_node.endpoint is None:
-        pytest.skip(
-            f"not applicable: the registration sockets on {real_node.name} are not reachable from this machine "
-            "(run the suite on the node)"
-        )
-    old_pod, found = find_driver_pod(
-        core, real_node.name, real_node.endpoint.root_on_node, driver.name, cluster.driver_daemonsets
-    )
-    daemonset = daemonset_of(old_pod) if old_pod is not None else None
-    if old_pod is None or daemonset is None:
-        pytest.skip(f"not applicable: the driver on {real_node.name} is not a DaemonSet pod to roll ({found})")
-    namespace = old_pod.metadata.namespace
-    return Target(
-        old_pod,
-        daemonset,
-        namespace,
-        Path(real_node.endpoint.registrar_dir),
-        f"node {real_node.name}, DaemonSet {namespace}/{daemonset}, old pod {old_pod.metadata.name}",
-    )
-
-
-def _left_behind(real_node: RealNodeTarget, tracker: ResourceTracker, pod: Manifest, claim: Manifest) -> str | None:
-    """Delete `pod` gracefully; what its claim left on the node (the pod stuck, or its CDI specs), else None."""
-    uid = str(claim["metadata"]["uid"])
-    specs_before = real_node.cdi_specs.read() if real_node.cdi_specs is not None else {}
-    named = {path for path, text in specs_before.items() if uid in path or uid in text}
-    try:
-        tracker.delete(pod, grace_seconds=GRACEFUL_DELETE)
-    except WaitTimeout as error:
-        return f"pod {pod['metadata']['name']} of claim {uid} not gone: {error}"
-    left = named & set(real_node.cdi_specs.read()) if real_node.cdi_specs is not None else set()
-    return f"claim {uid}: its pod is gone, its CDI specs {sorted(left)} are not" if left else None
+def _target(
+    real_node: RealNodeTarget, driver: DriverUnderTest, core: client.CoreV1Api, cluster: ClusterInfo
+) -> rollout.RolloutTarget:
+    found = rollout.rollout_target(real_node, driver, core, cluster)
+    if isinstance(found, str):
+        pytest.skip(f"not applicable: {found}")
+    return found
 
 
 def _pod_with_claim_runs(
@@ -226,7 +182,7 @@ def test_a_release_that_cannot_start_leaves_the_old_instance_serving_until_its_t
         f"a pod with a claim started once the template was put back did not run: {after}; {timeline}",
         target.where,
     )
-    left = _left_behind(real_node, tracker, pod_before, claim_before)
+    left = rollout.claim_left_behind(real_node, tracker, pod_before, claim_before)
     obligations.check(
         "kubelet.failed-release-rolled-back-serves",
         left is None,
@@ -244,7 +200,7 @@ def test_a_release_that_cannot_start_leaves_the_old_instance_serving_until_its_t
     )
 
 
-def _previous_template(cluster: ClusterInfo, target: Target) -> dict[str, Any]:
+def _previous_template(cluster: ClusterInfo, target: rollout.RolloutTarget) -> dict[str, Any]:
     """The previous release's pod template for the target's DaemonSet; skips where the profile names none."""
     if not cluster.previous_release:
         pytest.skip(
@@ -275,7 +231,7 @@ class Switch:
 def _switch(
     name: str,
     template: dict[str, Any],
-    target: Target,
+    target: rollout.RolloutTarget,
     api_client: client.ApiClient,
     start_pod: Callable[[], str | None],
     driver: str,
@@ -336,7 +292,7 @@ def test_an_upgrade_from_the_previous_release_and_its_rollback_keep_claims_prepa
         def start_pod() -> str | None:
             pod, claim, failed = _pod_with_claim_runs(tracker, build, real_node, api_client, timeouts.pod_running)
             if failed is None:
-                tracker.delete(pod, grace_seconds=GRACEFUL_DELETE)
+                tracker.delete(pod, grace_seconds=TEST_POD_GRACE_SECONDS)
                 tracker.delete(claim)
             return failed
 
@@ -357,7 +313,7 @@ def test_an_upgrade_from_the_previous_release_and_its_rollback_keep_claims_prepa
                         name, template, target, api_client, start_pod, driver_under_test.name, real_node.name
                     )
                     switches.append(switch)
-                    left = _left_behind(real_node, tracker, pod, claim) if failed is None else None
+                    left = rollout.claim_left_behind(real_node, tracker, pod, claim) if failed is None else None
                     target = _target(real_node, driver_under_test, core, cluster)  # the new release's pod
                     timeline = rollout.timeline(switch.samples, switch.samples[0].at if switch.samples else 0.0)
                     print("\n".join([f"{name}: {switch.pods} pods started, {switch.failures}", *timeline]))

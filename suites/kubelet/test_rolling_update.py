@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import time
-from pathlib import Path
 
 import allure
 import pytest
@@ -27,9 +26,7 @@ from dra_conformance.driver.under_test import DriverUnderTest
 from dra_conformance.errors import WaitTimeout
 from dra_conformance.kube import waits
 from dra_conformance.kube.builders import Builder
-from dra_conformance.kube.pods import describe_pod
 from dra_conformance.kube.tracker import ResourceTracker
-from dra_conformance.kubelet.driver_pod import daemonset_of, find_driver_pod
 from dra_conformance.kubelet.layers import failed_prepare_messages
 from dra_conformance.model.cluster import ClusterInfo
 from dra_conformance.model.findings import Obligations
@@ -42,9 +39,6 @@ pytestmark = pytest.mark.xdist_group("real-node")
 PODS_BEFORE = 2
 # The annotation that changes the pod template, as `kubectl rollout restart` changes its own.
 RESTARTED_AT = "dra-conformance.io/restartedAt"
-# The pods before the rollout are deleted with a grace period: the API server then keeps them until their kubelet
-# finished them, which includes unpreparing their claims (without one it removes them at once).
-GRACEFUL_DELETE = 1
 
 
 @pytest.mark.capability(Capability.ROLLING_UPDATE.value)
@@ -60,25 +54,17 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
     obligations: Obligations,
     cluster: ClusterInfo,
 ) -> None:
-    profile = driver_under_test.profile
-    if not profile.declares(Capability.ROLLING_UPDATE):
-        pytest.skip(f"not applicable: {Capability.ROLLING_UPDATE} not declared")
-    if real_node.endpoint is None:
-        pytest.skip(
-            f"not applicable: the registration sockets on {real_node.name} are not reachable from this machine "
-            "(run the suite on the node)"
-        )
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
-    kubelet_root = real_node.endpoint.root_on_node
-    old_pod, found = find_driver_pod(
-        core, real_node.name, kubelet_root, driver_under_test.name, cluster.driver_daemonsets
+    target = rollout.rollout_target(real_node, driver_under_test, core, cluster)
+    if isinstance(target, str):
+        pytest.skip(f"not applicable: {target}")
+    old_pod, daemonset, ds_namespace, registry, where = (
+        target.old_pod,
+        target.daemonset,
+        target.namespace,
+        target.registry,
+        target.where,
     )
-    daemonset = daemonset_of(old_pod) if old_pod is not None else None
-    if old_pod is None or daemonset is None:
-        pytest.skip(f"not applicable: the driver on {real_node.name} is not a DaemonSet pod to roll ({found})")
-    ds_namespace = old_pod.metadata.namespace
-    registry = Path(real_node.endpoint.registrar_dir)
-    where = f"node {real_node.name}, DaemonSet {ds_namespace}/{daemonset}, old pod {old_pod.metadata.name}"
 
     before = []
     for _ in range(PODS_BEFORE):
@@ -223,24 +209,12 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
             where,
         )
 
-        specs_before = real_node.cdi_specs.read() if real_node.cdi_specs is not None else {}
         for pod, claim in before:
-            uid = str(claim["metadata"]["uid"])
-            named = {path for path, text in specs_before.items() if uid in path or uid in text}
-            try:
-                tracker.delete(pod, grace_seconds=GRACEFUL_DELETE)
-            except WaitTimeout as error:
-                current = core.read_namespaced_pod(pod["metadata"]["name"], namespace)
-                obligations.fail(
-                    "kubelet.rolling-update-new-instance-unprepares-old-claims",
-                    f"{error}; {describe_pod(current)}",
-                    where,
-                )
-            left = named & set(real_node.cdi_specs.read()) if real_node.cdi_specs is not None else set()
+            left = rollout.claim_left_behind(real_node, tracker, pod, claim)
             obligations.check(
                 "kubelet.rolling-update-new-instance-unprepares-old-claims",
-                not left,
-                f"claim {uid} (prepared by the old instance): its pod is gone, its CDI specs {sorted(left)} are not",
+                left is None,
+                f"prepared by the old instance: {left}",
                 where,
             )
         waits.until(

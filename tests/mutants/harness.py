@@ -504,8 +504,25 @@ class MutantRun:
 
     @property
     def killed(self) -> bool:
-        """The run failed its tests, among them the check named for the mutant."""
-        return self.returncode == EXIT_TESTS_FAILED and self.mutant.killed_by in self.failed
+        """The run failed its tests, among them the check named for the mutant, on the obligation the bug breaks.
+
+        A named check that failed otherwise (its setup broke, another obligation) killed nothing: `caught_otherwise`.
+        """
+        return self.caught_otherwise is None and self.mutant.killed_by in self.failed
+
+    @property
+    def caught_otherwise(self) -> str | None:
+        """Why the named check's failure is not the bug's; None where it is (or the check passed).
+
+        The run did not fail its tests, or the named check failed on something else than the obligation the bug
+        breaks (its setup, another obligation).
+        """
+        if self.returncode != EXIT_TESTS_FAILED:
+            return f"the run exited {self.returncode}"
+        caught = self.failed.get(self.mutant.killed_by)
+        if caught is None or f"obligation {self.mutant.breaks} broke" in caught:
+            return None
+        return f"{self.mutant.killed_by} failed, but not on {self.mutant.breaks}: {caught}"
 
 
 def junit_results(reports: Path) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -597,8 +614,5 @@ def assert_caught(mutant: Mutant, tmp_path: Path, cluster: Path | None = None) -
     """
     run = run_mutant(mutant, tmp_path, cluster=cluster)
     assert run.returncode == EXIT_TESTS_FAILED, f"the run against mutant {mutant} did not fail its tests:\n{run.output}"
+    assert run.caught_otherwise is None, run.caught_otherwise
     assert run.killed, f"mutant {mutant} survived {mutant.killed_by}; failed instead: {run.failed}\n{run.output}"
-    caught = run.failed[mutant.killed_by]
-    assert f"obligation {mutant.breaks} broke" in caught, (
-        f"{mutant.killed_by} failed, but not on {mutant.breaks}: {caught}"
-    )
