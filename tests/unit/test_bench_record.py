@@ -252,15 +252,21 @@ def recorded(tmp_path: Path, bench: str, figures: list[Figure]) -> dict[str, Fig
 
 
 def test_mutants_record_the_score_and_each_mutant_killed_or_not(tmp_path: Path) -> None:
-    first, second = MUTANTS[0], MUTANTS[1]
+    first, second, third = MUTANTS[0], MUTANTS[1], MUTANTS[2]
+    caught = f"ObligationFailed: contract obligation {first.breaks} broke: observed"
+    setup_error = 'failed on setup with "RegistryError: fields not in fields.yaml"'
     runs = [
-        MutantRun(first, EXIT_TESTS_FAILED, {first.killed_by: "caught"}, (), "", 60.0),
+        MutantRun(first, EXIT_TESTS_FAILED, {first.killed_by: caught}, (), "", 60.0),
         MutantRun(second, 0, {}, (second.killed_by,), "", 40.0),
+        # The named check failed, but on its setup: no kill, and no verdict either.
+        MutantRun(third, EXIT_TESTS_FAILED, {third.killed_by: setup_error}, (), "", 20.0),
     ]
     figures = recorded(tmp_path, "mutants", bench_mutants.named_figures(runs))
-    assert figures["score_pct"] == higher("score_pct", 50.0, "%"), figures
-    assert figures["not_killed"].value == 1 and figures["seconds_total"].value == 100.0, figures
+    assert round(figures["score_pct"].value) == 33, figures
+    assert figures["not_killed"].value == 2 and figures["seconds_total"].value == 120.0, figures
     assert figures[f"{first.name}.killed"].value == 1 and figures[f"{second.name}.killed"].value == 0, figures
+    assert figures[f"{third.name}.killed"].value == 0, figures
+    assert bench_mutants.verdict(runs[2]).startswith("no verdict"), bench_mutants.verdict(runs[2])
 
 
 def test_mutants_all_checks_record_refusals_by_basis(tmp_path: Path) -> None:
