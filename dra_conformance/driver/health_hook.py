@@ -49,6 +49,12 @@ def _quoted(output: str) -> str:
     return text if len(text) <= OUTPUT_QUOTED else text[:OUTPUT_QUOTED] + "..."
 
 
+def render_all(hook: Hook, values: Mapping[str, str]) -> list[str]:
+    """Every template of `hook` filled in, without running it: UsageError where a placeholder has no value here."""
+    templates = [*hook.command, *(hook.write_file or ()), *([hook.remove_file] if hook.remove_file else [])]
+    return [render_hook(template, values) for template in templates]
+
+
 def run(hook: Hook, values: Mapping[str, str], timeout: float = HOOK_TIMEOUT) -> str | None:
     """Do what `hook` declares; None when it did, else why not in one line.
 

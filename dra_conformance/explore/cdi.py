@@ -66,6 +66,27 @@ def edit_words(files: Mapping[str, str]) -> dict[str, set[str]]:
     return words
 
 
+def edit_env(files: Mapping[str, str]) -> dict[str, list[str]]:
+    """The environment entries (`NAME=value`) the container edits of each defined CDI device set, by CDI device ID.
+
+    A device's entries are those of its whole spec, then its own.
+    """
+    env: dict[str, list[str]] = {}
+    for name, text in sorted(files.items()):
+        spec = _parse(name, text)
+        if not isinstance(spec, dict) or not isinstance(spec.get("kind"), str):
+            continue
+        common = _env(spec.get("containerEdits"))
+        for device in spec.get("devices") or []:
+            if isinstance(device, dict) and device.get("name"):
+                env[f"{spec['kind']}={device['name']}"] = common + _env(device.get("containerEdits"))
+    return env
+
+
+def _env(edits: Any) -> list[str]:
+    return [str(entry) for entry in edits.get("env") or []] if isinstance(edits, dict) else []
+
+
 def _words(edits: Any) -> set[str]:
     if not isinstance(edits, dict):
         return set()

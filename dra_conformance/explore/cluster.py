@@ -8,6 +8,7 @@ local backend gave the driver on that node.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from urllib3.exceptions import HTTPError
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.plugin_sockets import served_sockets
 from dra_conformance.driver.pool import PoolState, node_pools
+from dra_conformance.driver.profile import ConfigEffect, OpaqueConfigAPI
 from dra_conformance.driver.reference import FakeDriverControl
 from dra_conformance.driver.slice_hygiene import pool_content, pool_views, settled, writes_between
 from dra_conformance.errors import ConformanceError, WaitTimeout
@@ -44,6 +46,7 @@ from dra_conformance.explore.world import (
     DriverDidNotComeBack,
     HarnessProblem,
     HealthReading,
+    HealthSeen,
     NodeLocalWork,
     Observation,
     PoolView,
@@ -100,6 +103,9 @@ LOG_TAIL_LINES = 10
 # kubelet's health_check_timeout, 30 s, is how long it may wait for the next one; the named checks wait for that).
 # A stream that sent none within it is not judged, so a correct driver costs one round trip per advertised version.
 HEALTH_WINDOW_SECONDS = 5.0
+# After a health hook, the driver reports the device's new health within the kubelet's window (it re-sends at least
+# that often), and a little more for the stream's start: the named check's deadline (suites/protocol/test_health.py).
+HOOKED_HEALTH_DEADLINE = 35.0
 # The name of a claim the API server does not have: this prefix and the first characters of its (random) UID.
 UNKNOWN_CLAIM_PREFIX = "explore-unknown-"
 UNKNOWN_NAME_CHARS = 8
@@ -114,6 +120,8 @@ WIPING_DELAY_SECONDS = 30.0
 
 # The command line of a second instance of the driver under test on the node, named by an instance UID (as a pod's).
 SecondInstance = Callable[[str, Path], list[str]]
+# The profile's health hook for one device of the node: ((pool, device), healthy) -> why it did not run (None: it did).
+HealthHook = Callable[[tuple[str, str], bool], str | None]
 
 
 class StatusWatch:
@@ -240,6 +248,8 @@ class ClusterWorld:
         status_devices: bool = False,
         declared_attributes: Mapping[str, str] | None = None,
         health_stream: bool = False,
+        health_hook: HealthHook | None = None,
+        opaque_config: OpaqueConfigAPI | None = None,
         audit: tuple[Path, str] | None = None,
     ) -> None:
         """Explore `driver` on the disruption node, its claims asking for `device_class`.
@@ -250,7 +260,9 @@ class ClusterWorld:
         rollingUpdate; `second_instance`: the command line of a new instance (for an instance UID and a state
         directory of its own), where this machine can start one beside the driver (None: it cannot).
         `status_devices`: the profile declares statusDevices. `declared_attributes`: the attributes (name -> type)
-        the profile declares the driver's devices carry. `health_stream`: the profile declares healthStream.
+        the profile declares the driver's devices carry. `health_stream`: the profile declares healthStream;
+        `health_hook`: its health hooks, where they run on this machine (None: none). `opaque_config`: the driver's
+        opaque config API, whose samples claims and their DeviceClasses carry.
         `audit`: the API server's audit log and the driver's user name, where this machine reads the log (the
         driver's refused status writes show nowhere else).
         """
@@ -275,7 +287,13 @@ class ClusterWorld:
         self._status_devices = status_devices
         self._declared_attributes = dict(declared_attributes or {})
         self._health_stream = health_stream
+        self._health_hook = health_hook
+        # Devices the health hook made unhealthy and not healthy again: `reset` undoes them between examples.
+        self._failed: set[tuple[str, str]] = set()
         self._audit = audit
+        self._opaque_config = opaque_config
+        # The DeviceClass carrying each config sample, by sample index (created once the first claim asks for it).
+        self._config_classes: dict[int, str] = {}
         # The claim (and its pod) the scheduler allocated to another node in this example, once one was asked for.
         self._elsewhere: tuple[dict[str, Any], dict[str, Any], CreatedClaim] | None = None
         # Nodes the driver's slices named that exist (read once each: the explorer never deletes a node).
@@ -378,6 +396,15 @@ class ClusterWorld:
         """Where the driver published devices on another node when the exploration started."""
         return bool(self._other_nodes)
 
+    def config_effects(self) -> tuple[ConfigEffect, ...]:
+        """The declared effects of the profile's opaque config samples."""
+        api = self._opaque_config
+        return tuple(sample.effect for sample in api.samples) if api is not None else ()
+
+    def can_set_health(self) -> bool:
+        """Where the profile declares healthStream and health hooks that run on this machine."""
+        return self._health_stream and self._health_hook is not None
+
     def not_explored(self) -> dict[str, str]:
         """What this node, the profile or the backend rule out, and what the explorer does not do yet."""
         skipped = {
@@ -413,6 +440,10 @@ class ClusterWorld:
             )
         if not self._health_stream:
             skipped["read the health stream"] = "the profile declares no healthStream"
+        if not self.can_set_health():
+            skipped["make a device unhealthy"] = (
+                "the profile declares no health hooks (health.makeUnhealthy) with healthStream, or they cannot run here"
+            )
         if not self._other_nodes:
             skipped[f"prepare a claim not for this node ({OTHER_NODES_CLAIM})"] = (
                 f"{self.driver} publishes devices on no node but {self.node}"
@@ -431,7 +462,11 @@ class ClusterWorld:
         """A claim of `shape` and a pod using it, pinned to the node; returns once the scheduler bound the pod."""
         try:
             other_class = self._other[1] if self._other else None
-            claim = self.tracker.create(self.build.claim_from_spec(shape.spec(self.device_class, other_class)))
+            spec = shape.spec(
+                self.device_class, other_class, config_classes=self._classes_with_config(), opaque=self._opaque()
+            )
+            # Opaque parameters are sent compact, as client-go does (see ResourceTracker.create).
+            claim = self.tracker.create(self.build.claim_from_spec(spec), compact=bool(self._opaque_config))
             name = claim["metadata"]["name"]
             pod = self.build.pod(claim=name, node=self.node, tolerations=(self.disruption.toleration,))
             pod = self.tracker.create(self.build.held(pod))
@@ -454,6 +489,20 @@ class ClusterWorld:
                 f"claim {name} of shape {shape.label()} was allocated {len(results)} devices of {self.driver}"
             )
         return CreatedClaim(ClaimRef.of(allocated), results)
+
+    def _opaque(self) -> list[dict[str, Any]]:
+        """The `opaque` entry of each config sample: this driver's, with the sample's parameters."""
+        samples = self._opaque_config.samples if self._opaque_config is not None else ()
+        return [{"driver": self.driver, "parameters": dict(sample.parameters)} for sample in samples]
+
+    def _classes_with_config(self) -> list[str]:
+        """A DeviceClass of the driver per config sample, carrying it (created once, kept for the exploration)."""
+        for index, opaque in enumerate(self._opaque()):
+            if index not in self._config_classes:
+                manifest = self.build.device_class()
+                manifest["spec"]["config"] = [{"opaque": opaque}]
+                self._config_classes[index] = str(self.tracker.create(manifest, compact=True)["metadata"]["name"])
+        return [self._config_classes[index] for index in sorted(self._config_classes)]
 
     def prepare(self, claims: Sequence[ClaimRef]) -> PrepareOutcome:
         """NodePrepareResources for `claims` in one call, as the kubelet makes it."""
@@ -494,11 +543,14 @@ class ClusterWorld:
         """
         device, self._republished = (None, None) if self._republished else (self._first_device, self._first_device)
         self._pool_changed = True
-        faults = [{"mode": REPUBLISH_FAULT, "device": device}] if device else []
         changed = f"{REPUBLISH_FAULT} on {device}" if device else f"{REPUBLISH_FAULT} cleared"
         try:
+            control = FakeDriverControl(self.endpoint)
+            # The other faults stay: those a health hook set through the same switches fail their devices still.
+            faults = [fault for fault in control.faults() if fault.get("mode") != REPUBLISH_FAULT]
+            faults += [{"mode": REPUBLISH_FAULT, "device": device}] if device else []
             before = self._node_slices()
-            FakeDriverControl(self.endpoint).restore(faults)
+            control.restore(faults)
             after = self._node_slices()
             gaps, events = self._watched_gaps(before, after)
         except HARNESS_ERRORS as error:
@@ -765,6 +817,49 @@ class ClusterWorld:
             reports[service] = frozenset(first[0][1]) if first else None
         return HealthReading(advertised, reports, errors, HEALTH_WINDOW_SECONDS)
 
+    def set_health(self, device: tuple[str, str], healthy: bool) -> str | None:
+        """Run the profile's health hook for `device`; remembered until `reset` where it made the device unhealthy."""
+        if self._health_hook is None:
+            raise HarnessProblem(f"no health hook of {self.driver} runs on this machine")
+        problem = self._health_hook(device, healthy)
+        if healthy:
+            self._failed.discard(device)
+        else:
+            self._failed.add(device)
+        return problem
+
+    def watch_health(self, settled: Callable[[dict[tuple[str, str], tuple[str, str]]], bool]) -> HealthSeen:
+        """The stream the kubelet picks, its reports merged, until `settled` accepts them or HOOKED_HEALTH_DEADLINE."""
+        merged: dict[tuple[str, str], tuple[str, str]] = {}
+
+        def merge(report: dict[tuple[str, str], tuple[str, str]]) -> bool:
+            merged.update(report)
+            return settled(merged)
+
+        started = time.monotonic()
+        try:
+            reports = self._reach(self.endpoint).watch_health(merge, timeout=HOOKED_HEALTH_DEADLINE)
+        except grpc.RpcError as error:
+            return HealthSeen(dict(merged), 0, time.monotonic() - started, _rpc_error(error))
+        return HealthSeen(dict(merged), len(reports), time.monotonic() - started)
+
+    def _heal(self) -> None:
+        """Make the devices the hook failed healthy again, and wait until the stream reports none of them UNHEALTHY.
+
+        Between examples, so that the next one starts with every device sound; what the driver reports here is not
+        judged (the example that failed them judged it).
+        """
+        failed, self._failed = sorted(self._failed), set()
+        if not failed or self._health_hook is None:
+            return
+        for device in failed:
+            self._health_hook(device, True)
+        with contextlib.suppress(grpc.RpcError):
+            self._reach(self.endpoint).watch_health(
+                lambda report: all(report.get(device, ("",))[0] != "UNHEALTHY" for device in failed),
+                timeout=HOOKED_HEALTH_DEADLINE,
+            )
+
     def status_mark(self, claim: ClaimRef) -> int | None:
         """The claim's writes up to its resourceVersion now (read once the call returned), from the watch."""
         try:
@@ -843,6 +938,7 @@ class ClusterWorld:
         """
         if self._down:
             self._start_again()
+        self._heal()
         for claim in prepared:
             self.kubelet.prepared.setdefault((self.endpoint, claim.uid), claim)
         self.kubelet.unprepare_leftovers()

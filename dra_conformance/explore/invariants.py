@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dra_conformance.explore.cdi import defined_ids, edit_words
+from dra_conformance.driver.profile import ConfigEffect
+from dra_conformance.explore.cdi import defined_ids, edit_env, edit_words
 from dra_conformance.explore.model import AnsweredDevice, ClaimState, Model, PoolSeen, answered_devices, base_request
 from dra_conformance.explore.world import (
     OTHER_NODES_CLAIM,
     HealthReading,
+    HealthSeen,
     NodeLocalWork,
     Observation,
     PoolView,
@@ -68,6 +70,11 @@ NOT_FOR_NODE_NO_CDI = "explore.claim-not-for-this-node-gets-no-cdi-spec"
 OTHER_NODE_NO_STATUS_WRITE = "explore.no-status-write-for-other-nodes-claim"
 HEALTH_VERSIONS_ANSWER = "explore.advertised-health-versions-answer"
 HEALTH_PUBLISHED = "explore.health-reports-name-published-devices"
+CONFIG_APPLIED = "explore.claim-config-applies-over-class-config"
+HEALTH_KEPT = "explore.health-keeps-reporting-prepared-devices"
+HOOKED_UNHEALTHY = "explore.hooked-device-reported-unhealthy"
+UNHEALTHY_MESSAGE = "explore.unhealthy-report-carries-message"
+NOT_FAILED_NOT_UNHEALTHY = "explore.device-not-failed-not-reported-unhealthy"
 SIGTERM_SOCKETS = "explore.sigterm-stop-removes-the-served-sockets"
 SLICES_UNTOUCHED = "explore.unchanged-restart-leaves-slices-untouched"
 HARNESS = "explore.harness-explores-the-node"
@@ -240,6 +247,65 @@ def check_state(model: Model, seen: Observation, now: float, checks: Checks) -> 
     _check_statuses(model, seen.statuses, now, checks)
     _check_declared_statuses(model, seen.statuses, now, checks)
     _check_pools(model, seen, checks)
+    _check_config_effects(model, seen, checks)
+
+
+def _check_config_effects(model: Model, seen: Observation, checks: Checks) -> None:
+    """Each device of a prepared claim shows the declared effect of the config applying to its request.
+
+    The claim's last config entry for the request, else its DeviceClass's (`ClaimShape.applied_config`); a device
+    no config applies to is not judged (the driver's default is its own). Seen in the CDI edits of the device's CDI
+    devices (where this machine reads them) and in the data of its status.devices entry (once written).
+    """
+    if not model.config_effects:
+        return
+    env = edit_env(seen.cdi_files) if seen.cdi_files is not None else None
+    for claim in model.claims.values():
+        if not (claim.prepared and claim.cdi_expected and claim.answer is not None):
+            continue
+        data = {
+            (str(e.get("pool")), str(e.get("device"))): e.get("data") or {}
+            for e in seen.statuses.get(claim.ref.uid, [])
+            if e.get("driver") == model.driver
+        }
+        requests = {device.key: device.request for device in claim.allocated}
+        judged, wrong = 0, []
+        for device in claim.answer:
+            sample = claim.shape.applied_config(requests[device.key]) if device.key in requests else None
+            if sample is None:
+                continue
+            judged += 1
+            shown = _shown_effect(model.config_effects[sample], device, env, data.get(device.key))
+            if shown:
+                wrong.append(
+                    f"{device.pool}/{device.device} (request {requests[device.key]}, sample {sample}): {shown}"
+                )
+        if judged:
+            checks.expect(
+                CONFIG_APPLIED,
+                not wrong,
+                f"devices without the effect of the config applying to them: {wrong}; the claim's shape: "
+                f"{claim.shape.describe()}; the samples' effects: {list(model.config_effects)}",
+                f"claim {claim.name} on {model.node}",
+            )
+
+
+def _shown_effect(
+    effect: ConfigEffect, device: AnsweredDevice, env: dict[str, list[str]] | None, data: dict[str, Any] | None
+) -> str:
+    """What `device` shows instead of `effect` ("": it shows it, or what it would show is not seen)."""
+    wrong = []
+    if effect.cdi_env is not None and env is not None:
+        name, value = effect.cdi_env
+        entries = [entry for cdi in device.cdi_ids for entry in env.get(cdi, [])]
+        values = sorted({entry.split("=", 1)[1] for entry in entries if entry.split("=", 1)[0] == name})
+        if values != [value]:
+            wrong.append(f"CDI env {name}={values}, want {value!r}")
+    if effect.status_data and data is not None and set(effect.status_data) <= set(data):
+        shown = {key: data[key] for key in effect.status_data}
+        if shown != dict(effect.status_data):
+            wrong.append(f"status data {shown}, want {dict(effect.status_data)}")
+    return "; ".join(wrong)
 
 
 def _check_cdi(model: Model, files: dict[str, str], checks: Checks) -> None:
@@ -491,7 +557,8 @@ def check_health(model: Model, reading: HealthReading, checks: Checks) -> None:
     """Every advertised DRAResourceHealth version answers; each reports only devices of the driver's pools here.
 
     A stream that sent no report within the short window is not judged (the first report may come later); one that
-    failed is. The published devices are the model's pools of the node, as last seen.
+    failed is. The published devices are the model's pools of the node, as last seen. Each report keeps the devices of
+    claims still prepared that an earlier read reported (`Model.health_reported`), also after a restart.
     """
     where = f"health stream of {model.driver} on {model.node}"
     for service in reading.advertised:
@@ -503,6 +570,9 @@ def check_health(model: Model, reading: HealthReading, checks: Checks) -> None:
             where,
         )
     published = {(name, device) for name, pool in model.pools.items() for device in pool.devices}
+    # Devices of claims still prepared that an earlier read reported: the kubelet reads a device no report names any
+    # more as Unknown in its pods' status.
+    in_use = {device.key for claim in model.prepared() for device in claim.answer or ()} & model.health_reported
     for service, devices in sorted(reading.reports.items()):
         if devices is None:
             continue
@@ -514,6 +584,54 @@ def check_health(model: Model, reading: HealthReading, checks: Checks) -> None:
             f"publishes (its pools: {sorted(model.pools)})",
             where,
         )
+        if in_use:
+            dropped = sorted(in_use - devices)
+            checks.expect(
+                HEALTH_KEPT,
+                not dropped,
+                f"{service}'s first report leaves out {[f'{p}/{d}' for p, d in dropped]}, devices of claims still "
+                f"prepared that an earlier read reported ({model.restarts} restart(s) of the driver in the sequence)",
+                where,
+            )
+
+
+UNHEALTHY = "UNHEALTHY"
+
+
+def _judged_healthy(model: Model, devices: dict[tuple[str, str], tuple[str, str]]) -> set[tuple[str, str]]:
+    """The devices of `devices` the health hooks left sound: neither failed nor of unknown health since a restart."""
+    return set(devices) - model.unavailable()
+
+
+def health_settled(model: Model) -> Callable[[dict[tuple[str, str], tuple[str, str]]], bool]:
+    """Whether merged health reports say what the hooks set: every failed device UNHEALTHY, no other one."""
+
+    def settled(devices: dict[tuple[str, str], tuple[str, str]]) -> bool:
+        failed = all(devices.get(device, ("", ""))[0] == UNHEALTHY for device in model.failed)
+        return failed and not any(devices[device][0] == UNHEALTHY for device in _judged_healthy(model, devices))
+
+    return settled
+
+
+def check_hooked_health(model: Model, seen: HealthSeen, checks: Checks) -> None:
+    """The health stream reports each device the hooks failed UNHEALTHY, with a message, and no other one UNHEALTHY.
+
+    Devices whose failure may have outlived a restart are not judged (see `Model.health_unknown`).
+    """
+    for pool, device in sorted(model.failed):
+        where = f"device {device} of pool {pool} on {model.node}, made unhealthy by health.makeUnhealthy"
+        health, message = seen.health((pool, device))
+        said = seen.describe((pool, device))
+        if checks.expect(HOOKED_UNHEALTHY, seen.error is None and health == UNHEALTHY, said, where):
+            checks.expect(UNHEALTHY_MESSAGE, bool(message.strip()), f"UNHEALTHY with message {message!r}", where)
+    wrongly = sorted(d for d in _judged_healthy(model, seen.devices) if seen.devices[d][0] == UNHEALTHY)
+    checks.expect(
+        NOT_FAILED_NOT_UNHEALTHY,
+        not wrongly,
+        f"reported UNHEALTHY: {[f'{p}/{d} ({seen.devices[(p, d)][1]!r})' for p, d in wrongly]}; the hooks left failed "
+        f"{sorted(model.failed)} (after {seen.reports} report(s) in {seen.waited:.1f}s)",
+        f"health stream of {model.driver} on {model.node}",
+    )
 
 
 def check_restart(model: Model, how: str, restarted: Restarted, checks: Checks) -> None:

@@ -24,6 +24,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from dra_conformance.explore.invariants import (
     COMES_BACK,
+    HOOKED_UNHEALTHY,
+    NOT_FAILED_NOT_UNHEALTHY,
     STATUS_PER_DEVICE,
     STATUS_REMOVED,
     STATUS_WRITE_AFTER_UNPREPARE,
@@ -31,6 +33,7 @@ from dra_conformance.explore.invariants import (
     Checks,
     Violation,
     check_health,
+    check_hooked_health,
     check_not_for_this_node,
     check_prepare,
     check_registration,
@@ -41,6 +44,7 @@ from dra_conformance.explore.invariants import (
     check_state,
     check_status_writes,
     check_unprepare,
+    health_settled,
     remember_pools,
     status_settles_at,
     status_watch_ends_at,
@@ -50,6 +54,7 @@ from dra_conformance.explore.model import (
     MAX_DEVICES_PER_REQUEST,
     MAX_REQUESTS,
     AnsweredDevice,
+    ClaimConfig,
     ClaimShape,
     ClaimState,
     Model,
@@ -86,6 +91,11 @@ MAX_CONCURRENT_BATCH = 2
 # Prepares of a claim not for this node in one example at most: each kind answers the same whatever came before, so
 # more of them would only crowd out the sequences that need many steps (a restart after concurrent changes).
 MAX_NOT_OWNED_PREPARES = 2
+# Opaque config entries of one claim at most: two give an order between them (the last one applying wins).
+MAX_CLAIM_CONFIGS = 2
+# Devices the health hooks fail at once at most (and always one device fewer than the node has): each is one the
+# scheduler may no longer allocate, where the driver taints it.
+MAX_FAILED_DEVICES = 2
 
 
 class StopExploring(BaseException):
@@ -188,12 +198,16 @@ class RunState:
         self.failures.append(Failure(violation, tuple(self.log), self.examples, self.final, self.steps, now))
 
 
-def claim_shapes(free: int, capacity: int, admin: bool, other_free: int = 0) -> st.SearchStrategy[ClaimShape]:
+def claim_shapes(
+    free: int, capacity: int, admin: bool, other_free: int = 0, samples: int = 0
+) -> st.SearchStrategy[ClaimShape]:
     """Shapes that fit the node: requests held for the claim fit `free` devices, and all of them `capacity`.
 
     Where the other driver has `other_free` devices, a request after the first may be for them (the first is the
-    driver under test's: a claim with none of its devices is never prepared by it).
+    driver under test's: a claim with none of its devices is never prepared by it). Where the profile declares
+    `samples` opaque config samples, a request's DeviceClass may carry one, and the claim config entries of its own.
     """
+    class_config = st.one_of(st.none(), st.integers(0, max(0, samples - 1)))
 
     @st.composite
     def shapes(draw: st.DrawFn) -> ClaimShape:
@@ -211,12 +225,25 @@ def claim_shapes(free: int, capacity: int, admin: bool, other_free: int = 0) -> 
             if room < 1:
                 break
             count = draw(st.integers(1, min(MAX_DEVICES_PER_REQUEST, room)), label="devices")
-            requests.append(RequestShape(count, with_admin))
+            configured = draw(class_config, label="class config") if samples else None
+            requests.append(RequestShape(count, with_admin, class_config=configured))
             total += count
             held += 0 if with_admin else count
-        return ClaimShape(tuple(requests))
+        names = [name for name, r in zip(ClaimShape(tuple(requests)).names, requests, strict=True) if not r.other]
+        configs = draw(claim_configs(samples, names), label="claim configs") if samples and names else ()
+        return ClaimShape(tuple(requests), configs)
 
     return shapes()
+
+
+def claim_configs(samples: int, requests: Sequence[str]) -> st.SearchStrategy[tuple[ClaimConfig, ...]]:
+    """0 to MAX_CLAIM_CONFIGS opaque config entries of one of `samples`, for every request or one of `requests`."""
+    entry = st.builds(
+        ClaimConfig,
+        st.integers(0, samples - 1),
+        st.one_of(st.just(()), st.sampled_from(requests).map(lambda name: (name,))),
+    )
+    return st.lists(entry, max_size=MAX_CLAIM_CONFIGS).map(tuple)
 
 
 def _some(claims: Sequence[ClaimState], batch: int = MAX_BATCH) -> st.SearchStrategy[list[ClaimState]]:
@@ -260,6 +287,7 @@ class ExploreMachine(RuleBasedStateMachine):
             world.other_driver(),
             status_devices=world.status_devices(),
             declared_attributes=world.declared_attributes(),
+            config_effects=world.config_effects(),
         )
         self.operations = 0
         self.not_owned_prepares = 0
@@ -331,7 +359,8 @@ class ExploreMachine(RuleBasedStateMachine):
     def create_claim(self, data: st.DataObject) -> None:
         """A claim of a random shape, allocated on the node by the scheduler for a pod that uses it."""
         free, others = self.model.free_devices(), self.model.free_other_devices()
-        shape = data.draw(claim_shapes(free, self.model.capacity, self.world.admin_access(), others))
+        samples = len(self.model.config_effects)
+        shape = data.draw(claim_shapes(free, self.model.usable_capacity(), self.world.admin_access(), others, samples))
         created = self._act(lambda: self.world.create_claim(shape))
         claim = self.model.add(created.ref, shape, created.allocated)
         self.run.shapes[shape.label()] += 1
@@ -537,7 +566,28 @@ class ExploreMachine(RuleBasedStateMachine):
         """
         how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
         prepared = self.model.prepared()
-        claims = data.draw(_some(prepared, len(prepared)), label="claims")
+        self._restart_while_pods_end(how, data.draw(_some(prepared, len(prepared)), label="claims"))
+
+    def can_change_concurrently_then_restart(self) -> bool:
+        """Two claims a call would change, and the backend can restart the driver."""
+        return bool(self.world.restarts()) and self.can_change_concurrently()
+
+    def change_concurrently_then_restart(self, data: st.DataObject) -> None:
+        """Pods start and end at once; then the driver restarts while every pod with a prepared claim ends.
+
+        What the driver recorded of changes made at once shows only after a restart, in the unprepare of the claims
+        it prepared then (each must be undone); the two operations drawn one after the other, with nothing between
+        them that prepares those claims again, are rare in a budget of a few minutes on a cluster.
+        """
+        self.change_concurrently(data)
+        how = data.draw(st.sampled_from(self.world.restarts()), label="signal")
+        if self.model.prepared():
+            self._restart_while_pods_end(how, self.model.prepared())
+        else:
+            self._restart_step(how, f"restart driver ({how})", f"restart the driver ({how})")
+
+    def _restart_while_pods_end(self, how: str, claims: list[ClaimState]) -> None:
+        """Restart the driver with `how`, then unprepare `claims` in one call once it is back; both judged."""
         self._restart_step(
             how,
             f"restart while pods end ({how})",
@@ -650,8 +700,57 @@ class ExploreMachine(RuleBasedStateMachine):
         self.model.health_unread = False
         checks = Checks()
         check_health(self.model, reading, checks)
+        self.model.health_reported.update(*(devices for devices in reading.reports.values() if devices is not None))
         self._step("read the health stream", f"read the health stream ({reading.describe()})")
         self._judge(checks)
+
+    def _published(self) -> list[tuple[str, str]]:
+        """(pool, device) of every device the driver publishes on the node, as last seen, in order."""
+        return sorted((name, device) for name, pool in self.model.pools.items() for device in pool.devices)
+
+    def can_make_unhealthy(self) -> bool:
+        """The profile declares health hooks, and another device may fail (MAX_FAILED_DEVICES, one left sound)."""
+        failing = len(self.model.unavailable())
+        room = failing < min(MAX_FAILED_DEVICES, self.model.capacity - 1)
+        return self.world.can_set_health() and room and len(self._published()) > failing
+
+    def make_unhealthy(self, data: st.DataObject) -> None:
+        """Fail one device through the profile's health.makeUnhealthy hook, as a device fails under a running pod.
+
+        The health stream then reports it UNHEALTHY, with a message, and every device not failed not UNHEALTHY (the
+        invariant after each step, `health_follows_the_hooks`).
+        """
+        sound = [device for device in self._published() if device not in self.model.unavailable()]
+        device = sound[data.draw(st.integers(0, len(sound) - 1), label="device")]
+        problem = self._act(lambda: self.world.set_health(device, False))
+        self._set_health(device, False, problem, HOOKED_UNHEALTHY)
+
+    def can_make_healthy(self) -> bool:
+        """The profile declares health hooks, and a device is failed (or was, before a restart)."""
+        return self.world.can_set_health() and bool(self.model.unavailable())
+
+    def make_healthy(self, data: st.DataObject) -> None:
+        """Make a failed device healthy again through the profile's health.makeHealthy hook."""
+        failed = sorted(self.model.unavailable())
+        device = failed[data.draw(st.integers(0, len(failed) - 1), label="device")]
+        problem = self._act(lambda: self.world.set_health(device, True))
+        self._set_health(device, True, problem, NOT_FAILED_NOT_UNHEALTHY)
+
+    def _set_health(self, device: tuple[str, str], healthy: bool, problem: str | None, obligation: str) -> None:
+        """The model after a health hook on `device`; a hook that did not run breaks `obligation` (fail closed)."""
+        if problem is not None:
+            self.model.health_lost(device)
+        elif healthy:
+            self.model.made_healthy(device)
+        else:
+            self.model.made_unhealthy(device)
+        hook = "health.makeHealthy" if healthy else "health.makeUnhealthy"
+        state = "healthy again" if healthy else "unhealthy"
+        self._step(f"make a device {state}", f"make {device[1]} of pool {device[0]} {state} ({hook})")
+        if problem is not None:
+            checks = Checks()
+            checks.expect(obligation, False, f"{hook} failed: {problem}", f"device {device[1]} on {self.model.node}")
+            self._judge(checks)
 
     @rule(data=st.data())
     def step(self, data: st.DataObject) -> None:
@@ -706,6 +805,20 @@ class ExploreMachine(RuleBasedStateMachine):
             writes.exercised |= more.exercised
             writes.stated += more.stated
         self._judge(writes)
+
+    @invariant()
+    def health_follows_the_hooks(self) -> None:
+        """Once a health hook ran in the example: the health stream says what the hooks set, within its deadline.
+
+        Read as the kubelet reads it (reports merged) until every failed device is UNHEALTHY and no other one is, or
+        the deadline passed; a correct driver costs one report.
+        """
+        if not self.model.health_hooked:
+            return
+        seen = self._act(lambda: self.world.watch_health(health_settled(self.model)))
+        checks = Checks()
+        check_hooked_health(self.model, seen, checks)
+        self._judge(checks)
 
     def _looks_again_at(self, seen: Observation) -> float | None:
         """When status.devices entries still to be judged can be (None: none), as far as shrinking is after them."""
@@ -797,6 +910,11 @@ OPERATIONS = (
     Operation(
         "restart while pods end", ExploreMachine.can_restart_while_pods_end, ExploreMachine.restart_while_pods_end
     ),
+    Operation(
+        "concurrent changes, then a restart while pods end",
+        ExploreMachine.can_change_concurrently_then_restart,
+        ExploreMachine.change_concurrently_then_restart,
+    ),
     Operation("rolling update", ExploreMachine.can_roll, ExploreMachine.roll),
     Operation(
         "prepare a claim not for this node",
@@ -804,6 +922,8 @@ OPERATIONS = (
         ExploreMachine.prepare_not_for_this_node,
     ),
     Operation("read the health stream", ExploreMachine.can_read_health, ExploreMachine.read_health),
+    Operation("make a device unhealthy", ExploreMachine.can_make_unhealthy, ExploreMachine.make_unhealthy),
+    Operation("make a device healthy again", ExploreMachine.can_make_healthy, ExploreMachine.make_healthy),
 )
 
 

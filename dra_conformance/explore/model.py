@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dra_conformance.driver.profile import ConfigEffect
 from dra_conformance.kubelet.client import ClaimRef
 
 # A claim's shape: at most this many requests, each for at most this many devices (issue 43's first version).
@@ -28,10 +29,29 @@ class RequestShape:
     count: int
     admin: bool = False
     other: bool = False
+    # The profile's opaque config sample (by index) the request's DeviceClass carries; None: a class without config.
+    class_config: int | None = None
 
     def label(self) -> str:
-        """'2', '1a' (admin access) or '1o' (the other driver's)."""
-        return f"{self.count}{'a' if self.admin else ''}{'o' if self.other else ''}"
+        """'2', '1a' (admin access), '1o' (the other driver's), '1k0' (its class carries the first config sample)."""
+        configured = f"k{self.class_config}" if self.class_config is not None else ""
+        return f"{self.count}{'a' if self.admin else ''}{'o' if self.other else ''}{configured}"
+
+
+@dataclass(frozen=True)
+class ClaimConfig:
+    """An opaque config entry of the claim: the profile's sample (by index), for `requests` (none: every request)."""
+
+    sample: int
+    requests: tuple[str, ...] = ()
+
+    def label(self) -> str:
+        """'c1' (for every request) or 'c1@req-0'."""
+        return f"c{self.sample}" + (f"@{','.join(self.requests)}" if self.requests else "")
+
+    def applies_to(self, request: str) -> bool:
+        """Whether the entry configures the devices of `request`."""
+        return not self.requests or request in self.requests
 
 
 @dataclass(frozen=True)
@@ -39,6 +59,8 @@ class ClaimShape:
     """The requests of a claim, named req-0, req-1, ... in order."""
 
     requests: tuple[RequestShape, ...]
+    # Its opaque config entries, in order (the last one applying to a request wins).
+    configs: tuple[ClaimConfig, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -58,30 +80,58 @@ class ClaimShape:
         return sum(request.count for request in self.requests if request.other)
 
     def label(self) -> str:
-        """'2+1a': the requests' counts, `a` for admin access (how the explored space lists shapes)."""
-        return "+".join(request.label() for request in self.requests)
+        """'2+1a c0': the requests' counts, `a` for admin access, then its configs (how the explored space names it)."""
+        return "+".join(request.label() for request in self.requests) + "".join(
+            f" {config.label()}" for config in self.configs
+        )
 
     def describe(self) -> str:
         """'req-0: 2 devices, req-1: 1 device (admin access)' for the steps of a finding."""
-        return ", ".join(
+        requests = ", ".join(
             f"{name}: {r.count} device{'s' if r.count > 1 else ''}{' (admin access)' if r.admin else ''}"
             f"{' of the other driver' if r.other else ''}"
+            f"{f' (its class carries config sample {r.class_config})' if r.class_config is not None else ''}"
             for name, r in zip(self.names, self.requests, strict=True)
         )
+        configs = [f"config sample {c.sample} for {', '.join(c.requests) or 'every request'}" for c in self.configs]
+        return "; ".join([requests, *configs])
 
-    def spec(self, device_class: str, other_class: str | None = None) -> dict[str, Any]:
-        """The ResourceClaim spec (resource.k8s.io/v1) for these requests of `device_class` (or of `other_class`)."""
+    def applied_config(self, request: str) -> int | None:
+        """The config sample the devices of `request` get: the claim's last entry for it, else its class's (None)."""
+        claims = [config.sample for config in self.configs if config.applies_to(request)]
+        if claims:
+            return claims[-1]
+        return dict(zip(self.names, (r.class_config for r in self.requests), strict=True)).get(request)
+
+    def spec(
+        self,
+        device_class: str,
+        other_class: str | None = None,
+        *,
+        config_classes: Sequence[str] = (),
+        opaque: Sequence[Mapping[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """The ResourceClaim spec (resource.k8s.io/v1) for these requests of `device_class` (or of `other_class`).
+
+        `config_classes[i]`: the DeviceClass carrying config sample i; `opaque[i]`: its `opaque` entry (driver and
+        parameters), for the claim's configs.
+        """
         requests = []
         for name, request in zip(self.names, self.requests, strict=True):
+            chosen = device_class if request.class_config is None else config_classes[request.class_config]
             exactly: dict[str, Any] = {
-                "deviceClassName": other_class if request.other and other_class else device_class,
+                "deviceClassName": other_class if request.other and other_class else chosen,
                 "allocationMode": "ExactCount",
                 "count": request.count,
             }
             if request.admin:
                 exactly["adminAccess"] = True
             requests.append({"name": name, "exactly": exactly})
-        return {"devices": {"requests": requests}}
+        configs = [
+            {"opaque": dict(opaque[c.sample]), **({"requests": list(c.requests)} if c.requests else {})}
+            for c in self.configs
+        ]
+        return {"devices": {"requests": requests, **({"config": configs} if configs else {})}}
 
 
 def base_request(name: str) -> str:
@@ -225,6 +275,8 @@ class Model:
     status_devices: bool = False
     # The attributes the profile declares its devices carry, by name: their types (string, int, bool, version).
     declared_attributes: dict[str, str] = field(default_factory=dict)
+    # The declared effects of the profile's opaque config samples, by index (none: it declares no opaqueConfig).
+    config_effects: tuple[ConfigEffect, ...] = ()
     claims: dict[str, ClaimState] = field(default_factory=dict)
     pools: dict[str, PoolSeen] = field(default_factory=dict)
     restarts: int = 0
@@ -235,6 +287,16 @@ class Model:
     publishing_unchecked: bool = True
     # The health stream of the driver's running process is still to be read (the explorer reads it once per process).
     health_unread: bool = True
+    # Devices (pool, device) the profile's health hooks made unhealthy in this example, not made healthy again since.
+    failed: set[tuple[str, str]] = field(default_factory=set)
+    # Devices failed before a restart of the driver: whether a hook's failure outlives the process is the driver's
+    # (a fault kept in its memory does not, a file the hook wrote does), so their health is judged again only once a
+    # hook set it again.
+    health_unknown: set[tuple[str, str]] = field(default_factory=set)
+    # A health hook ran in this example: from then on the health stream is read after every step.
+    health_hooked: bool = False
+    # Devices (pool, device) a read of the health stream reported in this example, by any process of the driver.
+    health_reported: set[tuple[str, str]] = field(default_factory=set)
 
     def add(self, ref: ClaimRef, shape: ClaimShape, allocated: tuple[AllocatedDevice, ...]) -> ClaimState:
         """A claim the scheduler allocated."""
@@ -275,8 +337,38 @@ class Model:
         return self.other_capacity - sum(c.shape.other_devices() for c in self.live())
 
     def free_devices(self) -> int:
-        """Devices of the node no live claim holds for itself (admin access claims hold none)."""
-        return self.capacity - sum(c.shape.held_devices() for c in self.live())
+        """Devices of the node no live claim holds for itself (admin access claims hold none), failed ones not counted.
+
+        A driver may taint a failed device in its slice, and the scheduler then allocates it to no new claim.
+        """
+        held = {d.key for c in self.live() for d in c.allocated if not d.admin}
+        return self.capacity - sum(c.shape.held_devices() for c in self.live()) - len(self.unavailable() - held)
+
+    def usable_capacity(self) -> int:
+        """Devices a new claim may be allocated at all (with admin access, also those other claims hold)."""
+        return self.capacity - len(self.unavailable())
+
+    def unavailable(self) -> set[tuple[str, str]]:
+        """Devices the health hooks failed, and those whose failure may have outlived a restart."""
+        return self.failed | self.health_unknown
+
+    def made_unhealthy(self, device: tuple[str, str]) -> None:
+        """The health hook made `device` unhealthy."""
+        self.failed.add(device)
+        self.health_unknown.discard(device)
+        self.health_hooked = True
+
+    def made_healthy(self, device: tuple[str, str]) -> None:
+        """The health hook made `device` healthy again."""
+        self.failed.discard(device)
+        self.health_unknown.discard(device)
+        self.health_hooked = True
+
+    def health_lost(self, device: tuple[str, str]) -> None:
+        """A health hook on `device` did not run: what the device's health is now is not the explorer's to know."""
+        self.failed.discard(device)
+        self.health_unknown.add(device)
+        self.health_hooked = True
 
     def prepared_ok(self, claim: ClaimState, answer: tuple[AnsweredDevice, ...], at: float | None = None) -> None:
         """The driver prepared `claim` and answered `answer` (at clock time `at`)."""
@@ -304,6 +396,8 @@ class Model:
         """The driver was restarted: what it prepared before is judged as prepared by another process."""
         self.restarts += 1
         self.publishing_unchecked = self.health_unread = True
+        self.health_unknown |= self.failed
+        self.failed = set()
         for claim in self.prepared():
             claim.restarted_since_prepare = True
             claim.restarted_since_loss = claim.specs_lost

@@ -7,10 +7,11 @@ API error), which ends the exploration as the suite's problem, never as the driv
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from dra_conformance.driver.profile import ConfigEffect
 from dra_conformance.explore.model import AllocatedDevice, ClaimShape
 from dra_conformance.kubelet.client import ClaimAnswer, ClaimRef
 
@@ -183,6 +184,37 @@ class HealthReading:
         return ", ".join(said) or "GetInfo advertises no DRAResourceHealth version"
 
 
+# A device's health on the stream before any report named it.
+NOT_REPORTED = ("not reported", "")
+
+
+@dataclass(frozen=True)
+class HealthSeen:
+    """The health stream the kubelet reads, its reports merged as the kubelet merges them, until it said what was due.
+
+    Each report updates the devices it names; `devices` is each device's latest (health, message) when the stream
+    said what the explorer waited for, or when the wait's deadline passed.
+    """
+
+    devices: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+    reports: int = 0
+    # Seconds from opening the stream until the verdict (the deadline where what was due never came).
+    waited: float = 0.0
+    # The gRPC status of a stream that failed ('UNIMPLEMENTED: ...'), None where it answered.
+    error: str | None = None
+
+    def health(self, device: tuple[str, str]) -> tuple[str, str]:
+        """(health, message) of `device`: its latest report, or NOT_REPORTED."""
+        return self.devices.get(device, NOT_REPORTED)
+
+    def describe(self, device: tuple[str, str]) -> str:
+        """'UNHEALTHY ('ECC errors')' as the stream last said of `device`, with how it was read."""
+        if self.error is not None:
+            return f"the stream failed: {self.error}"
+        health, message = self.health(device)
+        return f"{health} ({message!r}) after {self.reports} report(s) in {self.waited:.1f}s"
+
+
 @dataclass(frozen=True)
 class PoolView:
     """One pool of the node at its highest generation."""
@@ -279,6 +311,14 @@ class World(Protocol):
         """Whether the scheduler can allocate a claim of the driver on another node (it publishes devices there)."""
         ...
 
+    def config_effects(self) -> tuple[ConfigEffect, ...]:
+        """The declared effects of the profile's opaque config samples, by index (none: no opaqueConfig)."""
+        ...
+
+    def can_set_health(self) -> bool:
+        """Whether the profile declares health hooks (health.makeUnhealthy, makeHealthy) and healthStream."""
+        ...
+
     def not_explored(self) -> dict[str, str]:
         """Operations and claim shapes this driver, its profile or the backend rule out, with the reason."""
         ...
@@ -340,6 +380,14 @@ class World(Protocol):
 
     def read_health(self) -> HealthReading:
         """Each DRAResourceHealth version GetInfo advertises, its stream read for a short window."""
+        ...
+
+    def set_health(self, device: tuple[str, str], healthy: bool) -> str | None:
+        """Run the profile's hook making (pool, device) unhealthy, or healthy again; why it did not (None: it did)."""
+        ...
+
+    def watch_health(self, settled: Callable[[dict[tuple[str, str], tuple[str, str]]], bool]) -> HealthSeen:
+        """The health stream the kubelet reads, its reports merged, until `settled` accepts them or a deadline."""
         ...
 
     def status_mark(self, claim: ClaimRef) -> int | None:

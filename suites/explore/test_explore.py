@@ -5,7 +5,8 @@ some mixing in another driver's devices, prepares and unprepares alone, batched 
 driver restarts by SIGKILL and SIGTERM, some while pods end (their claims unprepared once the driver is back), a
 wiped CDI dir, node reboots, republished pools, deleted claims, rolling updates where the profile declares them,
 prepares of claims this node does not own (unknown, deleted, allocated to another node), reads of the health stream
-where the profile declares it) on a
+where the profile declares it, devices failed and restored through its health hooks, claims carrying its opaque
+config samples) on a
 set-aside node of the driver under test, where the suite plays the kubelet, and checks the invariants of
 `dra_conformance/model/registry/explore.yaml` after every step. A finding is shrunk to the shortest sequence that
 still breaks it and reported with its seed; `dra-conformance explore --profile P --replay SEED` runs it again.
@@ -22,13 +23,15 @@ import allure
 import pytest
 from kubernetes import client
 
+from dra_conformance.driver import health_hook
 from dra_conformance.driver.disruption import Disruption
 from dra_conformance.driver.profile import Capability, DriverProfile
 from dra_conformance.driver.profile import render as fill_in
 from dra_conformance.driver.reference import reference_program
 from dra_conformance.driver.under_test import DriverUnderTest
+from dra_conformance.errors import UsageError
 from dra_conformance.explore import RECORD_KIND
-from dra_conformance.explore.cluster import ClusterWorld, SecondInstance
+from dra_conformance.explore.cluster import ClusterWorld, HealthHook, SecondInstance
 from dra_conformance.explore.invariants import HARNESS
 from dra_conformance.explore.runner import Budget, Exploration, explore, render
 from dra_conformance.explore.world import HarnessProblem
@@ -100,6 +103,30 @@ def second_instance_of(profile: DriverProfile, cluster: ClusterInfo, disruption:
     return argv
 
 
+def health_hook_of(profile: DriverProfile, cluster: ClusterInfo, disruption: Disruption) -> HealthHook | None:
+    """The profile's health hooks for one device of the explorer's node, where declared and runnable here.
+
+    Runnable: every placeholder has a value on this machine. None elsewhere (the explorer says why).
+    """
+    hooks = profile.health
+    if hooks is None or not profile.declares(Capability.HEALTH_STREAM):
+        return None
+
+    def values(device: tuple[str, str]) -> dict[str, str]:
+        return health_hook.hook_values(profile, disruption.endpoint, device[1], device[0], cluster.details)
+
+    try:
+        for hook in (hooks.make_unhealthy, hooks.make_healthy):
+            health_hook.render_all(hook, values(("pool", "device")))
+    except UsageError:
+        return None
+
+    def run(device: tuple[str, str], healthy: bool) -> str | None:
+        return health_hook.run(hooks.make_healthy if healthy else hooks.make_unhealthy, values(device))
+
+    return run
+
+
 def audit_of(cluster: ClusterInfo, profile: DriverProfile) -> tuple[Path, str] | None:
     """The API server's audit log and the user the driver writes as, where this machine reads the log."""
     if cluster.audit_log is None:
@@ -154,6 +181,8 @@ def test_the_driver_keeps_the_contract_through_random_sequences_of_kubelet_and_n
             status_devices=profile.declares(Capability.STATUS_DEVICES),
             declared_attributes={name: str(kind) for name, kind in profile.devices.attributes.items()},
             health_stream=profile.declares(Capability.HEALTH_STREAM),
+            health_hook=health_hook_of(profile, cluster, disruption),
+            opaque_config=profile.opaque_config,
             audit=audit_of(cluster, profile),
         )
     except HarnessProblem as problem:

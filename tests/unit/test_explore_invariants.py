@@ -7,13 +7,24 @@ from typing import Any
 
 import pytest
 
+from dra_conformance.driver.profile import ConfigEffect
 from dra_conformance.explore import invariants as inv
-from dra_conformance.explore.model import AllocatedDevice, ClaimShape, ClaimState, Model, RequestShape, answered_devices
+from dra_conformance.explore.model import (
+    AllocatedDevice,
+    ClaimConfig,
+    ClaimShape,
+    ClaimState,
+    Model,
+    PoolSeen,
+    RequestShape,
+    answered_devices,
+)
 from dra_conformance.explore.world import (
     DELETED_CLAIM,
     OTHER_NODES_CLAIM,
     UNKNOWN_CLAIM,
     HealthReading,
+    HealthSeen,
     NodeLocalWork,
     Observation,
     PoolView,
@@ -483,3 +494,82 @@ def test_a_restart_is_judged_on_its_sockets_after_sigterm_and_on_its_slices_wher
     assert _broken(checks) == [inv.SLICES_UNTOUCHED], checks.violations
     assert "restart by SIGKILL of 2.0s" in checks.violations[0].observed
     assert "s-1 rewritten (resourceVersion 5 -> 9)" in checks.violations[0].observed
+
+
+def _stream(*entries: tuple[str, str, str]) -> HealthSeen:
+    return HealthSeen({(NODE, device): (health, message) for device, health, message in entries}, 1, 0.1)
+
+
+def test_a_failed_device_must_be_reported_unhealthy_with_a_message_and_no_other_one() -> None:
+    model, _ = _model()
+    model.made_unhealthy((NODE, "gpu-0"))
+    settled = inv.health_settled(model)
+    right = _stream(("gpu-0", "UNHEALTHY", "ECC"), ("gpu-1", "HEALTHY", ""))
+    assert settled(right.devices) and not settled(_stream(("gpu-0", "HEALTHY", "")).devices)
+    checks = inv.Checks()
+    inv.check_hooked_health(model, right, checks)
+    assert not checks.violations and {inv.HOOKED_UNHEALTHY, inv.NOT_FAILED_NOT_UNHEALTHY} <= checks.exercised
+    for seen, broken in [
+        (_stream(("gpu-0", "HEALTHY", "ok")), inv.HOOKED_UNHEALTHY),
+        (_stream(("gpu-0", "UNHEALTHY", " ")), inv.UNHEALTHY_MESSAGE),
+        (_stream(("gpu-0", "UNHEALTHY", "x"), ("gpu-1", "UNHEALTHY", "x")), inv.NOT_FAILED_NOT_UNHEALTHY),
+        (HealthSeen(error="UNIMPLEMENTED: no"), inv.HOOKED_UNHEALTHY),
+    ]:
+        checks = inv.Checks()
+        inv.check_hooked_health(model, seen, checks)
+        assert _broken(checks) == [broken], seen
+
+
+def test_a_device_failed_before_a_restart_is_not_judged_until_a_hook_sets_it_again() -> None:
+    model, _ = _model()
+    model.made_unhealthy((NODE, "gpu-0"))
+    model.restarted()
+    checks = inv.Checks()
+    inv.check_hooked_health(model, _stream(("gpu-0", "UNHEALTHY", "x"), ("gpu-1", "HEALTHY", "")), checks)
+    assert not checks.violations
+    model.made_healthy((NODE, "gpu-0"))
+    inv.check_hooked_health(model, _stream(("gpu-0", "UNHEALTHY", "x")), checks)
+    assert _broken(checks) == [inv.NOT_FAILED_NOT_UNHEALTHY]
+
+
+def test_the_config_applying_to_a_request_shows_in_the_cdi_edits_and_status_data_of_its_devices() -> None:
+    shape = ClaimShape((RequestShape(1, class_config=0), RequestShape(1)), (ClaimConfig(1, ("req-0",)),))
+    effects = (ConfigEffect(("SHARING", "A"), {"sharing": "A"}), ConfigEffect(("SHARING", "B"), {"sharing": "B"}))
+    model = Model(NODE, DRIVER, capacity=3, config_effects=effects)
+    claim = model.add(ClaimRef("ns", "u1", "claim-1"), shape, ALLOCATED)
+    model.prepared_ok(claim, answered_devices(RIGHT))
+
+    def seen(sharing: str, data: dict[str, str] | None = None) -> Observation:
+        devices = [
+            {"name": "u1-gpu-0", "containerEdits": {"env": [f"SHARING={sharing}"]}},
+            {"name": "u1-gpu-1", "containerEdits": {"env": []}},
+        ]
+        spec = json.dumps({"kind": "example.com/gpu", "devices": devices})
+        entries = [{"driver": DRIVER, "pool": NODE, "device": "gpu-0", **({"data": data} if data else {})}]
+        return Observation({"u1.json": spec}, {"u1": entries}, {NODE: POOL})
+
+    for observed, broken in [
+        (seen("B"), []),
+        (seen("B", {"sharing": "B"}), []),
+        (seen("A"), [inv.CONFIG_APPLIED]),
+        (seen("B", {"sharing": "A"}), [inv.CONFIG_APPLIED]),
+    ]:
+        checks = inv.Checks()
+        inv._check_config_effects(model, observed, checks)
+        assert _broken(checks) == broken, observed
+        assert inv.CONFIG_APPLIED in checks.exercised
+
+
+def test_a_device_of_a_prepared_claim_reported_before_must_stay_in_the_reports() -> None:
+    model, claim = _model()
+    model.pools[NODE] = PoolSeen(3, POOL.devices)
+    model.prepared_ok(claim, answered_devices(RIGHT))
+    every = frozenset((NODE, d) for d in POOL.devices)
+    without = every - {(NODE, "gpu-0")}
+    checks = inv.Checks()
+    inv.check_health(model, HealthReading(("v1",), {"v1": without}), checks)
+    assert not checks.violations and inv.HEALTH_KEPT not in checks.exercised  # nothing reported before
+    model.health_reported |= every
+    model.restarted()
+    inv.check_health(model, HealthReading(("v1",), {"v1": without}), checks)
+    assert _broken(checks) == [inv.HEALTH_KEPT]

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from dra_conformance.driver.profile import ConfigEffect
 from dra_conformance.explore import invariants
 from dra_conformance.explore.model import AllocatedDevice, ClaimShape, RequestShape
-from dra_conformance.explore.runner import Budget, Exploration, explore, render
+from dra_conformance.explore.runner import DEFAULT_MAX_STEPS, Budget, Exploration, explore, render
 from dra_conformance.explore.world import (
     PREPARE,
     SIGKILL,
@@ -25,6 +26,7 @@ from dra_conformance.explore.world import (
     DriverDidNotComeBack,
     HarnessProblem,
     HealthReading,
+    HealthSeen,
     NodeLocalWork,
     Observation,
     PoolView,
@@ -51,6 +53,9 @@ REGISTRATION = f"{DRIVER}-reg.sock"
 # Another node of the driver, where the scheduler allocates the claims of other nodes.
 OTHER_NODE = "node-b"
 HEALTH_V1, HEALTH_V1ALPHA1 = "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"
+# The opaque config samples' effect: SHARING=<value> in the CDI edits of each device they apply to.
+SHARING_ENV = "SHARING"
+SHARING = ("TimeSlicing", "Exclusive")
 
 
 class FakeClock:
@@ -74,6 +79,7 @@ class Allocation:
     results: tuple[AllocatedDevice, ...]
     # Devices of the other driver (other-0, ...).
     others: tuple[str, ...] = ()
+    shape: ClaimShape = field(default_factory=lambda: ClaimShape(()))
 
 
 @dataclass
@@ -115,6 +121,14 @@ class FakeNode:
     # The claim allocated to the other node in this example, and the driver's refused status writes by claim UID.
     other_nodes_claim: Allocation | None = None
     refused_writes: dict[str, list[str]] = field(default_factory=dict)
+    # The profile declares health hooks; the devices they failed, a fault of the process (gone with a restart, unless
+    # `failure-outlives-restart`: as a file the hook wrote).
+    hooks: bool = True
+    unhealthy: set[str] = field(default_factory=set)
+    # The profile declares opaqueConfig (two samples, each an env entry in the CDI edits of its devices).
+    configs: bool = True
+    # The devices of the claims the driver found prepared at its last start.
+    restored: set[str] = field(default_factory=set)
 
     node = NODE
     driver = DRIVER
@@ -155,6 +169,31 @@ class FakeNode:
     def can_allocate_elsewhere(self) -> bool:
         return self.elsewhere
 
+    def config_effects(self) -> tuple[ConfigEffect, ...]:
+        return tuple(ConfigEffect(cdi_env=(SHARING_ENV, value)) for value in SHARING) if self.configs else ()
+
+    def can_set_health(self) -> bool:
+        return self.health and self.hooks
+
+    def set_health(self, device: tuple[str, str], healthy: bool) -> str | None:
+        if healthy:
+            self.unhealthy.discard(device[1])
+        else:
+            self.unhealthy.add(device[1])
+        return None
+
+    def watch_health(self, settled: Callable[[dict[tuple[str, str], tuple[str, str]]], bool]) -> HealthSeen:
+        # `healthy-while-failing`: every device HEALTHY; `unhealthy-without-message`: UNHEALTHY with no message.
+        message = "" if "unhealthy-without-message" in self.bugs else "made unhealthy"
+        failing = set() if "healthy-while-failing" in self.bugs else self.unhealthy
+        devices = {
+            (NODE, name): ("UNHEALTHY", message) if name in failing else ("HEALTHY", "ok")
+            for name in (f"gpu-{i}" for i in range(DEVICES))
+        }
+        waited = 0.0 if settled(devices) else 35.0
+        self.clock.sleep(waited)
+        return HealthSeen(devices, 1, waited)
+
     def unknown_claim(self, uid: str) -> ClaimRef:
         return ClaimRef("ns", uid, f"unknown-{uid[:8]}")
 
@@ -176,7 +215,9 @@ class FakeNode:
     def read_health(self) -> HealthReading:
         # `health-wrong-pool`: reports under the driver's name; `health-alpha-unserved`: advertises v1alpha1 only.
         pool = DRIVER if "health-wrong-pool" in self.bugs else NODE
-        devices = frozenset((pool, f"gpu-{i}") for i in range(DEVICES))
+        # `health-lost-after-restart`: the devices of claims it found prepared at start are in no report.
+        lost = self.restored if "health-lost-after-restart" in self.bugs else set()
+        devices = frozenset((pool, f"gpu-{i}") for i in range(DEVICES) if f"gpu-{i}" not in lost)
         if "health-alpha-unserved" in self.bugs:
             return HealthReading((HEALTH_V1, HEALTH_V1ALPHA1), {HEALTH_V1: devices}, {HEALTH_V1ALPHA1: "UNIMPLEMENTED"})
         return HealthReading((HEALTH_V1, HEALTH_V1ALPHA1), {HEALTH_V1: devices, HEALTH_V1ALPHA1: devices}, {}, 5.0)
@@ -245,7 +286,9 @@ class FakeNode:
         if self.fail_creating_after is not None and self.created > self.fail_creating_after:
             raise HarnessProblem("pod claim-x not bound to a node within 60 s")
         held = {d.device for a in self.claims.values() for d in a.results if not d.admin}
-        free = [f"gpu-{i}" for i in range(DEVICES) if f"gpu-{i}" not in held]
+        # A failed device is tainted in the slice: the scheduler allocates it to no new claim.
+        usable = [f"gpu-{i}" for i in range(DEVICES) if f"gpu-{i}" not in self.unhealthy]
+        free = [device for device in usable if device not in held]
         # As the scheduler's allocator: distinct devices within a claim, free ones for requests without admin access
         # (it backtracks until both fit; here requests with admin access simply go last).
         results: list[AllocatedDevice] = []
@@ -260,13 +303,13 @@ class FakeNode:
                 held_others |= set(others)
                 continue
             mine = {r.device for r in results}
-            pool = [f"gpu-{i}" for i in range(DEVICES)] if request.admin else free
+            pool = usable if request.admin else free
             taken = [d for d in pool if d not in mine][: request.count]
             assert len(taken) == request.count, (shape, free)
             results += [AllocatedDevice(name, NODE, device, request.admin) for device in taken]
         uid = f"uid-{next(self._uids)}"
         ref = ClaimRef("ns", uid, f"claim-{uid}")
-        self.claims[uid] = self.allocations[uid] = Allocation(ref, tuple(sorted(results)), tuple(others))
+        self.claims[uid] = self.allocations[uid] = Allocation(ref, tuple(sorted(results)), tuple(others), shape)
         return CreatedClaim(ref, tuple(sorted(results)))
 
     def _answer(self, allocation: Allocation) -> list[dict[str, Any]]:
@@ -333,8 +376,30 @@ class FakeNode:
         return PrepareOutcome(answers)
 
     def _write_spec(self, ref: ClaimRef, devices: list[dict[str, Any]]) -> None:
-        spec = {"kind": "example.com/gpu", "devices": [{"name": d["cdiDeviceIDs"][0].split("=")[1]} for d in devices]}
+        spec = {
+            "kind": "example.com/gpu",
+            "devices": [
+                {
+                    "name": d["cdiDeviceIDs"][0].split("=")[1],
+                    "containerEdits": {"env": self._sharing(ref.uid, d["deviceName"])},
+                }
+                for d in devices
+            ],
+        }
         self.files[f"{ref.uid}.json"] = json.dumps(spec)
+
+    def _sharing(self, uid: str, device: str) -> list[str]:
+        """The config sample's env entry of the device (`class-config-over-claim`: the class's config wins)."""
+        allocation = self.allocations.get(uid)
+        if allocation is None or not self.configs:
+            return []
+        request = next(d.request for d in allocation.results if d.device == device)
+        shape = allocation.shape
+        classes = dict(zip(shape.names, (r.class_config for r in shape.requests), strict=True))
+        sample = shape.applied_config(request)
+        if "class-config-over-claim" in self.bugs and classes.get(request) is not None:
+            sample = classes[request]
+        return [] if sample is None else [f"{SHARING_ENV}={SHARING[sample]}"]
 
     def unprepare(self, claims: Sequence[ClaimRef]) -> UnprepareOutcome:
         for position, ref in enumerate(claims):
@@ -355,7 +420,10 @@ class FakeNode:
             self.prepared.clear()
         # What it finds prepared again is its checkpoint; the taint was a fault switch, gone with the process.
         self.prepared = {uid: devices for uid, devices in self.prepared.items() if uid in self.checkpoint}
+        self.restored = {d["deviceName"] for devices in self.prepared.values() for d in devices}
         self.tainted = False
+        if "failure-outlives-restart" not in self.bugs:
+            self.unhealthy.clear()
         if "index-becomes-string" in self.bugs:
             self.retyped = True
         # The issue's bug: on restart the driver republishes from generation 1 (here: every second restart).
@@ -404,6 +472,8 @@ class FakeNode:
         self.rewrites.clear()
         self.other_nodes_claim = None
         self.tainted = self.retyped = False
+        self.unhealthy.clear()
+        self.restored.clear()
 
 
 def contract_only(obligation: str) -> bool:
@@ -451,6 +521,8 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
         "rolling update",
         "prepare a claim not for this node",
         "read the health stream",
+        "make a device unhealthy",
+        "make a device healthy again",
     }, done.operations
     assert {
         "prepare a claim not for this node (unknown claim)",
@@ -458,7 +530,13 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
         "prepare a claim not for this node (claim of another node)",
     } <= set(done.operations), done.operations
     assert {"delete claim (graceful)", "delete claim (force)"} <= set(done.operations), done.operations
-    assert {"concurrent (prepare + unprepare)", "concurrent (prepare + prepare)"} <= set(done.operations)
+    # The kinds of calls in flight at once, in any order.
+    concurrent = {
+        tuple(sorted(name.split(" (", 1)[1].rstrip(")").split(" + ")))
+        for name in done.operations
+        if name.startswith("concurrent")
+    }
+    assert {("prepare", "unprepare"), ("prepare", "prepare")} <= concurrent, done.operations
     assert done.invariant_checks >= done.steps and done.stated > done.invariant_checks, render(done, "replay")
     assert done.shrink_examples == done.shrink_steps == 0 and not done.not_explored
     assert any("a" in shape for shape in done.shapes) and any("+" in shape for shape in done.shapes), done.shapes
@@ -469,7 +547,15 @@ def test_a_correct_driver_gives_no_finding_and_the_run_covers_every_operation() 
 # The longest shrunk sequence accepted where the shortest failing one is longer than a few steps: create, prepare,
 # reboot (wipe, restart) and the prepare after it are four; shrinking under the operations' preconditions may leave
 # a step more.
-SHRUNK_STEPS = {"replayed-prepare-skips-cdi-specs": 5, "unprepare-only-first": 6, "product-name": 0, "wrong-node": 0}
+SHRUNK_STEPS = {
+    "replayed-prepare-skips-cdi-specs": 5,
+    "unprepare-only-first": 6,
+    "product-name": 0,
+    "wrong-node": 0,
+    # Create, prepare, read the health stream, restart, read it again are five; shrinking may leave the restart as one
+    # while pods end (its unprepare, then a prepare again).
+    "health-lost-after-restart": 7,
+}
 # Shrinking a status write after an unprepare waits out the write window at the end of each example, and a missing
 # declared status entry the status_written window after each prepare (on the fake clock: no real time).
 LONG_SHRINK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_seconds=3600.0)
@@ -510,6 +596,13 @@ LONG_SHRINK = Budget(max_examples=200, max_steps=12, seconds=None, shrink_second
         ("leaves-sockets", invariants.SIGTERM_SOCKETS),
         # A restart that writes its unchanged slices again.
         ("rewrites-slices", invariants.SLICES_UNTOUCHED),
+        # A device the health hook failed: reported HEALTHY, or UNHEALTHY without a message.
+        ("healthy-while-failing", invariants.HOOKED_UNHEALTHY),
+        ("unhealthy-without-message", invariants.UNHEALTHY_MESSAGE),
+        # Opaque config: the class's applied over the claim's.
+        ("class-config-over-claim", invariants.CONFIG_APPLIED),
+        # A restarted driver's health reports leave out the devices of the claims it found prepared.
+        ("health-lost-after-restart", invariants.HEALTH_KEPT),
     ],
 )
 def test_a_planted_bug_is_found_and_shrunk_to_a_short_sequence(bug: str, obligation: str | set[str]) -> None:
@@ -617,11 +710,15 @@ def test_a_checkpoint_that_concurrent_calls_overwrite_is_found_by_an_unprepare_a
     assert f"shrinking ran {done.shrink_examples} examples, {done.shrink_steps} steps" in text, text
 
 
-@pytest.mark.parametrize("seed", [6, 7])
+DEFAULT_STEPS = Budget(max_examples=200, max_steps=DEFAULT_MAX_STEPS, seconds=None, shrink_seconds=60.0)
+
+
+@pytest.mark.parametrize("seed", [4, 7])
 def test_concurrent_changes_a_checkpoint_lost_are_found_within_a_few_examples(seed: int) -> None:
-    # Issue 43: on a cluster a few dozen examples fit the default budget; changes made at once and a restart while
-    # pods end (the kubelet unprepares their claims once the driver is back) show the lost entry in fewer.
-    done = run(FakeNode(bugs=frozenset({"loses-entries"})), seed=seed)
+    # Issue 43: on a cluster a few dozen examples fit the default budget (examples of up to DEFAULT_MAX_STEPS);
+    # changes made at once, then a restart while pods end (the kubelet unprepares their claims once the driver is
+    # back), one operation, show the lost entry in fewer.
+    done = run(FakeNode(bugs=frozenset({"loses-entries"})), seed=seed, budget=DEFAULT_STEPS)
     assert done.finding is not None, render(done, "replay")
     assert done.finding.found_after[0] <= 30, render(done, "replay")
     assert done.finding.violation.obligation in {invariants.CDI_REMOVED_AFTER_RESTART, invariants.STATUS_REMOVED}
@@ -634,8 +731,9 @@ def test_a_restart_while_pods_end_unprepares_claims_prepared_before_it_once_the_
     left = {invariants.CDI_REMOVED_AFTER_RESTART, invariants.STATUS_REMOVED}
     assert done.finding.violation.obligation in left, render(done, "replay")
     steps = done.finding.steps
-    assert len(steps) <= 5 and steps[-1].startswith("unprepare after the restart ['c1']"), steps
-    assert steps[-2].startswith("restart the driver (SIG") and steps[-2].endswith("while the pods of ['c1'] end"), steps
+    # The unprepare once the driver is back: of its own, or the one of a restart while pods end.
+    assert len(steps) <= 5 and steps[-1].startswith(("unprepare after the restart ['c1']", "unprepare ['c1']")), steps
+    assert steps[-2].startswith("restart the driver (SIG"), steps
 
 
 def test_an_operation_the_profile_rules_out_is_never_drawn_and_the_run_says_why() -> None:
@@ -672,8 +770,9 @@ def test_a_status_write_after_the_unprepare_is_found_at_the_end_of_the_example_t
     assert done.finding is not None, render(done, "replay")
     assert done.finding.violation.obligation == invariants.STATUS_WRITE_AFTER_UNPREPARE, render(done, "replay")
     steps = done.finding.steps
-    # The unprepare is one of its own or the one after a restart while pods end (two steps, one operation).
-    assert len(steps) <= 4 and steps[-1].startswith(("unprepare ['c1']", "unprepare after the restart ['c1']")), steps
+    # The unprepare is one of its own or the one after a restart while pods end (two steps, one operation; three
+    # where changes made at once came first).
+    assert len(steps) <= 5 and steps[-1].startswith(("unprepare ['c1']", "unprepare after the restart ['c1'")), steps
     assert "wrote its status.devices entries 1 time(s)" in done.finding.violation.observed, done.finding.violation
     # The end of an example waits for the window only where a claim it unprepared still exists.
     correct = run(FakeNode(), seed=3)
@@ -738,3 +837,26 @@ def test_registration_and_slice_nodes_are_read_once_per_example_and_after_restar
     restarts = sum(count for op, count in done.operations.items() if op.startswith(("restart", "reboot")))
     assert calls.count("GetInfo") <= done.examples + restarts + done.operations.get("republish", 0)
     assert calls.count("GetInfo") < done.invariant_checks, (calls.count("GetInfo"), done.invariant_checks)
+
+
+def test_a_device_failure_that_outlives_a_restart_is_no_finding() -> None:
+    done = run(FakeNode(bugs=frozenset({"failure-outlives-restart"})), seed=5)
+    assert done.finding is None and not done.advisories, render(done, "replay")
+    assert done.operations["make a device unhealthy"] and done.operations["restart driver (SIGKILL)"], done.operations
+
+
+def test_health_hooks_are_drawn_only_where_the_profile_declares_them() -> None:
+    done = run(FakeNode(hooks=False))
+    assert done.finding is None, render(done, "replay")
+    assert not {"make a device unhealthy", "make a device healthy again"} & set(done.operations)
+    assert invariants.HOOKED_UNHEALTHY not in done.exercised
+
+
+def test_claims_with_opaque_config_are_drawn_only_where_the_profile_declares_it() -> None:
+    done = run(FakeNode(configs=False))
+    assert done.finding is None, render(done, "replay")
+    assert not any("k" in shape or " c" in shape for shape in done.shapes), done.shapes
+    assert invariants.CONFIG_APPLIED not in done.exercised
+    configured = run(FakeNode())
+    assert any("k" in shape for shape in configured.shapes) and any(" c" in shape for shape in configured.shapes)
+    assert invariants.CONFIG_APPLIED in configured.exercised

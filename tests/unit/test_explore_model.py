@@ -14,6 +14,7 @@ from dra_conformance.explore.model import (
     MAX_DEVICES_PER_REQUEST,
     MAX_REQUESTS,
     AllocatedDevice,
+    ClaimConfig,
     ClaimShape,
     Model,
     RequestShape,
@@ -150,3 +151,33 @@ def test_cdi_ids_are_read_from_json_and_yaml_spec_files(tmp_path: Path) -> None:
     assert read_spec_files(tmp_path) == files
     assert defined_ids(files) == {"example.com/gpu=u1-gpu-0": "a.json", "example.com/gpu=u2-gpu-1": "b.yaml"}
     assert read_spec_files(None) == {} and read_spec_files(tmp_path / "absent") == {}
+
+
+def test_a_failed_device_no_claim_holds_is_not_free_and_a_restart_makes_its_health_unknown() -> None:
+    model = _model()
+    claim = model.add(ClaimRef("ns", "u1", "c"), ClaimShape((RequestShape(1),)), (AllocatedDevice("req-0", "p", "d0"),))
+    free = model.free_devices()
+    model.made_unhealthy(("p", "d0"))  # held by the claim: counted once
+    model.made_unhealthy(("p", "d1"))
+    assert model.free_devices() == free - 1 and model.usable_capacity() == model.capacity - 2
+    model.deleted(claim)
+    assert model.free_devices() == model.capacity - 2
+    model.restarted()
+    assert not model.failed and model.health_unknown == {("p", "d0"), ("p", "d1")}
+    model.made_healthy(("p", "d0"))
+    assert model.unavailable() == {("p", "d1")} and model.health_hooked
+
+
+def test_a_claims_own_config_applies_over_its_class_and_the_last_entry_wins() -> None:
+    shape = ClaimShape(
+        (RequestShape(1, class_config=0), RequestShape(1, class_config=0), RequestShape(1)),
+        (ClaimConfig(1, ("req-1",)), ClaimConfig(0, ("req-1",))),
+    )
+    assert [shape.applied_config(name) for name in shape.names] == [0, 0, None]
+    assert ClaimShape((RequestShape(1, class_config=0),), (ClaimConfig(1),)).applied_config("req-0") == 1
+    spec = shape.spec(
+        "plain", config_classes=("with-0", "with-1"), opaque=({"driver": "d", "parameters": {"a": 0}},) * 2
+    )
+    assert [r["exactly"]["deviceClassName"] for r in spec["devices"]["requests"]] == ["with-0", "with-0", "plain"]
+    assert spec["devices"]["config"][0] == {"opaque": {"driver": "d", "parameters": {"a": 0}}, "requests": ["req-1"]}
+    assert shape.label() == "1k0+1k0+1 c1@req-1 c0@req-1"
