@@ -33,10 +33,20 @@ func allocated(name string) map[string]any { return map[string]any{"device": nam
 // heldCore is a driver core for node n1 on a fake API server holding `claims`, its state in `stateDir`.
 func heldCore(t *testing.T, stateDir string, refuse bool, claims ...*resourceapi.ResourceClaim) *DriverCore {
 	t.Helper()
+	return testCore(t, stateDir, func(c *Config) { c.RefuseHeldDevices = refuse }, &patches{}, claims...)
+}
+
+// testCore is a driver core for node n1 with 4 gpu devices, on a fake API server holding `claims` that records the
+// status patches in `applied`; its state in `stateDir`, its configuration changed by `configure` (if not nil).
+func testCore(t *testing.T, stateDir string, configure func(*Config), applied *patches, claims ...*resourceapi.ResourceClaim) *DriverCore {
+	t.Helper()
 	c := Config{
 		DriverName: heldTestDriver, NodeName: "n1", Profile: gpuProfile, Devices: 4, DriverVersion: "2.0.0",
 		IDFormat: referenceIDs, CDIDir: filepath.Join(stateDir, "cdi"), StateDir: stateDir, ReadyCondition: true,
-		RefuseHeldDevices: refuse, Broken: map[string]bool{},
+		Broken: map[string]bool{},
+	}
+	if configure != nil {
+		configure(&c)
 	}
 	objects := make([]runtime.Object, len(claims))
 	for i, claim := range claims {
@@ -46,12 +56,11 @@ func heldCore(t *testing.T, stateDir string, refuse bool, claims ...*resourceapi
 	if err != nil {
 		t.Fatal(err)
 	}
-	prepared, err := loadPreparedClaims(filepath.Join(stateDir, "prepared.json"), c.DriverVersion, false)
+	prepared, err := loadPreparedClaims(filepath.Join(stateDir, preparedFile), c.DriverVersion, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &DriverAPI{client: fakeClaimsAPI(&patches{}, objects...), driverName: heldTestDriver}
-	core, err := newDriverCore(c, api, calls, prepared)
+	core, err := newDriverCore(c, &DriverAPI{client: fakeClaimsAPI(applied, objects...), driverName: heldTestDriver}, calls, prepared)
 	if err != nil {
 		t.Fatal(err)
 	}

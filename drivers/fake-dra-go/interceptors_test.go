@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	drav1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drav1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 	registration "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -39,32 +37,13 @@ func serveCore(t *testing.T, configure func(*Config), claims ...*resourceapi.Res
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(sockets) })
-	stateDir := t.TempDir()
-	c := Config{
-		DriverName: heldTestDriver, NodeName: "n1", Profile: gpuProfile, Devices: 4, DriverVersion: "2.0.0",
-		IDFormat: referenceIDs, CDIDir: filepath.Join(stateDir, "cdi"), StateDir: stateDir, ReadyCondition: true,
-		KubeletRoot: sockets, HealthServices: []string{"v1"}, Broken: map[string]bool{},
-	}
-	if configure != nil {
-		configure(&c)
-	}
-	objects := make([]runtime.Object, len(claims))
-	for i, claim := range claims {
-		objects[i] = claim
-	}
-	calls, err := openCallLog(filepath.Join(stateDir, "calls.jsonl"), c.NodeName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prepared, err := loadPreparedClaims(filepath.Join(stateDir, preparedFile), c.DriverVersion, false)
-	if err != nil {
-		t.Fatal(err)
-	}
 	applied := &patches{}
-	core, err := newDriverCore(c, &DriverAPI{client: fakeClaimsAPI(applied, objects...), driverName: heldTestDriver}, calls, prepared)
-	if err != nil {
-		t.Fatal(err)
-	}
+	core := testCore(t, t.TempDir(), func(c *Config) {
+		c.KubeletRoot, c.HealthServices = sockets, []string{"v1"}
+		if configure != nil {
+			configure(c)
+		}
+	}, applied, claims...)
 	servers, err := startGRPC(core)
 	if err != nil {
 		t.Fatal(err)
@@ -82,10 +61,10 @@ func serveCore(t *testing.T, configure func(*Config), claims ...*resourceapi.Res
 		t.Cleanup(func() { _ = conn.Close() })
 		return conn
 	}
-	dra := dial(c.DRASocket())
+	dra := dial(core.config.DRASocket())
 	return &servedCore{
 		core: core, applied: applied, dra: drav1.NewDRAPluginClient(dra), draV1beta1: drav1beta1.NewDRAPluginClient(dra),
-		registration: registration.NewRegistrationClient(dial(c.RegistrationSocket())),
+		registration: registration.NewRegistrationClient(dial(core.config.RegistrationSocket())),
 	}
 }
 
