@@ -82,8 +82,8 @@ class Mutant:
     # Real nodes of a shipped mutant's cluster: one, but for a check that stops the driver on a real node of its own
     # (the `disruption` fixture takes the last of two or more).
     real_nodes: int = 1
-    # Run by CI's mutant tests (tests/mutants); False for an as-shipped copy of a bug CI already kills on kwok nodes,
-    # which bench/mutants still runs: the real-node lane is CI's longest.
+    # Run by CI's mutant tests (tests/mutants); False for an as-shipped copy of a bug CI already kills on kwok nodes
+    # whose check CI runs anyway, which bench/mutants still runs: the real-node lane is CI's longest.
     in_ci: bool = True
 
     def __str__(self) -> str:
@@ -398,13 +398,13 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # Upgrades (issue 44, item 4), the driver as shipped: its previous release, started on the state the installed
     # one wrote (the upgrade check's first switch), gives up its pool; the pods started across the switch stay pending.
+    # The one run of the upgrade check in CI (no profile CI certifies names a previous release).
     Mutant(
         f"{BrokenMode.DROPS_POOL_AFTER_DOWNGRADE}-as-shipped",
         UPGRADE_CHECK,
         "kubelet.upgrade-and-rollback-keep-claims-prepared",
         modes=(BrokenMode.DROPS_POOL_AFTER_DOWNGRADE,),
         shipped=True,
-        in_ci=False,
     ),
     # Upgrades (issue 44, item 4), the driver as shipped: every start rewrites its unchanged slices at a new
     # generation, so each rollout of the same release churns them.
