@@ -296,7 +296,9 @@ def _mark(daemonset: client.V1DaemonSet) -> tuple[str, float] | None:
 
 
 @contextmanager
-def rolling(apps: client.AppsV1Api, namespace: str, name: str, holder: str, timeout: float) -> Iterator[None]:
+def rolling(
+    apps: client.AppsV1Api, namespace: str, name: str, holder: str, timeout: float = HOLD_DEADLINE
+) -> Iterator[None]:
     """Hold the DaemonSet for one check's rollout: wait (up to `timeout`) while another check holds it.
 
     The mark is an annotation of the DaemonSet (not of its pod template, so it rolls nothing), set only on the

@@ -108,9 +108,7 @@ def test_a_release_that_cannot_start_leaves_the_old_instance_serving_until_its_t
         f"no socket in {target.registry} answers GetInfo for {driver_under_test.name}: {sorted(first.sockets)}",
         target.where,
     )
-    with rollout.rolling(
-        apps, target.namespace, target.daemonset, f"release that cannot start@{real_node.name}", rollout.HOLD_DEADLINE
-    ):
+    with rollout.rolling(apps, target.namespace, target.daemonset, f"release that cannot start@{real_node.name}"):
         saved = apps.read_namespaced_daemon_set(target.daemonset, target.namespace)
         put_back = rollout.put_back_patch(api_client, saved)
         failing, change = rollout.cannot_start(rollout.template_of(api_client, saved), spec.args, spec.container)
@@ -282,9 +280,7 @@ def test_an_upgrade_from_the_previous_release_and_its_rollback_keep_claims_prepa
     core, apps = client.CoreV1Api(api_client), client.AppsV1Api(api_client)
     target = _target(real_node, driver_under_test, core, cluster)
     previous = _previous_template(cluster, target)
-    with rollout.rolling(
-        apps, target.namespace, target.daemonset, f"upgrade and rollback@{real_node.name}", rollout.HOLD_DEADLINE
-    ):
+    with rollout.rolling(apps, target.namespace, target.daemonset, f"upgrade and rollback@{real_node.name}"):
         saved = apps.read_namespaced_daemon_set(target.daemonset, target.namespace)
         installed = rollout.template_of(api_client, saved)
         put_back = rollout.put_back_patch(api_client, saved)

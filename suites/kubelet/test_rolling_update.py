@@ -85,7 +85,7 @@ def test_a_rolling_update_with_max_surge_keeps_pods_starting_and_hands_claims_to
     )
 
     holder = f"rolling update@{real_node.name}"
-    with rollout.rolling(apps, ds_namespace, daemonset, holder, rollout.HOLD_DEADLINE):
+    with rollout.rolling(apps, ds_namespace, daemonset, holder):
         original = rollout.restore_patch(api_client, apps.read_namespaced_daemon_set(daemonset, ds_namespace))
         restarted_at = datetime.datetime.now(datetime.UTC).isoformat()
         patch = {
